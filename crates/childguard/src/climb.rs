@@ -1,0 +1,137 @@
+//! [`Climb`]: one run up a [`Ladder`], as a state machine that any driver can step — the
+//! blocking close path, the background reaper, or the tokio face.
+
+use std::io;
+use std::time::Instant;
+
+use crate::ladder::Ladder;
+use crate::process::Process;
+use crate::report::{CloseReport, Ending, SentSignal};
+use crate::signal::Signal;
+
+/// Where a close stands on its ladder.
+#[derive(Debug)]
+pub(crate) struct Climb {
+    ladder: Ladder,
+    /// Index of the next rung to send.
+    next_rung: usize,
+    /// End of the current wait (EOF grace or the last sent rung's grace).
+    deadline: Instant,
+    /// When the close began; report offsets are measured from here.
+    started: Instant,
+    /// Signals sent, with the instant each was sent.
+    sent: Vec<(Instant, SentSignal)>,
+    /// A signal sent by `ChildHandle::kill` before the close, and when.
+    earlier_kill: Option<(Signal, Instant)>,
+}
+
+impl Climb {
+    /// Starts a climb at `started`.
+    ///
+    /// Without an earlier kill, the first rung is due after the EOF grace (at once if there is
+    /// none). After `kill(sig, …)`, the climb resumes *behind* the last rung that sends `sig`,
+    /// and first waits out that rung's grace counted from the kill: the caller already took
+    /// that step, so the child gets no second, weaker signal while it is dying.
+    pub(crate) fn begin(
+        ladder: &Ladder,
+        started: Instant,
+        earlier_kill: Option<(Signal, Instant)>,
+    ) -> Climb {
+        let resumed = earlier_kill.and_then(|(signal, at)| {
+            let index = ladder.rungs().iter().rposition(|r| r.signal == signal)?;
+            Some((index + 1, at + ladder.rungs()[index].grace))
+        });
+        let (next_rung, deadline) =
+            resumed.unwrap_or((0, started + ladder.eof_grace().unwrap_or_default()));
+        Climb {
+            ladder: ladder.clone(),
+            next_rung,
+            deadline,
+            started,
+            sent: Vec::new(),
+            earlier_kill,
+        }
+    }
+
+    /// When the current wait ends.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether every rung was sent and the last grace has run out.
+    pub(crate) fn is_exhausted(&self, now: Instant) -> bool {
+        self.next_rung >= self.ladder.rungs().len() && now >= self.deadline
+    }
+
+    /// Sends the next rung's signal (and `SIGCONT` after a catchable one, so a stopped child
+    /// sees it) and starts its grace. Returns `false` when no rung is left.
+    pub(crate) fn send_next(&mut self, process: &mut Process) -> io::Result<bool> {
+        let Some(rung) = self.ladder.rungs().get(self.next_rung).copied() else {
+            return Ok(false);
+        };
+        let now = Instant::now();
+        process.signal(rung.signal)?;
+        if rung.signal.is_catchable() {
+            process.signal(Signal::CONT)?;
+        }
+        self.sent.push((
+            now,
+            SentSignal {
+                signal: rung.signal,
+                at: now.saturating_duration_since(self.started),
+                rung: self.next_rung,
+                to_group: process.leads_group(),
+            },
+        ));
+        self.next_rung += 1;
+        self.deadline = now + rung.grace;
+        Ok(true)
+    }
+
+    /// Advances without blocking: sends every rung whose time has come. Returns `false` once
+    /// the ladder is used up and its last grace has passed.
+    pub(crate) fn advance(&mut self, process: &mut Process, now: Instant) -> io::Result<bool> {
+        while now >= self.deadline {
+            if !self.send_next(process)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Blocks until `process` is gone or the ladder is used up. Returns whether it is gone.
+    /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) bounded by
+    /// the current deadline.
+    pub(crate) fn run_blocking(&mut self, process: &mut Process) -> io::Result<bool> {
+        loop {
+            if process.is_gone()? {
+                return Ok(true);
+            }
+            if !self.advance(process, Instant::now())? {
+                return Ok(false);
+            }
+            process.wait_until(self.deadline)?;
+        }
+    }
+
+    /// Fills the signal, exit and ending parts of `report`.
+    pub(crate) fn record(&self, process: &Process, report: &mut CloseReport) {
+        report.signals = self.sent.iter().map(|(_, s)| *s).collect();
+        report.status = process.status();
+        let Some(exited_at) = process.exited_at() else {
+            report.ended_by = Ending::Outlived;
+            return;
+        };
+        report.exited = Some(exited_at.saturating_duration_since(self.started));
+        let last_before_exit = self.sent.iter().rev().find(|(at, _)| *at <= exited_at);
+        report.ended_by = match (last_before_exit, self.earlier_kill) {
+            (Some((_, s)), _) => Ending::Rung {
+                index: s.rung,
+                signal: s.signal,
+            },
+            (None, Some((signal, at))) if at <= exited_at => Ending::Kill { signal },
+            (None, _) if exited_at < self.started => Ending::BeforeClose,
+            (None, _) => Ending::Eof,
+        };
+    }
+}

@@ -1,0 +1,455 @@
+//! [`ChildHandle`]: a spawned server and the socket connected to it, closed as one.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::climb::Climb;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ladder::Ladder;
+use crate::process::{sigchld, Process};
+use crate::reaper::{self, Job};
+use crate::report::{CloseReport, Ending};
+use crate::signal::Signal;
+use crate::{spawner, sys};
+
+/// How the child is connected to us.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SocketMode {
+    /// No socket: the child's stdio is whatever the `Command` says.
+    #[default]
+    None,
+    /// A `socketpair(2)`: the child's end on its fds 0 and 1 (as libnbd's `connect_command`),
+    /// our end a [`UnixStream`] (close-on-exec, so other children never inherit it).
+    Stdio,
+}
+
+/// Who pays for the end of the ladder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Reap {
+    /// `close()`/`drop` climb the ladder and reap before returning (bounded by the ladder).
+    #[default]
+    Blocking,
+    /// `close()`/`drop` shut the socket down, send the first due rung, and return; the shared
+    /// reaper thread sends the rest and reaps. See [`reaper`](crate::reaper).
+    Background,
+}
+
+/// Configures and spawns a [`ChildHandle`]. Made by [`ChildHandle::builder`].
+#[derive(Debug)]
+pub struct Builder {
+    command: Command,
+    socket: SocketMode,
+    ladder: Ladder,
+    process_group: bool,
+    exit_with_parent: bool,
+    death_signal: Signal,
+    reap: Reap,
+    portable: bool,
+}
+
+impl Builder {
+    /// How the child is connected (default [`SocketMode::None`]).
+    pub fn socket(mut self, mode: SocketMode) -> Builder {
+        self.socket = mode;
+        self
+    }
+
+    /// The ladder climbed on close (default [`Ladder::default()`]: `HUP:1s,TERM:2s,KILL:5s`).
+    pub fn ladder(mut self, ladder: Ladder) -> Builder {
+        self.ladder = ladder;
+        self
+    }
+
+    /// Make the child the leader of a new process group, and signal the whole group on every
+    /// rung. Members still alive after the leader exited get the remaining rungs (the group id
+    /// stays ours meanwhile: the leader is kept unreaped until the group is empty).
+    pub fn process_group(mut self, on: bool) -> Builder {
+        self.process_group = on;
+        self
+    }
+
+    /// Have the kernel send the child a signal (`SIGKILL` unless
+    /// [`parent_death_signal`](Builder::parent_death_signal) says otherwise) when we die, even
+    /// by `SIGKILL` (Linux `PR_SET_PDEATHSIG`).
+    ///
+    /// The kernel ties this to the *thread* that forked the child. Such children are therefore
+    /// forked by one internal, long-lived spawner thread, so spawning from a thread that exits
+    /// at once is safe. Other platforms: `spawn()` fails with [`io::ErrorKind::Unsupported`].
+    pub fn exit_with_parent(mut self, on: bool) -> Builder {
+        self.exit_with_parent = on;
+        self
+    }
+
+    /// The signal sent by [`exit_with_parent`](Builder::exit_with_parent) (default `KILL`).
+    pub fn parent_death_signal(mut self, signal: Signal) -> Builder {
+        self.death_signal = signal;
+        self
+    }
+
+    /// Who climbs the rest of the ladder on close (default [`Reap::Blocking`]).
+    pub fn reap(mut self, reap: Reap) -> Builder {
+        self.reap = reap;
+        self
+    }
+
+    /// Use the portable `kill` + `SIGCHLD` mechanism even where pidfds exist (for tests and
+    /// comparisons).
+    #[doc(hidden)]
+    pub fn force_portable(mut self, on: bool) -> Builder {
+        self.portable = on;
+        self
+    }
+
+    /// Spawns the child. On error nothing is left behind: no fd, no zombie.
+    pub fn spawn(mut self) -> Result<ChildHandle> {
+        let program = self.command.get_program().to_string_lossy().into_owned();
+        let fail = |kind, e: io::Error| Error::new(kind, Some(&program), e);
+        sigchld::check_not_ignored().map_err(|e| fail(ErrorKind::SigchldIgnored, e))?;
+        if self.exit_with_parent && !cfg!(any(target_os = "linux", target_os = "android")) {
+            return Err(fail(
+                ErrorKind::Config,
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "exit_with_parent needs Linux PR_SET_PDEATHSIG",
+                ),
+            ));
+        }
+        let socket = self
+            .connect_stdio()
+            .map_err(|e| fail(ErrorKind::Socket, e))?;
+        if self.process_group {
+            self.command.process_group(0);
+        }
+        let death_signal = self
+            .exit_with_parent
+            .then(|| (self.death_signal, std::process::id()));
+        sys::install_child_setup(
+            &mut self.command,
+            sys::ChildSetup {
+                death_signal,
+                first_private_fd: 3,
+            },
+        );
+        // The Command (holding the child's ends of the socket) is dropped right after the fork,
+        // in whichever thread forked, so our process keeps only its own end.
+        let spawned = if self.exit_with_parent {
+            spawner::spawn(self.command)
+        } else {
+            let mut command = self.command;
+            command.spawn()
+        };
+        let mut child = spawned.map_err(|e| fail(ErrorKind::Spawn, e))?;
+        let process = match Process::adopt(child.id(), self.process_group, self.portable) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(ErrorKind::Pidfd, e));
+            }
+        };
+        Ok(ChildHandle {
+            program: Some(program),
+            socket,
+            process: Some(process),
+            ladder: self.ladder,
+            reap: self.reap,
+            last_kill: None,
+            closed: false,
+        })
+    }
+
+    fn connect_stdio(&mut self) -> io::Result<Option<UnixStream>> {
+        match self.socket {
+            SocketMode::None => Ok(None),
+            SocketMode::Stdio => {
+                let (ours, theirs) = UnixStream::pair()?;
+                let theirs = OwnedFd::from(theirs);
+                self.command.stdin(Stdio::from(theirs.try_clone()?));
+                self.command.stdout(Stdio::from(theirs));
+                Ok(Some(ours))
+            }
+        }
+    }
+}
+
+/// A spawned server process and the socket connected to it, closed together.
+///
+/// # The close timeline
+///
+/// [`close`](ChildHandle::close) and `Drop` run the same path, top to bottom:
+///
+/// 1. **Shutdown** — `shutdown(SHUT_RDWR)` on our socket. This is what wakes a server blocked in
+///    `read` or `write` on it, even if another process (a forked worker) still holds a copy of
+///    its end: `close` alone would not, as long as any copy stays open.
+/// 2. **Close** — our socket fd is closed.
+/// 3. **EOF wait** (only if the ladder starts with `EOF:…`) — a well-behaved server exits on
+///    EOF; give it that long before any signal.
+/// 4. **Rungs** — for each rung: send its signal (to the group with
+///    [`process_group`](Builder::process_group)), then `SIGCONT` if the signal is catchable so
+///    a stopped server can act on it; wait up to the rung's grace for the exit, woken by the
+///    pidfd the moment it happens. The next rung comes only if the grace ran out.
+/// 5. **Reap** — `waitid` collects the exit status and frees the pid. A child that outlived
+///    the last rung (uninterruptible sleep) is handed to the background reaper instead, and the
+///    report says so: the close never blocks longer than the ladder's
+///    [`total_grace`](Ladder::total_grace) plus a few milliseconds.
+///
+/// A [`kill`](ChildHandle::kill) before the close counts as a rung already taken: the close
+/// resumes after the last rung sending that signal, once its grace (from the kill) ran out.
+#[derive(Debug)]
+pub struct ChildHandle {
+    program: Option<String>,
+    socket: Option<UnixStream>,
+    process: Option<Process>,
+    ladder: Ladder,
+    reap: Reap,
+    last_kill: Option<(Signal, Instant)>,
+    closed: bool,
+}
+
+impl ChildHandle {
+    /// Starts configuring a handle for `command`.
+    pub fn builder(command: Command) -> Builder {
+        Builder {
+            command,
+            socket: SocketMode::None,
+            ladder: Ladder::default(),
+            process_group: false,
+            exit_with_parent: false,
+            death_signal: Signal::KILL,
+            reap: Reap::Blocking,
+            portable: false,
+        }
+    }
+
+    /// A handle over a socket for which we spawned no server. Closing it shuts the socket down
+    /// and closes it; it never signals anyone.
+    pub fn from_socket(socket: impl Into<OwnedFd>) -> ChildHandle {
+        ChildHandle {
+            program: None,
+            socket: Some(UnixStream::from(socket.into())),
+            process: None,
+            ladder: Ladder::default(),
+            reap: Reap::Blocking,
+            last_kill: None,
+            closed: false,
+        }
+    }
+
+    /// Our end of the socket, if the handle has one.
+    pub fn socket(&self) -> Option<&UnixStream> {
+        self.socket.as_ref()
+    }
+
+    /// The child's pid, if there is a child.
+    pub fn id(&self) -> Option<u32> {
+        self.process.as_ref().map(Process::pid)
+    }
+
+    /// The program this handle spawned.
+    pub fn program(&self) -> Option<&str> {
+        self.program.as_deref()
+    }
+
+    /// The ladder the close path will climb.
+    pub fn ladder(&self) -> &Ladder {
+        &self.ladder
+    }
+
+    /// Whether the child has exited, without blocking. Like `std`, this reaps an exited child
+    /// — except a process-group leader, which stays a zombie until `close` so that its group
+    /// id cannot be recycled while we may still signal the group.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        let program = self.program.clone();
+        let Some(process) = self.process.as_mut() else {
+            return Err(no_child());
+        };
+        let status = process
+            .check_exit()
+            .map_err(|e| Error::new(ErrorKind::Wait, program.as_deref(), e))?;
+        if status.is_some() && !process.leads_group() {
+            process
+                .reap()
+                .map_err(|e| Error::new(ErrorKind::Wait, program.as_deref(), e))?;
+        }
+        Ok(status)
+    }
+
+    /// Sends `signal` once (to the group with `process_group`), then waits up to `grace` for
+    /// the exit. `Ok(None)`: still alive. After the child exited this sends nothing and returns
+    /// its status again.
+    pub fn kill(&mut self, signal: Signal, grace: Duration) -> Result<Option<ExitStatus>> {
+        if let Some(status) = self.try_wait()? {
+            return Ok(Some(status));
+        }
+        let program = self.program.clone();
+        let err = |kind, e| Error::new(kind, program.as_deref(), e);
+        let process = self.process.as_mut().ok_or_else(no_child)?;
+        let sent_at = Instant::now();
+        process
+            .signal(signal)
+            .map_err(|e| err(ErrorKind::Signal, e))?;
+        if signal.is_catchable() {
+            process
+                .signal(Signal::CONT)
+                .map_err(|e| err(ErrorKind::Signal, e))?;
+        }
+        self.last_kill = Some((signal, sent_at));
+        let deadline = sent_at + grace;
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            let process = self.process.as_ref().ok_or_else(no_child)?;
+            process
+                .wait_until(deadline)
+                .map_err(|e| err(ErrorKind::Wait, e))?;
+        }
+    }
+
+    /// Shuts the socket down, closes it, climbs the ladder and reaps the child (see the close
+    /// timeline above). `Drop` does the same and discards the report.
+    pub fn close(mut self) -> Result<CloseReport> {
+        self.close_path()
+    }
+
+    /// The one close path: shutdown → close → ladder → reap, each a named step.
+    fn close_path(&mut self) -> Result<CloseReport> {
+        self.closed = true;
+        let mut process = self.process.take();
+        let earlier_exit = observe_earlier_exit(process.as_mut());
+        let started = Instant::now();
+        let mut report = CloseReport::new(self.program.clone(), process.as_ref().map(Process::pid));
+        shut_down_and_close(self.socket.take(), started, &mut report);
+        let Some(mut process) = process else {
+            return Ok(finish(report, started));
+        };
+        let mut climb = Climb::begin(&self.ladder, started, self.last_kill);
+        let climbed = match earlier_exit {
+            Ok(()) => climb_ladder(&mut climb, &mut process, self.reap),
+            Err(e) => Err(e),
+        };
+        climb.record(&process, &mut report);
+        let outcome = reap_or_hand_off(process, climb, climbed, started, &mut report);
+        outcome.map_err(|e| Error::new(ErrorKind::Wait, self.program.as_deref(), e))?;
+        Ok(finish(report, started))
+    }
+}
+
+fn no_child() -> Error {
+    Error::new(
+        ErrorKind::Config,
+        None,
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "this handle has no child (made by from_socket)",
+        ),
+    )
+}
+
+/// Step 0: notes an exit that happened before the close, before its clock starts.
+fn observe_earlier_exit(process: Option<&mut Process>) -> io::Result<()> {
+    process.map_or(Ok(()), |p| p.check_exit().map(drop))
+}
+
+/// Steps 1 and 2: `shutdown(SHUT_RDWR)`, then close.
+fn shut_down_and_close(socket: Option<UnixStream>, started: Instant, report: &mut CloseReport) {
+    let Some(socket) = socket else { return };
+    // ENOTCONN (the peer is already gone) is expected and harmless.
+    if let Err(e) = rustix::net::shutdown(socket.as_fd(), rustix::net::Shutdown::Both) {
+        if e != rustix::io::Errno::NOTCONN {
+            report
+                .notes
+                .push(format!("shutdown: {}", io::Error::from(e)));
+        }
+    }
+    report.shutdown = Some(started.elapsed());
+    drop(socket);
+}
+
+/// Steps 3 and 4: the EOF wait and the rungs. Returns whether the child (and its group) is gone.
+fn climb_ladder(climb: &mut Climb, process: &mut Process, reap: Reap) -> io::Result<bool> {
+    match reap {
+        Reap::Blocking => climb.run_blocking(process),
+        Reap::Background => {
+            if process.is_gone()? {
+                return Ok(true);
+            }
+            climb.advance(process, Instant::now())?;
+            Ok(false)
+        }
+    }
+}
+
+/// Step 5: reap what is gone; hand the rest (with any rungs still to come) to the reaper.
+fn reap_or_hand_off(
+    mut process: Process,
+    climb: Climb,
+    climbed: io::Result<bool>,
+    started: Instant,
+    report: &mut CloseReport,
+) -> io::Result<()> {
+    report.group_survivors = process.survivor_pids();
+    report.socket_may_be_held = !process.leads_group() || !cfg!(target_os = "linux");
+    let ladder_done = matches!(climbed, Ok(false)) && climb.is_exhausted(Instant::now());
+    if matches!(climbed, Ok(true)) || (ladder_done && !process.is_running()) {
+        // Gone — or only group members outlived the ladder: release the leader now.
+        report.outlived_ladder = !report.group_survivors.is_empty();
+        report.status = process.reap()?;
+        report.reaped = Some(started.elapsed());
+        if report.status.is_none() {
+            report
+                .notes
+                .push("exit status lost: the child was reaped by someone else".into());
+        }
+        return climbed.map(drop);
+    }
+    report.outlived_ladder = ladder_done;
+    report.handed_to_reaper = true;
+    if !ladder_done {
+        report.ended_by = Ending::InBackground;
+    }
+    let pending = (!ladder_done).then_some(climb);
+    if let Err((mut job, e)) = reaper::hand_off(Job {
+        process,
+        climb: pending,
+        on_done: None,
+    }) {
+        // No reaper thread could be started: the child is still ours; wait for it here.
+        report.notes.push(format!(
+            "background reaper unavailable ({e}); waited in place"
+        ));
+        report.handed_to_reaper = false;
+        if let Some(climb) = job.climb.as_mut() {
+            climb.run_blocking(&mut job.process)?;
+        }
+        while job.process.check_exit()?.is_none() && job.process.is_running() {
+            job.process
+                .wait_until(Instant::now() + Duration::from_secs(1))?;
+        }
+        report.status = job.process.reap()?;
+        report.reaped = Some(started.elapsed());
+    }
+    climbed.map(drop)
+}
+
+fn finish(mut report: CloseReport, started: Instant) -> CloseReport {
+    report.total = started.elapsed();
+    report
+}
+
+impl Drop for ChildHandle {
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.close_path();
+        }
+    }
+}

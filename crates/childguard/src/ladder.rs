@@ -1,0 +1,343 @@
+//! [`Ladder`] and [`Rung`]: which signals the close path sends, in which order, and how long it
+//! waits after each.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::signal::{Signal, SignalParseError};
+
+/// The environment variable read by [`Ladder::from_env_or_default`].
+pub const LADDER_ENV: &str = "CHILDGUARD_LADDER";
+
+/// The grace a rung gets when its text names no duration (`"KILL"` alone).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
+
+/// One step of a [`Ladder`]: send `signal`, then wait up to `grace` for the child to exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Rung {
+    /// The signal sent when this rung starts.
+    pub signal: Signal,
+    /// How long to wait after sending it before the next rung.
+    #[cfg_attr(feature = "serde", serde(with = "crate::report::millis"))]
+    pub grace: Duration,
+}
+
+impl Rung {
+    /// A rung sending `signal` and then waiting up to `grace`.
+    pub fn new(signal: Signal, grace: Duration) -> Rung {
+        Rung { signal, grace }
+    }
+}
+
+/// The escalation the close path climbs after it has shut the socket down.
+///
+/// A ladder is an optional *EOF wait* followed by one or more [`Rung`]s. The text form is a
+/// comma-separated list, e.g. `"EOF:200ms,HUP:1s,TERM:2s,KILL:5s"`:
+///
+/// - `SIGNAL:GRACE` — a signal name with or without `SIG` (`HUP`, `SIGTERM`), or a number
+///   (`15`), and a [humantime](https://docs.rs/humantime) duration (`250ms`, `2s`, `1min`).
+///   The grace may be left out (`KILL`) and is then [`DEFAULT_GRACE`].
+/// - `EOF:GRACE` — only as the first item: after the socket is shut down, wait this long for
+///   the server to notice EOF and exit on its own before the first signal.
+///
+/// [`Ladder::default()`] is `HUP:1s,TERM:2s,KILL:5s`: `SIGHUP` first because servers spawned
+/// over a socket (nbdkit, qemu-nbd) treat it as "the client went away", `SIGTERM` as the usual
+/// request to exit, `SIGKILL` when nothing else worked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ladder {
+    eof_grace: Option<Duration>,
+    rungs: Vec<Rung>,
+}
+
+impl Default for Ladder {
+    fn default() -> Ladder {
+        Ladder {
+            eof_grace: None,
+            rungs: vec![
+                Rung::new(Signal::HUP, Duration::from_secs(1)),
+                Rung::new(Signal::TERM, Duration::from_secs(2)),
+                Rung::new(Signal::KILL, Duration::from_secs(5)),
+            ],
+        }
+    }
+}
+
+impl Ladder {
+    /// A ladder of these rungs, with no EOF wait. Fails if `rungs` is empty.
+    pub fn new(rungs: impl IntoIterator<Item = Rung>) -> Result<Ladder, LadderParseError> {
+        let rungs: Vec<Rung> = rungs.into_iter().collect();
+        if rungs.is_empty() {
+            return Err(LadderParseError::new(
+                "",
+                "a ladder needs at least one signal rung",
+            ));
+        }
+        Ok(Ladder {
+            eof_grace: None,
+            rungs,
+        })
+    }
+
+    /// The same ladder, first waiting `grace` after shutdown for a voluntary exit.
+    pub fn with_eof_grace(mut self, grace: Duration) -> Ladder {
+        self.eof_grace = Some(grace);
+        self
+    }
+
+    /// The ladder in `CHILDGUARD_LADDER` if it is set, else [`Ladder::default()`].
+    ///
+    /// A set but invalid value is an error naming the variable and the bad part, not silently
+    /// replaced by the default.
+    pub fn from_env_or_default() -> Result<Ladder, LadderParseError> {
+        match std::env::var(LADDER_ENV) {
+            Ok(text) => text.parse().map_err(|e: LadderParseError| e.in_env()),
+            Err(std::env::VarError::NotPresent) => Ok(Ladder::default()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(LadderParseError {
+                part: String::new(),
+                why: "is not valid UTF-8".into(),
+                env: true,
+            }),
+        }
+    }
+
+    /// How long the close path waits for a voluntary exit after shutdown, if at all.
+    pub fn eof_grace(&self) -> Option<Duration> {
+        self.eof_grace
+    }
+
+    /// The signal rungs, in order.
+    pub fn rungs(&self) -> &[Rung] {
+        &self.rungs
+    }
+
+    /// The longest the ladder can take: the EOF wait plus every rung's grace.
+    pub fn total_grace(&self) -> Duration {
+        self.rungs
+            .iter()
+            .fold(self.eof_grace.unwrap_or_default(), |sum, r| {
+                sum.saturating_add(r.grace)
+            })
+    }
+}
+
+/// Why a string is not a [`Ladder`]: names the offending part and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LadderParseError {
+    part: String,
+    why: String,
+    env: bool,
+}
+
+impl LadderParseError {
+    fn new(part: &str, why: impl Into<String>) -> LadderParseError {
+        LadderParseError {
+            part: part.to_string(),
+            why: why.into(),
+            env: false,
+        }
+    }
+
+    fn in_env(mut self) -> LadderParseError {
+        self.env = true;
+        self
+    }
+
+    /// The rung text that was rejected (empty when the ladder as a whole is wrong).
+    pub fn part(&self) -> &str {
+        &self.part
+    }
+}
+
+impl fmt::Display for LadderParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.env {
+            write!(f, "{LADDER_ENV}: ")?;
+        }
+        if self.part.is_empty() {
+            write!(f, "invalid ladder: {}", self.why)
+        } else {
+            write!(f, "invalid ladder rung {:?}: {}", self.part, self.why)
+        }
+    }
+}
+
+impl std::error::Error for LadderParseError {}
+
+impl FromStr for Ladder {
+    type Err = LadderParseError;
+
+    fn from_str(text: &str) -> Result<Ladder, LadderParseError> {
+        if text.trim().is_empty() {
+            return Err(LadderParseError::new(
+                "",
+                "empty (expected e.g. \"HUP:1s,TERM:2s,KILL:5s\")",
+            ));
+        }
+        let mut eof_grace = None;
+        let mut rungs = Vec::new();
+        for (index, part) in text.split(',').map(str::trim).enumerate() {
+            if part.is_empty() {
+                return Err(LadderParseError::new(
+                    part,
+                    format!("item {} is empty (stray comma?)", index + 1),
+                ));
+            }
+            let (name, grace) = match part.split_once(':') {
+                Some((name, grace)) => (name.trim(), Some(parse_grace(part, grace.trim())?)),
+                None => (part, None),
+            };
+            if name.eq_ignore_ascii_case("EOF") {
+                if index != 0 {
+                    return Err(LadderParseError::new(
+                        part,
+                        "EOF may only be the first item",
+                    ));
+                }
+                let grace = grace.ok_or_else(|| {
+                    LadderParseError::new(part, "EOF needs a duration, e.g. EOF:200ms")
+                })?;
+                eof_grace = Some(grace);
+                continue;
+            }
+            let signal = name
+                .parse::<Signal>()
+                .map_err(|e: SignalParseError| LadderParseError::new(part, e.to_string()))?;
+            rungs.push(Rung::new(signal, grace.unwrap_or(DEFAULT_GRACE)));
+        }
+        if rungs.is_empty() {
+            return Err(LadderParseError::new(
+                text.trim(),
+                "a ladder needs at least one signal rung",
+            ));
+        }
+        Ok(Ladder { eof_grace, rungs })
+    }
+}
+
+fn parse_grace(part: &str, grace: &str) -> Result<Duration, LadderParseError> {
+    if grace.is_empty() {
+        return Err(LadderParseError::new(part, "missing duration after ':'"));
+    }
+    humantime::parse_duration(grace)
+        .map_err(|e| LadderParseError::new(part, format!("bad duration {grace:?}: {e}")))
+}
+
+/// Writes a duration in one unit so that it parses back exactly (`1500ms`, `2s`, `10us`).
+pub(crate) fn write_duration(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
+    let nanos = d.as_nanos();
+    let (unit, per) = if nanos % 1_000_000_000 == 0 {
+        ("s", 1_000_000_000)
+    } else if nanos % 1_000_000 == 0 {
+        ("ms", 1_000_000)
+    } else if nanos % 1_000 == 0 {
+        ("us", 1_000)
+    } else {
+        ("ns", 1)
+    };
+    write!(f, "{}{unit}", nanos / per)
+}
+
+impl fmt::Display for Rung {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.signal)?;
+        write_duration(f, self.grace)
+    }
+}
+
+impl fmt::Display for Ladder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(grace) = self.eof_grace {
+            f.write_str("EOF:")?;
+            write_duration(f, grace)?;
+            f.write_str(",")?;
+        }
+        for (i, rung) in self.rungs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{rung}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn default_is_hup_term_kill() {
+        assert_eq!(Ladder::default().to_string(), "HUP:1s,TERM:2s,KILL:5s");
+        assert_eq!(
+            "HUP:1s,TERM:2s,KILL:5s".parse::<Ladder>().unwrap(),
+            Ladder::default()
+        );
+        assert_eq!(Ladder::default().total_grace(), Duration::from_secs(8));
+    }
+
+    #[test]
+    fn parses_prefixes_numbers_eof_and_missing_grace() {
+        let l: Ladder = "EOF:200ms, SIGHUP:1s500ms ,15:2s,kill".parse().unwrap();
+        assert_eq!(l.eof_grace(), Some(ms(200)));
+        assert_eq!(
+            l.rungs(),
+            &[
+                Rung::new(Signal::HUP, ms(1500)),
+                Rung::new(Signal::TERM, Duration::from_secs(2)),
+                Rung::new(Signal::KILL, DEFAULT_GRACE),
+            ]
+        );
+        assert_eq!(l.to_string(), "EOF:200ms,HUP:1500ms,TERM:2s,KILL:1s");
+        assert_eq!(l.total_grace(), ms(200 + 1500 + 2000 + 1000));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for text in [
+            "HUP:1s",
+            "EOF:1us,TERM:3ns,KILL:0s",
+            "USR1:10ms,INT:1min,KILL:5s",
+        ] {
+            let l: Ladder = text.parse().unwrap();
+            let again: Ladder = l.to_string().parse().unwrap();
+            assert_eq!(l, again, "{text}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_bad_part() {
+        let cases = [
+            ("", "empty"),
+            ("HUP:1x", "\"HUP:1x\""),
+            ("HUP:1s,,KILL", "item 2 is empty"),
+            ("BOGUS:1s", "\"BOGUS:1s\""),
+            ("HUP:1s,EOF:1s", "EOF may only be the first"),
+            ("EOF", "EOF needs a duration"),
+            ("EOF:1s", "at least one signal rung"),
+            ("HUP:", "missing duration"),
+            ("99:1s", "unknown signal"),
+        ];
+        for (text, needle) in cases {
+            let err = text.parse::<Ladder>().unwrap_err().to_string();
+            assert!(
+                err.contains(needle),
+                "{text:?} gave {err:?}, wanted {needle:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn new_rejects_empty() {
+        assert!(Ladder::new([]).is_err());
+        let l = Ladder::new([Rung::new(Signal::KILL, ms(5))])
+            .unwrap()
+            .with_eof_grace(ms(1));
+        assert_eq!(l.to_string(), "EOF:1ms,KILL:5ms");
+    }
+}

@@ -1,0 +1,42 @@
+//! # childguard
+//!
+//! Own a spawned server process together with the socket connected to it, and close both fast,
+//! safely and within a bound.
+//!
+//! ```no_run
+//! use std::process::Command;
+//! use childguard::{ChildHandle, Ladder, SocketMode};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut cmd = Command::new("nbdkit");
+//! cmd.args(["-s", "memory", "1M"]);
+//! let handle = ChildHandle::builder(cmd)
+//!     .socket(SocketMode::Stdio)              // socketpair on the server's stdin/stdout
+//!     .ladder("HUP:1s,TERM:2s,KILL:5s".parse::<Ladder>()?)
+//!     .process_group(true)                    // every rung reaches the server's workers too
+//!     .spawn()?;
+//! // … talk NBD over handle.socket() …
+//! let report = handle.close()?;               // shutdown → close → HUP → TERM → KILL → reap
+//! println!("{report}");
+//! # Ok(()) }
+//! ```
+//!
+//! See [`ChildHandle`] for the close timeline, [`Ladder`] for the rung syntax, and
+//! `docs/design.md` for the invariants and the races avoided.
+
+mod climb;
+mod error;
+mod handle;
+mod ladder;
+mod process;
+pub mod reaper;
+mod report;
+mod signal;
+mod spawner;
+mod sys;
+
+pub use error::{Error, ErrorKind, Result};
+pub use handle::{Builder, ChildHandle, Reap, SocketMode};
+pub use ladder::{Ladder, LadderParseError, Rung, DEFAULT_GRACE, LADDER_ENV};
+pub use report::{CloseReport, Ending, SentSignal};
+pub use signal::{Signal, SignalParseError};

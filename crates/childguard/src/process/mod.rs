@@ -1,0 +1,262 @@
+//! [`Process`]: one child we spawned, observed and signalled without ever touching a stranger.
+//!
+//! Two mechanisms, one file each:
+//! - [`pidfd`] (Linux ≥ 5.4): signal through `pidfd_send_signal`, wait by polling the pidfd,
+//!   reap through `waitid(P_PIDFD)`.
+//! - [`sigchld`] (other Unix, or a kernel without pidfd): `kill` + `waitid(P_PID)` woken by a
+//!   process-wide `SIGCHLD` notifier built on signal-hook.
+//!
+//! In both, the child is first observed with `WNOWAIT`, so it stays a zombie (and its pid and
+//! process-group id stay ours) until [`Process::reap`]. That is what makes signalling the group
+//! after the leader exited safe; see [`group`].
+
+pub(crate) mod group;
+#[cfg(target_os = "linux")]
+pub(crate) mod pidfd;
+pub(crate) mod sigchld;
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::process::ExitStatus;
+use std::time::Instant;
+
+use crate::signal::Signal;
+
+/// Where the child is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Life {
+    Running,
+    /// Exited (a zombie we have not reaped), with its status.
+    Exited(ExitStatus),
+    /// Reaped by us: the pid is free again and must never be signalled.
+    Reaped(ExitStatus),
+    /// Reaped by somebody else (`waitpid(-1)` elsewhere in the program): status lost.
+    Lost,
+}
+
+#[derive(Debug)]
+enum Mechanism {
+    #[cfg(target_os = "linux")]
+    Pidfd(pidfd::PidFd),
+    Sigchld,
+}
+
+/// A spawned child and, with `process_group`, the group it leads.
+#[derive(Debug)]
+pub(crate) struct Process {
+    pid: u32,
+    leads_group: bool,
+    mechanism: Mechanism,
+    life: Life,
+    exited_at: Option<Instant>,
+    survivors: group::Survivors,
+    /// `SIGCHLD` generation read before the last [`Process::check_exit`] (portable mechanism).
+    sigchld_seen: u64,
+}
+
+impl Process {
+    /// Takes over the unreaped child `pid`.
+    ///
+    /// Invariant relied on: between `fork` and this call nobody reaps the child (we hold its
+    /// `std::process::Child`, and `SIGCHLD` is not `SIG_IGN` — checked before spawning), so
+    /// `pid` still names our child and `pidfd_open` cannot hit a recycled pid. The pidfd is
+    /// then verified with `waitid(WNOWAIT)`, which fails with `ECHILD` for anything that is
+    /// not our child.
+    pub(crate) fn adopt(pid: u32, leads_group: bool, portable: bool) -> io::Result<Process> {
+        let mechanism = Self::mechanism_for(pid, portable)?;
+        Ok(Process {
+            pid,
+            leads_group,
+            mechanism,
+            life: Life::Running,
+            exited_at: None,
+            survivors: group::Survivors::default(),
+            sigchld_seen: 0,
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    fn mechanism_for(pid: u32, portable: bool) -> io::Result<Mechanism> {
+        if !portable {
+            match pidfd::PidFd::open_child(pid) {
+                Ok(fd) => return Ok(Mechanism::Pidfd(fd)),
+                // Kernel older than 5.3: fall back to SIGCHLD.
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        sigchld::notifier()?;
+        Ok(Mechanism::Sigchld)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn mechanism_for(_pid: u32, _portable: bool) -> io::Result<Mechanism> {
+        sigchld::notifier()?;
+        Ok(Mechanism::Sigchld)
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub(crate) fn exited_at(&self) -> Option<Instant> {
+        self.exited_at
+    }
+
+    pub(crate) fn leads_group(&self) -> bool {
+        self.leads_group
+    }
+
+    pub(crate) fn uses_pidfd(&self) -> bool {
+        !matches!(self.mechanism, Mechanism::Sigchld)
+    }
+
+    /// The leader's status once it has exited (reaped or not).
+    pub(crate) fn status(&self) -> Option<ExitStatus> {
+        match self.life {
+            Life::Exited(s) | Life::Reaped(s) => Some(s),
+            Life::Running | Life::Lost => None,
+        }
+    }
+
+    /// Whether the leader is still running (not exited, not reaped).
+    pub(crate) fn is_running(&self) -> bool {
+        self.life == Life::Running
+    }
+
+    /// Sends `signal` to the child, or to its whole group while we still hold the group id.
+    /// Returns whether anything was signalled. Never signals after the leader was reaped.
+    pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<bool> {
+        match self.life {
+            Life::Reaped(_) | Life::Lost => return Ok(false),
+            Life::Running | Life::Exited(_) => {}
+        }
+        if self.leads_group {
+            // The leader is alive or an unreaped zombie, so its pid — our group id — cannot
+            // have been recycled: killpg reaches only our group (never 0 or 1: see `group`).
+            return group::signal(self.pid, signal);
+        }
+        if !self.is_running() {
+            return Ok(false);
+        }
+        let sent = match &self.mechanism {
+            #[cfg(target_os = "linux")]
+            Mechanism::Pidfd(fd) => fd.send(signal),
+            Mechanism::Sigchld => sigchld::send(self.pid, signal),
+        };
+        match sent {
+            Ok(()) => Ok(true),
+            // Exited between our check and the signal: nothing to do.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Non-blocking: has the leader exited? Leaves it a zombie (`WNOWAIT`).
+    pub(crate) fn check_exit(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.is_running() {
+            let observed = match &self.mechanism {
+                #[cfg(target_os = "linux")]
+                Mechanism::Pidfd(fd) => fd.peek_exit(),
+                Mechanism::Sigchld => {
+                    // Read the generation first: a SIGCHLD after this read wakes our next wait.
+                    self.sigchld_seen = sigchld::notifier()?.generation();
+                    sigchld::peek_exit(self.pid)
+                }
+            };
+            match observed {
+                Ok(Some(status)) => self.mark_exited(Life::Exited(status)),
+                Ok(None) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.mark_exited(Life::Lost),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.status())
+    }
+
+    fn mark_exited(&mut self, life: Life) {
+        self.life = life;
+        self.exited_at.get_or_insert_with(Instant::now);
+    }
+
+    /// Is everything we must wait for gone: the leader exited and, when it leads a group, no
+    /// other member of the group is left?
+    pub(crate) fn is_gone(&mut self) -> io::Result<bool> {
+        self.check_exit()?;
+        if self.is_running() {
+            return Ok(false);
+        }
+        if !self.leads_group || !self.holds_group_id() {
+            return Ok(true);
+        }
+        self.survivors.refresh(self.pid)?;
+        Ok(self.survivors.is_empty())
+    }
+
+    fn holds_group_id(&self) -> bool {
+        matches!(self.life, Life::Running | Life::Exited(_))
+    }
+
+    /// Pids of group members still alive (last seen), for the report.
+    pub(crate) fn survivor_pids(&self) -> Vec<u32> {
+        self.survivors.pids()
+    }
+
+    /// Blocks until something we wait for may have changed, or `deadline` passes.
+    /// Spurious wake-ups are allowed; callers re-check with [`Process::is_gone`].
+    pub(crate) fn wait_until(&self, deadline: Instant) -> io::Result<()> {
+        if !self.is_running() {
+            return self.survivors.wait_until(deadline);
+        }
+        match &self.mechanism {
+            #[cfg(target_os = "linux")]
+            Mechanism::Pidfd(fd) => fd.wait_readable(deadline),
+            Mechanism::Sigchld => {
+                sigchld::notifier()?.wait_change_from(self.sigchld_seen, deadline);
+                Ok(())
+            }
+        }
+    }
+
+    /// The fds that become readable when what we wait for changes: the leader's pidfd while
+    /// it runs, then the survivors' pidfds. Empty for the portable mechanism, whose changes
+    /// arrive as `SIGCHLD` instead.
+    pub(crate) fn wait_fds(&self) -> Vec<BorrowedFd<'_>> {
+        if !self.is_running() {
+            return self.survivors.fds();
+        }
+        match &self.mechanism {
+            #[cfg(target_os = "linux")]
+            Mechanism::Pidfd(fd) => vec![fd.as_fd()],
+            Mechanism::Sigchld => Vec::new(),
+        }
+    }
+
+    /// Reaps the exited leader (frees its pid). Call only after it exited.
+    pub(crate) fn reap(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Life::Exited(status) = self.life {
+            let reaped = match &self.mechanism {
+                #[cfg(target_os = "linux")]
+                Mechanism::Pidfd(fd) => fd.reap(),
+                Mechanism::Sigchld => sigchld::reap(self.pid),
+            };
+            self.life = match reaped {
+                Ok(()) => Life::Reaped(status),
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Life::Lost,
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(self.status())
+    }
+}
+
+/// Builds an [`ExitStatus`] from the parts `waitid` reports.
+pub(crate) fn exit_status(code: Option<i32>, signal: Option<i32>, dumped: bool) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    let raw = match (code, signal) {
+        (Some(code), _) => (code & 0xff) << 8,
+        (None, Some(sig)) => (sig & 0x7f) | if dumped { 0x80 } else { 0 },
+        (None, None) => 0,
+    };
+    ExitStatus::from_raw(raw)
+}

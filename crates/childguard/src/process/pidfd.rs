@@ -1,0 +1,95 @@
+//! Linux: a child observed through its pidfd.
+//!
+//! Race avoided (PID reuse): a pid names a process only until it is reaped; after that the
+//! kernel may hand it to a stranger. A pidfd names the process itself, so signals sent through
+//! it after the child died fail with `ESRCH` instead of reaching whoever got the pid.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::process::ExitStatus;
+use std::time::Instant;
+
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::process::{
+    pidfd_open, pidfd_send_signal, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions,
+};
+
+use crate::signal::Signal;
+use crate::sys;
+
+#[derive(Debug)]
+pub(crate) struct PidFd(OwnedFd);
+
+impl PidFd {
+    /// `pidfd_open(2)` for our unreaped child `pid`, verified to be our child.
+    pub(crate) fn open_child(pid: u32) -> io::Result<PidFd> {
+        let pid =
+            Pid::from_raw(pid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let fd = PidFd(pidfd_open(pid, PidfdFlags::empty())?);
+        // waitid on a pidfd that is not our child fails with ECHILD: proof we got the right one.
+        fd.peek_exit()?;
+        Ok(fd)
+    }
+
+    pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+
+    /// `pidfd_send_signal(2)`.
+    pub(crate) fn send(&self, signal: Signal) -> io::Result<()> {
+        Ok(pidfd_send_signal(&self.0, sys::rustix_signal(signal))?)
+    }
+
+    /// `waitid(P_PIDFD, WEXITED | WNOHANG | WNOWAIT)`: the exit status if the child exited,
+    /// leaving it a zombie.
+    pub(crate) fn peek_exit(&self) -> io::Result<Option<ExitStatus>> {
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        let status = waitid(WaitId::PidFd(self.0.as_fd()), options)?;
+        // With WNOHANG, a child that has not exited yields a zeroed siginfo (si_pid == 0),
+        // which rustix reports as neither exited nor killed.
+        Ok(status.and_then(|s| {
+            if s.exited() || s.killed() || s.dumped() {
+                Some(super::exit_status(
+                    s.exit_status(),
+                    s.terminating_signal(),
+                    s.dumped(),
+                ))
+            } else {
+                None
+            }
+        }))
+    }
+
+    /// `waitid(P_PIDFD, WEXITED | WNOHANG)`: reaps the exited child.
+    pub(crate) fn reap(&self) -> io::Result<()> {
+        waitid(
+            WaitId::PidFd(self.0.as_fd()),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+        )?;
+        Ok(())
+    }
+
+    /// `poll(2)` until the pidfd is readable (the child exited) or `deadline` passes.
+    pub(crate) fn wait_readable(&self, deadline: Instant) -> io::Result<()> {
+        poll_until(&[self.0.as_fd()], deadline)
+    }
+}
+
+/// Polls `fds` for readability until one is readable or `deadline` passes. EINTR counts as a
+/// wake-up (the caller re-checks).
+pub(crate) fn poll_until(fds: &[BorrowedFd<'_>], deadline: Instant) -> io::Result<()> {
+    let mut pollfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .collect();
+    let left = deadline.saturating_duration_since(Instant::now());
+    let timeout = rustix::event::Timespec::try_from(left).unwrap_or(rustix::event::Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    });
+    match poll(&mut pollfds, Some(&timeout)) {
+        Ok(_) => Ok(()),
+        Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

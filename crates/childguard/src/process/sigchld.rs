@@ -1,0 +1,126 @@
+//! Portable fallback: `kill` + `waitid(P_PID)`, woken by a process-wide `SIGCHLD` notifier.
+//!
+//! Race avoided (SIGCHLD ownership): a program has one `SIGCHLD` disposition. We never replace
+//! it: signal-hook chains our handler after whatever the host installed, and we only ever wait
+//! for our own pids (`waitid(P_PID)`), never `waitpid(-1)`, so the host's children stay the
+//! host's. Lost wake-up: waiters read the generation counter *before* checking the child, and
+//! sleep only while the counter is unchanged, so a `SIGCHLD` between check and sleep is seen.
+
+use std::io;
+use std::process::ExitStatus;
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Instant;
+
+use rustix::process::{kill_process, waitid, Pid, WaitId, WaitIdOptions};
+
+use crate::signal::Signal;
+use crate::sys;
+
+/// Counts `SIGCHLD` deliveries and wakes every waiter on each.
+#[derive(Debug)]
+pub(crate) struct Notifier {
+    generation: Mutex<u64>,
+    changed: Condvar,
+}
+
+static NOTIFIER: OnceLock<Result<Notifier, i32>> = OnceLock::new();
+
+/// The process-wide notifier, started on first use. Fails if `SIGCHLD` is `SIG_IGN`.
+pub(crate) fn notifier() -> io::Result<&'static Notifier> {
+    let started = NOTIFIER.get_or_init(|| {
+        let mut signals = signal_hook::iterator::Signals::new([libc::SIGCHLD])
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        std::thread::Builder::new()
+            .name("childguard-sigchld".into())
+            .spawn(move || {
+                for _ in signals.forever() {
+                    if let Some(n) = NOTIFIER.get().and_then(|r| r.as_ref().ok()) {
+                        *n.generation.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                        n.changed.notify_all();
+                    }
+                }
+            })
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EAGAIN))?;
+        Ok(Notifier {
+            generation: Mutex::new(0),
+            changed: Condvar::new(),
+        })
+    });
+    match started {
+        Ok(n) => Ok(n),
+        Err(errno) => Err(io::Error::from_raw_os_error(*errno)),
+    }
+}
+
+impl Notifier {
+    /// The current generation; pass it to [`Notifier::wait_change_from`].
+    pub(crate) fn generation(&self) -> u64 {
+        *self.generation.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sleeps until a `SIGCHLD` arrives after generation `seen`, or `deadline`.
+    pub(crate) fn wait_change_from(&self, seen: u64, deadline: Instant) {
+        let mut generation = self.generation.lock().unwrap_or_else(|p| p.into_inner());
+        while *generation == seen {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            generation = self
+                .changed
+                .wait_timeout(generation, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// `kill(2)` on our unreaped child.
+pub(crate) fn send(pid: u32, signal: Signal) -> io::Result<()> {
+    let pid =
+        Pid::from_raw(pid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(kill_process(pid, sys::rustix_signal(signal))?)
+}
+
+/// `waitid(P_PID, WEXITED | WNOHANG | WNOWAIT)`.
+pub(crate) fn peek_exit(pid: u32) -> io::Result<Option<ExitStatus>> {
+    let pid =
+        Pid::from_raw(pid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    let status = waitid(WaitId::Pid(pid), options)?;
+    Ok(status.and_then(|s| {
+        if s.exited() || s.killed() || s.dumped() {
+            Some(super::exit_status(
+                s.exit_status(),
+                s.terminating_signal(),
+                s.dumped(),
+            ))
+        } else {
+            None
+        }
+    }))
+}
+
+/// `waitid(P_PID, WEXITED | WNOHANG)`: reaps the exited child.
+pub(crate) fn reap(pid: u32) -> io::Result<()> {
+    let pid =
+        Pid::from_raw(pid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    waitid(
+        WaitId::Pid(pid),
+        WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+    )?;
+    Ok(())
+}
+
+/// Errors out if the host set `SIGCHLD` to `SIG_IGN` (children would be reaped by the kernel).
+pub(crate) fn check_not_ignored() -> io::Result<()> {
+    if sys::sigchld_is_ignored()? {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "SIGCHLD is set to SIG_IGN in this process, so the kernel reaps children itself: their \
+             exit status is lost and their pid can be reused while we hold it; restore SIG_DFL \
+             (or install a handler) before spawning",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,259 @@
+//! Command-line parsing, by hand.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use libc::c_int;
+
+use crate::grandchild::WORKER_FLAG;
+use crate::signals;
+
+/// The `--help` text.
+pub const USAGE: &str = "\
+Usage: slowserver [OPTIONS]
+
+A test fixture server that misbehaves on request. Prints one line
+`READY pid=<pid> grandchild=<gpid or 0>` on stdout, then serves a line
+protocol on stdin/stdout.
+
+Options:
+  --ignore SIGS            set SIGS (comma list, e.g. HUP,TERM or sigint) to SIG_IGN
+  --ignore-eof             on EOF on stdin, stay alive forever instead of exiting
+  --delay-read DUR         sleep DUR (e.g. 200ms, 10s) before answering each READ
+  --slow-exit DUR          sleep DUR before exiting on EOF or on HUP/TERM/INT
+                           (signal exits then use code 128+signo)
+  --fork-grandchild        spawn a worker that shares stdin/stdout and sleeps forever
+  --stop-self              raise SIGSTOP on itself right after READY
+  --alloc GIB              map and touch GIB gibibytes (may be fractional) before READY
+  --hugepages              with --alloc: madvise(MADV_HUGEPAGE) first (Linux only)
+  --exit-immediately CODE  exit with CODE before doing anything else
+  --log FILE               append each signal received (e.g. HUP) to FILE, one a line;
+                           HUP/TERM/INT then still end the process
+  -h, --help               print this help
+
+Protocol (one request per line on stdin):
+  PING       -> PONG
+  READ n     -> n NUL bytes (after --delay-read)
+  EXIT code  -> exit with code
+  other      -> ERR unknown command (ERR bad argument for a malformed argument)
+  EOF        -> exit 0 (after --slow-exit), unless --ignore-eof
+";
+
+/// Everything the command line asks for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// `--ignore`: signals set to `SIG_IGN` at startup.
+    pub ignore: Vec<c_int>,
+    /// `--ignore-eof`.
+    pub ignore_eof: bool,
+    /// `--delay-read`.
+    pub delay_read: Option<Duration>,
+    /// `--slow-exit`.
+    pub slow_exit: Option<Duration>,
+    /// `--fork-grandchild`.
+    pub fork_grandchild: bool,
+    /// `--stop-self`.
+    pub stop_self: bool,
+    /// `--alloc`, in gibibytes.
+    pub alloc_gib: Option<f64>,
+    /// `--hugepages`.
+    pub hugepages: bool,
+    /// `--exit-immediately`.
+    pub exit_immediately: Option<i32>,
+    /// `--log`.
+    pub log: Option<PathBuf>,
+}
+
+/// What the process should be.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    /// The server, configured.
+    Serve(Config),
+    /// Print [`USAGE`] and exit 0.
+    Help,
+    /// The `--fork-grandchild` worker (hidden).
+    GrandchildWorker,
+}
+
+/// A bad command line; its message names the offending argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Parses the arguments after the program name.
+pub fn parse<I>(args: I) -> Result<Mode, UsageError>
+where
+    I: IntoIterator<Item = OsString>,
+{
+    let mut config = Config::default();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let Some(text) = arg.to_str() else {
+            return Err(UsageError(format!("unknown argument {arg:?}")));
+        };
+        // `--flag=value` as well as `--flag value`.
+        let (flag, inline) = match text.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(OsString::from(value))),
+            _ => (text, None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| UsageError(format!("{flag} needs a value")))
+        };
+        let takes_no_value = |config: &mut Config, set: fn(&mut Config)| {
+            if inline.is_some() {
+                return Err(UsageError(format!("{flag} takes no value")));
+            }
+            set(config);
+            Ok(())
+        };
+        match flag {
+            "-h" | "--help" => return Ok(Mode::Help),
+            WORKER_FLAG => return Ok(Mode::GrandchildWorker),
+            "--ignore" => config.ignore.extend(signal_list(flag, &value()?)?),
+            "--ignore-eof" => takes_no_value(&mut config, |c| c.ignore_eof = true)?,
+            "--delay-read" => config.delay_read = Some(duration(flag, &value()?)?),
+            "--slow-exit" => config.slow_exit = Some(duration(flag, &value()?)?),
+            "--fork-grandchild" => takes_no_value(&mut config, |c| c.fork_grandchild = true)?,
+            "--stop-self" => takes_no_value(&mut config, |c| c.stop_self = true)?,
+            "--alloc" => config.alloc_gib = Some(gibibytes(flag, &value()?)?),
+            "--hugepages" => takes_no_value(&mut config, |c| c.hugepages = true)?,
+            "--exit-immediately" => config.exit_immediately = Some(number(flag, &value()?)?),
+            "--log" => config.log = Some(PathBuf::from(value()?)),
+            _ => return Err(UsageError(format!("unknown argument '{text}'"))),
+        }
+    }
+    Ok(Mode::Serve(config))
+}
+
+/// The value as UTF-8 text, or an error naming `flag`.
+fn utf8<'a>(flag: &str, value: &'a OsString) -> Result<&'a str, UsageError> {
+    value
+        .to_str()
+        .ok_or_else(|| UsageError(format!("invalid value for {flag}: {value:?} is not UTF-8")))
+}
+
+fn invalid(flag: &str, value: &str, why: impl fmt::Display) -> UsageError {
+    UsageError(format!("invalid value for {flag}: '{value}': {why}"))
+}
+
+fn signal_list(flag: &str, value: &OsString) -> Result<Vec<c_int>, UsageError> {
+    let text = utf8(flag, value)?;
+    text.split(',')
+        .map(|name| {
+            signals::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = signals::NAMED.iter().map(|&(n, _)| n).collect();
+                invalid(
+                    flag,
+                    text,
+                    format!("unknown signal '{name}' (known: {})", known.join(",")),
+                )
+            })
+        })
+        .collect()
+}
+
+fn duration(flag: &str, value: &OsString) -> Result<Duration, UsageError> {
+    let text = utf8(flag, value)?;
+    humantime::parse_duration(text).map_err(|e| invalid(flag, text, e))
+}
+
+fn gibibytes(flag: &str, value: &OsString) -> Result<f64, UsageError> {
+    let text = utf8(flag, value)?;
+    match text.parse::<f64>() {
+        Ok(gib) if gib.is_finite() && gib > 0.0 => Ok(gib),
+        Ok(_) => Err(invalid(flag, text, "must be a positive number of GiB")),
+        Err(e) => Err(invalid(flag, text, e)),
+    }
+}
+
+fn number(flag: &str, value: &OsString) -> Result<i32, UsageError> {
+    let text = utf8(flag, value)?;
+    text.parse().map_err(|e| invalid(flag, text, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Mode, UsageError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn config(args: &[&str]) -> Config {
+        match run(args) {
+            Ok(Mode::Serve(config)) => config,
+            other => panic!("{args:?} gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_arguments_is_a_plain_server() {
+        assert_eq!(config(&[]), Config::default());
+    }
+
+    #[test]
+    fn every_flag() {
+        let c = config(&[
+            "--ignore",
+            "HUP,sigterm",
+            "--ignore=INT",
+            "--ignore-eof",
+            "--delay-read",
+            "200ms",
+            "--slow-exit=2s",
+            "--fork-grandchild",
+            "--stop-self",
+            "--alloc",
+            "0.5",
+            "--hugepages",
+            "--exit-immediately",
+            "7",
+            "--log",
+            "/tmp/x",
+        ]);
+        assert_eq!(c.ignore, vec![libc::SIGHUP, libc::SIGTERM, libc::SIGINT]);
+        assert!(c.ignore_eof && c.fork_grandchild && c.stop_self && c.hugepages);
+        assert_eq!(c.delay_read, Some(Duration::from_millis(200)));
+        assert_eq!(c.slow_exit, Some(Duration::from_secs(2)));
+        assert_eq!(c.alloc_gib, Some(0.5));
+        assert_eq!(c.exit_immediately, Some(7));
+        assert_eq!(c.log, Some(PathBuf::from("/tmp/x")));
+    }
+
+    #[test]
+    fn help_and_worker() {
+        assert_eq!(run(&["--help"]), Ok(Mode::Help));
+        assert_eq!(run(&["-h"]), Ok(Mode::Help));
+        assert_eq!(run(&[WORKER_FLAG]), Ok(Mode::GrandchildWorker));
+    }
+
+    #[test]
+    fn errors_name_the_argument() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--bogus"], "--bogus"),
+            (&["--delay-read"], "--delay-read needs a value"),
+            (&["--delay-read", "soon"], "--delay-read"),
+            (&["--ignore", "HUP,KILL"], "KILL"),
+            (&["--alloc", "0"], "--alloc"),
+            (&["--alloc", "lots"], "--alloc"),
+            (&["--exit-immediately", "x"], "--exit-immediately"),
+            (&["--stop-self=yes"], "--stop-self takes no value"),
+        ];
+        for (args, needle) in cases {
+            let err = run(args).unwrap_err().to_string();
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+}

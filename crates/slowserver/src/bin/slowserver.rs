@@ -1,0 +1,5 @@
+//! The `slowserver` fixture binary; see the library docs for flags and protocol.
+
+fn main() {
+    slowserver::main_with(Vec::new(), std::env::args_os().skip(1).collect())
+}

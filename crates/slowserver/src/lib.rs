@@ -1,0 +1,157 @@
+//! `slowserver`: a fixture server for childguard's tests that misbehaves on
+//! request.
+//!
+//! It talks a line protocol on stdin (fd 0) and stdout (fd 1), which may be
+//! pipes or a Unix socket.
+//!
+//! # Startup
+//!
+//! Parse arguments (bad usage: message on stderr, exit 2), honour
+//! `--exit-immediately`, ignore SIGPIPE and the `--ignore` signals, install
+//! handlers (with `--log` or `--slow-exit`), `--alloc`, `--fork-grandchild`,
+//! then print exactly one line to stdout and flush it:
+//!
+//! ```text
+//! READY pid=<pid> grandchild=<gpid or 0>
+//! ```
+//!
+//! then `--stop-self`, then serve.
+//!
+//! # Flags
+//!
+//! - `--ignore SIGS`: comma list of signal names (`HUP,TERM`, `sigint`, ...)
+//!   set to `SIG_IGN`; ignored signals are never logged.
+//! - `--ignore-eof`: on EOF on stdin, block forever instead of exiting.
+//! - `--delay-read DUR`: sleep DUR (humantime: `200ms`, `10s`) before each
+//!   `READ` answer; EOF is only noticed at the next line read.
+//! - `--slow-exit DUR`: on EOF, or on a HUP/TERM/INT that is not ignored,
+//!   sleep DUR before exiting (0 for EOF, 128+signo for a signal).
+//! - `--fork-grandchild`: re-exec itself as a worker that shares fds 0-2,
+//!   stays in the process group, ignores nothing and sleeps forever.
+//! - `--stop-self`: raise SIGSTOP right after READY.
+//! - `--alloc GIB`: map GIB (fractional) gibibytes of anonymous memory and
+//!   touch every 4 KiB page before READY; `--hugepages` adds
+//!   `madvise(MADV_HUGEPAGE)` on Linux.
+//! - `--exit-immediately CODE`: exit with CODE before anything else.
+//! - `--log FILE`: append each HUP, TERM, INT, CONT, USR1 received (name
+//!   without `SIG`, one a line) to FILE; HUP/TERM/INT then end the process
+//!   (after `--slow-exit`, else by the signal itself).
+//!
+//! Without `--log` and `--slow-exit`, signals keep their default actions.
+//!
+//! # Protocol
+//!
+//! - `PING` -> `PONG`
+//! - `READ n` -> exactly n NUL bytes
+//! - `EXIT code` -> exit with code
+//! - anything else -> `ERR unknown command` (`ERR bad argument` when a known
+//!   command has a malformed argument)
+//! - EOF -> exit 0 unless `--ignore-eof`; a write error -> exit 0 quietly.
+
+#![deny(unsafe_code)]
+
+/// Flags and protocol constants, for tests that talk to slowserver.
+pub const READY_PREFIX: &str = "READY ";
+
+mod args;
+mod exit;
+mod grandchild;
+mod memory;
+mod protocol;
+mod server;
+mod signals;
+mod sys;
+
+use std::ffi::OsString;
+use std::fmt::Display;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::process;
+
+use args::{Config, Mode};
+
+/// The whole program, for embedding: `reexec_prefix` are the arguments that make
+/// `current_exe()` act as slowserver again (empty for the `slowserver` binary; e.g.
+/// `["slowserver"]` for a binary that dispatches on a subcommand). It is used to start the
+/// `--fork-grandchild` worker.
+pub fn main_with(reexec_prefix: Vec<OsString>, args: Vec<OsString>) -> ! {
+    let _ = grandchild::REEXEC_PREFIX.set(reexec_prefix);
+    let config = match args::parse(args) {
+        Ok(Mode::Serve(config)) => config,
+        Ok(Mode::Help) => {
+            print!("{}", args::USAGE);
+            process::exit(0);
+        }
+        Ok(Mode::GrandchildWorker) => grandchild::run_worker(),
+        Err(err) => {
+            eprintln!("slowserver: {err}");
+            eprintln!("Try 'slowserver --help' for more information.");
+            process::exit(2);
+        }
+    };
+    if let Some(code) = config.exit_immediately {
+        process::exit(code);
+    }
+    run(&config)
+}
+
+/// Everything after argument parsing, in the documented startup order.
+fn run(config: &Config) -> ! {
+    // Writes to a vanished peer must fail with EPIPE, not kill us.
+    signals::ignore(&[libc::SIGPIPE]).unwrap_or_else(|e| fail("cannot ignore SIGPIPE", e));
+    signals::ignore(&config.ignore).unwrap_or_else(|e| fail("--ignore", e));
+
+    let log = config.log.as_ref().map(|path| {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap_or_else(|e| fail(&format!("--log {}", path.display()), e))
+    });
+    let handling = signals::Handling {
+        log,
+        slow_exit: config.slow_exit,
+    };
+    signals::install(&config.ignore, handling)
+        .unwrap_or_else(|e| fail("cannot install signal handlers", e));
+
+    // Held (never dropped: every exit is process::exit) so it stays resident.
+    let _memory = config.alloc_gib.map(|gib| {
+        memory::allocate(gib, config.hugepages)
+            .unwrap_or_else(|e| fail(&format!("--alloc {gib}"), e))
+    });
+
+    let grandchild = if config.fork_grandchild {
+        grandchild::spawn().unwrap_or_else(|e| fail("--fork-grandchild", e))
+    } else {
+        0
+    };
+
+    if announce_ready(grandchild).is_err() {
+        // Nobody is listening: leave as quietly as a later write error would.
+        process::exit(0);
+    }
+
+    if config.stop_self {
+        signal_hook::low_level::raise(libc::SIGSTOP).unwrap_or_else(|e| fail("--stop-self", e));
+    }
+
+    server::serve(server::Settings {
+        delay_read: config.delay_read,
+        slow_exit: config.slow_exit,
+        ignore_eof: config.ignore_eof,
+    })
+}
+
+/// Prints the single `READY pid=<pid> grandchild=<gpid or 0>` line.
+fn announce_ready(grandchild: u32) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    writeln!(out, "READY pid={} grandchild={grandchild}", process::id())?;
+    out.flush()
+}
+
+/// Reports a startup failure on stderr and exits 1.
+fn fail(what: &str, err: impl Display) -> ! {
+    eprintln!("slowserver: {what}: {err}");
+    process::exit(1)
+}

@@ -1,0 +1,51 @@
+//! A supervising process for the "supervisor dies" tests.
+//!
+//! Usage: `cg-supervisor SLOWSERVER [--exit-with-parent] [--from-thread] -- ARGS…`
+//! Spawns SLOWSERVER ARGS over a socketpair, prints `CHILD <pid>` on stdout once the server
+//! said READY, then sleeps until killed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Command;
+
+use childguard::{ChildHandle, SocketMode};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(split) = args.iter().position(|a| a == "--") else {
+        eprintln!("usage: cg-supervisor SLOWSERVER [--exit-with-parent] [--from-thread] -- ARGS…");
+        std::process::exit(2);
+    };
+    let (ours, server_args) = (&args[..split], &args[split + 1..]);
+    let exit_with_parent = ours.iter().any(|a| a == "--exit-with-parent");
+    let from_thread = ours.iter().any(|a| a == "--from-thread");
+    let mut cmd = Command::new(&ours[0]);
+    cmd.args(server_args);
+    let build = move || {
+        ChildHandle::builder(cmd)
+            .socket(SocketMode::Stdio)
+            .exit_with_parent(exit_with_parent)
+            .spawn()
+    };
+    let handle = if from_thread {
+        // The spawning thread exits at once: PDEATHSIG must not fire because of that.
+        std::thread::spawn(build).join().expect("spawn thread")
+    } else {
+        build()
+    };
+    let handle = handle.unwrap_or_else(|e| {
+        eprintln!("cg-supervisor: {e}");
+        std::process::exit(1);
+    });
+    let mut line = String::new();
+    let socket = handle.socket().expect("stdio socket");
+    BufReader::new(socket)
+        .read_line(&mut line)
+        .expect("READY line");
+    println!("CHILD {}", handle.id().expect("pid"));
+    std::io::stdout().flush().ok();
+    // Keep the handle (and the socket) open until we are killed.
+    std::mem::forget(handle);
+    loop {
+        std::thread::park();
+    }
+}

@@ -1,0 +1,147 @@
+//! Shared helpers for childguard's integration tests: finding the fixture binaries, spawning
+//! slowserver over a socketpair, and looking at `/proc` for leaks.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use childguard::{ChildHandle, Ladder, SocketMode};
+
+/// A binary built from this package (`cg-slowserver`, `cg-supervisor`), next to the test
+/// executable's `deps/` directory.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe.parent().and_then(|d| {
+        if d.ends_with("deps") {
+            d.parent()
+        } else {
+            Some(d)
+        }
+    });
+    let path = dir.expect("target dir").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test --workspace` (it builds the fixtures)",
+        path.display()
+    );
+    path
+}
+
+/// A `Command` for the slowserver fixture with these flags.
+pub fn slowserver(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("cg-slowserver"));
+    cmd.args(args);
+    cmd
+}
+
+/// The parsed `READY pid=… grandchild=…` line.
+#[derive(Debug, Clone, Copy)]
+pub struct Ready {
+    pub pid: u32,
+    pub grandchild: u32,
+}
+
+/// Reads slowserver's READY line from the handle's socket, byte by byte (nothing beyond the
+/// newline is consumed).
+pub fn read_ready(handle: &ChildHandle) -> Ready {
+    let mut socket = handle.socket().expect("handle has a socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut line = Vec::new();
+    let mut byte = [0u8];
+    while line.last() != Some(&b'\n') {
+        let n = socket.read(&mut byte).expect("reading READY");
+        assert_eq!(
+            n,
+            1,
+            "slowserver closed its socket before READY: {:?}",
+            String::from_utf8_lossy(&line)
+        );
+        line.push(byte[0]);
+    }
+    let text = String::from_utf8(line).unwrap();
+    let field = |key: &str| -> u32 {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {text:?}"))
+    };
+    Ready {
+        pid: field("pid="),
+        grandchild: field("grandchild="),
+    }
+}
+
+/// Spawns slowserver `args` over a socketpair with `ladder`, and waits for READY.
+pub fn spawn_slow(args: &[&str], ladder: &str, group: bool) -> (ChildHandle, Ready) {
+    let ladder: Ladder = ladder.parse().expect("test ladder");
+    let handle = ChildHandle::builder(slowserver(args))
+        .socket(SocketMode::Stdio)
+        .ladder(ladder)
+        .process_group(group)
+        .spawn()
+        .expect("spawning slowserver");
+    let ready = read_ready(&handle);
+    assert_eq!(Some(ready.pid), handle.id());
+    (handle, ready)
+}
+
+/// The state letter of `pid` in `/proc` (`R`, `S`, `T`, `Z`, …), or `None` if it is gone.
+pub fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].chars().next()
+}
+
+/// The parent pid of `pid`, if it exists.
+pub fn proc_ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+}
+
+/// Whether `pid` is still a child of this test process (alive or zombie).
+pub fn is_our_child(pid: u32) -> bool {
+    proc_ppid(pid) == Some(std::process::id())
+}
+
+/// Whether `pid` is alive (exists and is not a zombie).
+pub fn is_alive(pid: u32) -> bool {
+    matches!(proc_state(pid), Some(s) if s != 'Z' && s != 'X')
+}
+
+/// Waits up to `limit` for `cond`, checking every millisecond. Returns whether it held.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Open fds of this process.
+pub fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+/// SIGKILLs a pid we know is ours (test cleanup of deliberately leaked processes).
+pub fn sigkill(pid: u32) {
+    // SAFETY-free: std has no kill(pid); use the kill(1) command to stay out of unsafe code.
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+}
+
+/// A unique scratch path under the system temp dir.
+pub fn scratch(name: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    std::env::temp_dir().join(format!("childguard-test-{}-{n}-{name}", std::process::id()))
+}
