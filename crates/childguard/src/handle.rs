@@ -300,7 +300,16 @@ impl ChildHandle {
                 .map_err(|e| err(ErrorKind::Signal, e))?;
         }
         self.last_kill = Some((signal, sent_at));
-        let deadline = sent_at + grace;
+        self.wait_until(sent_at + grace)
+    }
+
+    /// Waits up to `timeout` for the child to exit, woken by its pidfd (or `SIGCHLD`) the
+    /// moment it does. `Ok(None)`: still running. Reaps like [`try_wait`](ChildHandle::try_wait).
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
+        self.wait_until(Instant::now() + timeout)
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Result<Option<ExitStatus>> {
         loop {
             if let Some(status) = self.try_wait()? {
                 return Ok(Some(status));
@@ -308,10 +317,11 @@ impl ChildHandle {
             if Instant::now() >= deadline {
                 return Ok(None);
             }
+            let program = self.program.clone();
             let process = self.process.as_ref().ok_or_else(no_child)?;
             process
                 .wait_until(deadline)
-                .map_err(|e| err(ErrorKind::Wait, e))?;
+                .map_err(|e| Error::new(ErrorKind::Wait, program.as_deref(), e))?;
         }
     }
 

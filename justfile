@@ -1,0 +1,23 @@
+# childguard tasks. `just --list` shows them.
+
+# The README demo: a server with a 10 s read in flight, closed by childguard.
+demo:
+    cargo run --release --example demo -p childguard
+
+# The test suite (the README's test command).
+test:
+    cargo test --workspace
+
+# fmt, clippy and cargo-deny, as CI runs them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --all-features -- -D warnings
+    cargo deny check bans licenses sources
+
+# Benchmarks, JSON rows (ratio = ours / baseline, lower is better).
+bench *SCENARIOS:
+    cargo run --release -p childguard-bench -- --json {{SCENARIOS}}
+
+# Everything CI does (installs peers with apt when missing).
+ci:
+    bash .ci/run
