@@ -428,11 +428,12 @@ fn reap_or_hand_off(
         report.ended_by = Ending::InBackground;
     }
     let pending = (!ladder_done).then_some(climb);
-    if let Err((mut job, e)) = reaper::hand_off(Job {
+    if let Err(failed) = reaper::hand_off(Job {
         process,
         climb: pending,
         on_done: None,
     }) {
+        let (mut job, e) = *failed;
         // No reaper thread could be started: the child is still ours; wait for it here.
         report.notes.push(format!(
             "background reaper unavailable ({e}); waited in place"

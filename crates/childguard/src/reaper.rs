@@ -17,12 +17,15 @@ use std::time::{Duration, Instant};
 use crate::climb::Climb;
 use crate::process::Process;
 
+/// Called once a job ends, with its final process (reaped, or given up after an error).
+pub(crate) type OnDone = Box<dyn FnOnce(&Process) + Send>;
+
 /// One child the reaper owns: its ladder, if any rungs are still to come.
 pub(crate) struct Job {
     pub(crate) process: Process,
     pub(crate) climb: Option<Climb>,
     /// Run when the job ends (reaped, or given up after an error), with its final process.
-    pub(crate) on_done: Option<Box<dyn FnOnce(&Process) + Send>>,
+    pub(crate) on_done: Option<OnDone>,
 }
 
 impl std::fmt::Debug for Job {
@@ -72,10 +75,10 @@ fn reaper() -> io::Result<&'static Reaper> {
 }
 
 /// Hands a job to the reaper thread; gives it back if the reaper cannot be started.
-pub(crate) fn hand_off(job: Job) -> Result<(), (Job, io::Error)> {
+pub(crate) fn hand_off(job: Job) -> Result<(), Box<(Job, io::Error)>> {
     let r = match reaper() {
         Ok(r) => r,
-        Err(e) => return Err((job, e)),
+        Err(e) => return Err(Box::new((job, e))),
     };
     if !job.process.uses_pidfd() {
         r.sigchld_hooked.get_or_init(|| {
