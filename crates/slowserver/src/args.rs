@@ -28,6 +28,8 @@ Options:
   --stop-self              raise SIGSTOP on itself right after READY
   --alloc GIB              map and touch GIB gibibytes (may be fractional) before READY
   --hugepages              with --alloc: madvise(MADV_HUGEPAGE) first (Linux only)
+  --async-teardown         start a cleanup/<pid> helper first that frees the memory after
+                           we exit, so our parent's waitpid returns at once (Linux only)
   --exit-immediately CODE  exit with CODE before doing anything else
   --log FILE               append each signal received (e.g. HUP) to FILE, one a line;
                            HUP/TERM/INT then still end the process
@@ -60,6 +62,8 @@ pub struct Config {
     pub alloc_gib: Option<f64>,
     /// `--hugepages`.
     pub hugepages: bool,
+    /// `--async-teardown`.
+    pub async_teardown: bool,
     /// `--exit-immediately`.
     pub exit_immediately: Option<i32>,
     /// `--log`.
@@ -129,6 +133,7 @@ where
             "--stop-self" => takes_no_value(&mut config, |c| c.stop_self = true)?,
             "--alloc" => config.alloc_gib = Some(gibibytes(flag, &value()?)?),
             "--hugepages" => takes_no_value(&mut config, |c| c.hugepages = true)?,
+            "--async-teardown" => takes_no_value(&mut config, |c| c.async_teardown = true)?,
             "--exit-immediately" => config.exit_immediately = Some(number(flag, &value()?)?),
             "--log" => config.log = Some(PathBuf::from(value()?)),
             _ => return Err(UsageError(format!("unknown argument '{text}'"))),
@@ -218,6 +223,7 @@ mod tests {
             "--alloc",
             "0.5",
             "--hugepages",
+            "--async-teardown",
             "--exit-immediately",
             "7",
             "--log",
@@ -225,6 +231,7 @@ mod tests {
         ]);
         assert_eq!(c.ignore, vec![libc::SIGHUP, libc::SIGTERM, libc::SIGINT]);
         assert!(c.ignore_eof && c.fork_grandchild && c.stop_self && c.hugepages);
+        assert!(c.async_teardown);
         assert_eq!(c.delay_read, Some(Duration::from_millis(200)));
         assert_eq!(c.slow_exit, Some(Duration::from_secs(2)));
         assert_eq!(c.alloc_gib, Some(0.5));
@@ -250,6 +257,7 @@ mod tests {
             (&["--alloc", "lots"], "--alloc"),
             (&["--exit-immediately", "x"], "--exit-immediately"),
             (&["--stop-self=yes"], "--stop-self takes no value"),
+            (&["--async-teardown=1"], "--async-teardown takes no value"),
         ];
         for (args, needle) in cases {
             let err = run(args).unwrap_err().to_string();

@@ -7,9 +7,9 @@
 //! # Startup
 //!
 //! Parse arguments (bad usage: message on stderr, exit 2), honour
-//! `--exit-immediately`, ignore SIGPIPE and the `--ignore` signals, install
-//! handlers (with `--log` or `--slow-exit`), `--alloc`, `--fork-grandchild`,
-//! then print exactly one line to stdout and flush it:
+//! `--exit-immediately`, `--async-teardown`, ignore SIGPIPE and the `--ignore`
+//! signals, install handlers (with `--log` or `--slow-exit`), `--alloc`,
+//! `--fork-grandchild`, then print exactly one line to stdout and flush it:
 //!
 //! ```text
 //! READY pid=<pid> grandchild=<gpid or 0>
@@ -32,6 +32,11 @@
 //! - `--alloc GIB`: map GIB (fractional) gibibytes of anonymous memory and
 //!   touch every 4 KiB page before READY; `--hugepages` adds
 //!   `madvise(MADV_HUGEPAGE)` on Linux.
+//! - `--async-teardown`: before anything else (after `--exit-immediately`),
+//!   start the `childguard-teardown` helper: a `cleanup/<pid>` process sharing
+//!   our memory, which frees it after we exit, so whoever waits for us sees
+//!   the exit without paying for the `--alloc` teardown. Failure (e.g. not
+//!   Linux, or Linux before 5.3) is reported on stderr with exit 1.
 //! - `--exit-immediately CODE`: exit with CODE before anything else.
 //! - `--log FILE`: append each HUP, TERM, INT, CONT, USR1 received (name
 //!   without `SIG`, one a line) to FILE; HUP/TERM/INT then end the process
@@ -97,6 +102,12 @@ pub fn main_with(reexec_prefix: Vec<OsString>, args: Vec<OsString>) -> ! {
 
 /// Everything after argument parsing, in the documented startup order.
 fn run(config: &Config) -> ! {
+    // First: a failure stops us before anything is allocated, opened or spawned. (Order does
+    // not matter for coverage: the helper shares the address space, so --alloc is included.)
+    if config.async_teardown {
+        childguard_teardown::enable().unwrap_or_else(|e| fail("--async-teardown", e));
+    }
+
     // Writes to a vanished peer must fail with EPIPE, not kill us.
     signals::ignore(&[libc::SIGPIPE]).unwrap_or_else(|e| fail("cannot ignore SIGPIPE", e));
     signals::ignore(&config.ignore).unwrap_or_else(|e| fail("--ignore", e));
