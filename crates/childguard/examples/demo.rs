@@ -26,7 +26,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["slowserver", "--delay-read", "10s"]);
-    let handle = ChildHandle::builder(cmd).socket(SocketMode::Stdio).ladder(ladder).process_group(true).spawn()?;
+    let handle = ChildHandle::builder(cmd)
+        .socket(SocketMode::Stdio)
+        .ladder(ladder)
+        .process_group(true)
+        .spawn()?;
     let socket = handle.socket().expect("Stdio mode has a socket");
     let mut ready = String::new();
     BufReader::new(socket).read_line(&mut ready)?;

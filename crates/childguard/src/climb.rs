@@ -2,7 +2,7 @@
 //! blocking close path, the background reaper, or the tokio face.
 
 use std::io;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::ladder::Ladder;
 use crate::process::Process;
@@ -39,10 +39,10 @@ impl Climb {
     ) -> Climb {
         let resumed = earlier_kill.and_then(|(signal, at)| {
             let index = ladder.rungs().iter().rposition(|r| r.signal == signal)?;
-            Some((index + 1, at + ladder.rungs()[index].grace))
+            Some((index + 1, later(at, ladder.rungs()[index].grace)))
         });
         let (next_rung, deadline) =
-            resumed.unwrap_or((0, started + ladder.eof_grace().unwrap_or_default()));
+            resumed.unwrap_or((0, later(started, ladder.eof_grace().unwrap_or_default())));
         Climb {
             ladder: ladder.clone(),
             next_rung,
@@ -84,7 +84,7 @@ impl Climb {
             },
         ));
         self.next_rung += 1;
-        self.deadline = now + rung.grace;
+        self.deadline = later(now, rung.grace);
         Ok(true)
     }
 
@@ -134,4 +134,12 @@ impl Climb {
             (None, _) => Ending::Eof,
         };
     }
+}
+
+/// `at + wait`, saturating: a grace too long for the clock (`Duration::MAX`) means "a century",
+/// never an overflow panic.
+pub(crate) fn later(at: Instant, wait: Duration) -> Instant {
+    at.checked_add(wait)
+        .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(at)
 }

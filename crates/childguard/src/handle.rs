@@ -4,12 +4,14 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::climb::Climb;
+use crate::activation::{self, SocketDir};
+use crate::climb::{later, Climb};
 use crate::error::{Error, ErrorKind, Result};
-use crate::ladder::Ladder;
+use crate::ladder::{Ladder, Rung};
 use crate::process::{sigchld, Process};
 use crate::reaper::{self, Job};
 use crate::report::{CloseReport, Ending};
@@ -26,6 +28,24 @@ pub enum SocketMode {
     /// A `socketpair(2)`: the child's end on its fds 0 and 1 (as libnbd's `connect_command`),
     /// our end a [`UnixStream`] (close-on-exec, so other children never inherit it).
     Stdio,
+    /// systemd-style socket activation (as libnbd's `connect_systemd_socket_activation`): a
+    /// Unix socket bound and listening in a new private directory (mode 0700, under
+    /// `$XDG_RUNTIME_DIR`, else `/tmp`, or [`runtime_dir`](Builder::runtime_dir)) reaches the
+    /// child as fd 3, with `LISTEN_FDS=1`, `LISTEN_FDNAMES` and `LISTEN_PID` set to the
+    /// child's own pid (inherited `LISTEN_*` are removed). We connect, wait until the server
+    /// has accepted (bounded by [`connect_timeout`](Builder::connect_timeout)), and own that
+    /// connection. The socket file and directory are removed on close and on every error;
+    /// [`ChildHandle::socket_path`] gives the path for further connections.
+    ///
+    /// The child is exec'd by childguard (with `execve`, the program looked up in `PATH`
+    /// before the fork), honouring the Command's arguments, `env`/`env_remove`, current
+    /// directory, stdio and process group; `env_clear` and `arg0` are not visible through std's
+    /// getters and are not applied.
+    Activation {
+        /// The `LISTEN_FDNAMES` value (default `unknown`). systemd's rules apply: at most 255
+        /// printable ASCII characters, no `:`; anything else is an [`ErrorKind::Config`] error.
+        name: Option<String>,
+    },
 }
 
 /// Who pays for the end of the ladder.
@@ -51,7 +71,12 @@ pub struct Builder {
     death_signal: Signal,
     reap: Reap,
     portable: bool,
+    connect_timeout: Duration,
+    runtime_dir: Option<PathBuf>,
 }
+
+/// The default of [`Builder::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Builder {
     /// How the child is connected (default [`SocketMode::None`]).
@@ -98,6 +123,21 @@ impl Builder {
         self
     }
 
+    /// With [`SocketMode::Activation`]: how long `spawn()` waits for the server to accept our
+    /// connection (default [`DEFAULT_CONNECT_TIMEOUT`], 10 s). If the child exits first,
+    /// `spawn()` fails at once with an [`ErrorKind::Connect`] error saying so.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Builder {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// With [`SocketMode::Activation`]: the directory in which the private socket directory is
+    /// made (default `$XDG_RUNTIME_DIR`, else `/tmp`). The socket path must fit `sun_path`.
+    pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
+        self.runtime_dir = Some(dir.into());
+        self
+    }
+
     /// Use the portable `kill` + `SIGCHLD` mechanism even where pidfds exist (for tests and
     /// comparisons).
     #[doc(hidden)]
@@ -123,19 +163,41 @@ impl Builder {
         let socket = self
             .connect_stdio()
             .map_err(|e| fail(ErrorKind::Socket, e))?;
+        let (activation_exec, pending) = match &self.socket {
+            SocketMode::Activation { name } => {
+                let prepared = activation::prepare(
+                    &self.command,
+                    name.as_deref(),
+                    self.runtime_dir.as_deref(),
+                )
+                .map_err(|(kind, e)| fail(kind, e))?;
+                (Some(prepared.exec), Some((prepared.dir, prepared.listener)))
+            }
+            _ => (None, None),
+        };
         if self.process_group {
             self.command.process_group(0);
         }
         let death_signal = self
             .exit_with_parent
             .then(|| (self.death_signal, std::process::id()));
-        sys::install_child_setup(
-            &mut self.command,
-            sys::ChildSetup {
-                death_signal,
-                first_private_fd: 3,
-            },
-        );
+        // With activation fd 3 is the listener; everything above stays ours.
+        let first_private_fd = if activation_exec.is_some() { 4 } else { 3 };
+        // A pre_exec hook forces std onto fork() (2-3x slower than posix_spawn): install it only
+        // when it has work to do. See `sys::has_inheritable_fds_from` for the race this leaves.
+        if death_signal.is_some()
+            || activation_exec.is_some()
+            || sys::has_inheritable_fds_from(first_private_fd)
+        {
+            sys::install_child_setup(
+                &mut self.command,
+                sys::ChildSetup {
+                    death_signal,
+                    first_private_fd,
+                    activation: activation_exec,
+                },
+            );
+        }
         // The Command (holding the child's ends of the socket) is dropped right after the fork,
         // in whichever thread forked, so our process keeps only its own end.
         let spawned = if self.exit_with_parent {
@@ -153,20 +215,38 @@ impl Builder {
                 return Err(fail(ErrorKind::Pidfd, e));
             }
         };
-        Ok(ChildHandle {
-            program: Some(program),
+        let mut handle = ChildHandle {
+            program: Some(program.clone()),
             socket,
             process: Some(process),
             ladder: self.ladder,
             reap: self.reap,
             last_kill: None,
             closed: false,
-        })
+            socket_dir: None,
+        };
+        if let Some((dir, listener)) = pending {
+            let connected = match handle.process.as_mut() {
+                Some(process) => {
+                    activation::connect(listener, dir.path(), process, self.connect_timeout)
+                }
+                None => Err(io::Error::other("no child to connect to")),
+            };
+            handle.socket_dir = Some(dir);
+            match connected {
+                Ok(stream) => handle.socket = Some(stream),
+                Err(e) => {
+                    handle.abandon();
+                    return Err(fail(ErrorKind::Connect, e));
+                }
+            }
+        }
+        Ok(handle)
     }
 
     fn connect_stdio(&mut self) -> io::Result<Option<UnixStream>> {
         match self.socket {
-            SocketMode::None => Ok(None),
+            SocketMode::None | SocketMode::Activation { .. } => Ok(None),
             SocketMode::Stdio => {
                 let (ours, theirs) = UnixStream::pair()?;
                 let theirs = OwnedFd::from(theirs);
@@ -187,7 +267,8 @@ impl Builder {
 /// 1. **Shutdown** — `shutdown(SHUT_RDWR)` on our socket. This is what wakes a server blocked in
 ///    `read` or `write` on it, even if another process (a forked worker) still holds a copy of
 ///    its end: `close` alone would not, as long as any copy stays open.
-/// 2. **Close** — our socket fd is closed.
+/// 2. **Close** — our socket fd is closed. With [`SocketMode::Activation`], the socket file and
+///    its private directory are removed right after.
 /// 3. **EOF wait** (only if the ladder starts with `EOF:…`) — a well-behaved server exits on
 ///    EOF; give it that long before any signal.
 /// 4. **Rungs** — for each rung: send its signal (to the group with
@@ -201,6 +282,11 @@ impl Builder {
 ///
 /// A [`kill`](ChildHandle::kill) before the close counts as a rung already taken: the close
 /// resumes after the last rung sending that signal, once its grace (from the kill) ran out.
+///
+/// With the `tokio` feature, a handle dropped (not closed) inside a tokio runtime closes as with
+/// [`Reap::Background`] whatever the builder said, so that no grace period blocks an executor
+/// thread: shutdown, close, the first due rung, and the rest is climbed by the shared
+/// [`reaper`](crate::reaper). `close_async` (see `childguard::tokio`) is the awaitable close.
 #[derive(Debug)]
 pub struct ChildHandle {
     program: Option<String>,
@@ -210,6 +296,8 @@ pub struct ChildHandle {
     reap: Reap,
     last_kill: Option<(Signal, Instant)>,
     closed: bool,
+    /// Socket activation: the socket file and its private directory, removed on close.
+    socket_dir: Option<SocketDir>,
 }
 
 impl ChildHandle {
@@ -224,6 +312,8 @@ impl ChildHandle {
             death_signal: Signal::KILL,
             reap: Reap::Blocking,
             portable: false,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            runtime_dir: None,
         }
     }
 
@@ -238,12 +328,29 @@ impl ChildHandle {
             reap: Reap::Blocking,
             last_kill: None,
             closed: false,
+            socket_dir: None,
         }
     }
 
     /// Our end of the socket, if the handle has one.
     pub fn socket(&self) -> Option<&UnixStream> {
         self.socket.as_ref()
+    }
+
+    /// With [`SocketMode::Activation`]: the listening socket's path, for clients that open
+    /// more connections (it is removed on close).
+    pub fn socket_path(&self) -> Option<&Path> {
+        self.socket_dir.as_ref().map(SocketDir::path)
+    }
+
+    /// Ends a child whose activation connect failed: `SIGKILL` (to the group with
+    /// `process_group`) and reap, bounded like any close; the socket directory goes too.
+    fn abandon(mut self) {
+        if let Ok(ladder) = Ladder::new([Rung::new(Signal::KILL, Duration::from_secs(1))]) {
+            self.ladder = ladder;
+        }
+        self.reap = Reap::Blocking;
+        let _ = self.close_path();
     }
 
     /// The child's pid, if there is a child.
@@ -284,8 +391,20 @@ impl ChildHandle {
     /// the exit. `Ok(None)`: still alive. After the child exited this sends nothing and returns
     /// its status again.
     pub fn kill(&mut self, signal: Signal, grace: Duration) -> Result<Option<ExitStatus>> {
+        match self.send_kill(signal)? {
+            Err(status) => Ok(Some(status)),
+            Ok(sent_at) => self.wait_until(later(sent_at, grace)),
+        }
+    }
+
+    /// The sending half of [`kill`](ChildHandle::kill), shared with the tokio face: `Ok(when)`
+    /// the signal (and `SIGCONT`) went out, `Err(status)` if the child had already exited.
+    pub(crate) fn send_kill(
+        &mut self,
+        signal: Signal,
+    ) -> Result<std::result::Result<Instant, ExitStatus>> {
         if let Some(status) = self.try_wait()? {
-            return Ok(Some(status));
+            return Ok(Err(status));
         }
         let program = self.program.clone();
         let err = |kind, e| Error::new(kind, program.as_deref(), e);
@@ -300,13 +419,19 @@ impl ChildHandle {
                 .map_err(|e| err(ErrorKind::Signal, e))?;
         }
         self.last_kill = Some((signal, sent_at));
-        self.wait_until(sent_at + grace)
+        Ok(Ok(sent_at))
+    }
+
+    /// The child, for drivers that wait on it their own way (the tokio face).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn process(&self) -> Option<&Process> {
+        self.process.as_ref()
     }
 
     /// Waits up to `timeout` for the child to exit, woken by its pidfd (or `SIGCHLD`) the
     /// moment it does. `Ok(None)`: still running. Reaps like [`try_wait`](ChildHandle::try_wait).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
-        self.wait_until(Instant::now() + timeout)
+        self.wait_until(later(Instant::now(), timeout))
     }
 
     fn wait_until(&mut self, deadline: Instant) -> Result<Option<ExitStatus>> {
@@ -333,28 +458,69 @@ impl ChildHandle {
 
     /// The one close path: shutdown → close → ladder → reap, each a named step.
     fn close_path(&mut self) -> Result<CloseReport> {
+        let reap = self.reap;
+        let mut closing = self.begin_close();
+        let Some((mut process, mut climb)) = closing.child.take() else {
+            return closing.finish(None, Ok(true));
+        };
+        let climbed = match closing.earlier_exit.take() {
+            None => climb_ladder(&mut climb, &mut process, reap),
+            Some(e) => Err(e),
+        };
+        closing.finish(Some((process, climb)), climbed)
+    }
+
+    /// Steps 0–2 of the close path (note an earlier exit, shutdown, close), shared with the
+    /// tokio face: what is left is the climb, which each driver does its own way, and
+    /// [`Closing::finish`]. Marks the handle closed.
+    pub(crate) fn begin_close(&mut self) -> Closing {
         self.closed = true;
         let mut process = self.process.take();
-        let earlier_exit = observe_earlier_exit(process.as_mut());
+        let earlier_exit = observe_earlier_exit(process.as_mut()).err();
         let started = Instant::now();
         let mut report = CloseReport::new(self.program.clone(), process.as_ref().map(Process::pid));
         shut_down_and_close(self.socket.take(), started, &mut report);
-        let Some(mut process) = process else {
-            return Ok(finish(report, started));
-        };
-        let mut climb = Climb::begin(&self.ladder, started, self.last_kill);
-        let climbed = match earlier_exit {
-            Ok(()) => climb_ladder(&mut climb, &mut process, self.reap),
-            Err(e) => Err(e),
-        };
-        climb.record(&process, &mut report);
-        let outcome = reap_or_hand_off(process, climb, climbed, started, &mut report);
-        outcome.map_err(|e| Error::new(ErrorKind::Wait, self.program.as_deref(), e))?;
-        Ok(finish(report, started))
+        remove_socket_dir(self.socket_dir.take(), &mut report);
+        let child = process.map(|p| (p, Climb::begin(&self.ladder, started, self.last_kill)));
+        Closing {
+            program: self.program.clone(),
+            started,
+            report,
+            child,
+            earlier_exit,
+        }
     }
 }
 
-fn no_child() -> Error {
+/// A close between its socket steps and its ladder (see [`ChildHandle::begin_close`]).
+#[derive(Debug)]
+pub(crate) struct Closing {
+    program: Option<String>,
+    started: Instant,
+    report: CloseReport,
+    /// The child and its climb; `None` for a socket-only handle.
+    pub(crate) child: Option<(Process, Climb)>,
+    /// Noting an earlier exit failed: skip the ladder, report this error.
+    pub(crate) earlier_exit: Option<io::Error>,
+}
+
+impl Closing {
+    /// Step 5 and the report, once the climb is over (`climbed`: whether the child is gone).
+    pub(crate) fn finish(
+        mut self,
+        child: Option<(Process, Climb)>,
+        climbed: io::Result<bool>,
+    ) -> Result<CloseReport> {
+        if let Some((process, climb)) = child {
+            climb.record(&process, &mut self.report);
+            let outcome = reap_or_hand_off(process, climb, climbed, self.started, &mut self.report);
+            outcome.map_err(|e| Error::new(ErrorKind::Wait, self.program.as_deref(), e))?;
+        }
+        Ok(finish(self.report, self.started))
+    }
+}
+
+pub(crate) fn no_child() -> Error {
     Error::new(
         ErrorKind::Config,
         None,
@@ -383,6 +549,16 @@ fn shut_down_and_close(socket: Option<UnixStream>, started: Instant, report: &mu
     }
     report.shutdown = Some(started.elapsed());
     drop(socket);
+}
+
+/// Step 2, socket activation: remove the socket file and its private directory, now that our
+/// connection is closed (the server's listener copy does not need the name).
+fn remove_socket_dir(dir: Option<SocketDir>, report: &mut CloseReport) {
+    let Some(dir) = dir else { return };
+    let path = dir.path().display().to_string();
+    if let Err(e) = dir.remove() {
+        report.notes.push(format!("removing socket {path}: {e}"));
+    }
 }
 
 /// Steps 3 and 4: the EOF wait and the rungs. Returns whether the child (and its group) is gone.
@@ -460,7 +636,19 @@ fn finish(mut report: CloseReport, started: Instant) -> CloseReport {
 impl Drop for ChildHandle {
     fn drop(&mut self) {
         if !self.closed {
+            if on_async_runtime() {
+                // Never block an executor thread: first due rung now, the rest in the reaper.
+                self.reap = Reap::Background;
+            }
             let _ = self.close_path();
         }
     }
+}
+
+/// Whether this thread runs inside a tokio runtime (feature `tokio`; never without it).
+fn on_async_runtime() -> bool {
+    #[cfg(feature = "tokio")]
+    return ::tokio::runtime::Handle::try_current().is_ok();
+    #[cfg(not(feature = "tokio"))]
+    return false;
 }

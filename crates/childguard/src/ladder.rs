@@ -10,6 +10,9 @@ use crate::signal::{Signal, SignalParseError};
 /// The environment variable read by [`Ladder::from_env_or_default`].
 pub const LADDER_ENV: &str = "CHILDGUARD_LADDER";
 
+/// The longest grace a ladder's text may give (365 days): longer ones are a typo, not a plan.
+pub const MAX_GRACE: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// The grace a rung gets when its text names no duration (`"KILL"` alone).
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 
@@ -220,8 +223,15 @@ fn parse_grace(part: &str, grace: &str) -> Result<Duration, LadderParseError> {
     if grace.is_empty() {
         return Err(LadderParseError::new(part, "missing duration after ':'"));
     }
-    humantime::parse_duration(grace)
-        .map_err(|e| LadderParseError::new(part, format!("bad duration {grace:?}: {e}")))
+    let parsed = humantime::parse_duration(grace)
+        .map_err(|e| LadderParseError::new(part, format!("bad duration {grace:?}: {e}")))?;
+    if parsed > MAX_GRACE {
+        return Err(LadderParseError::new(
+            part,
+            format!("duration {grace:?} is longer than the maximum of 365 days"),
+        ));
+    }
+    Ok(parsed)
 }
 
 /// Writes a duration in one unit so that it parses back exactly (`1500ms`, `2s`, `10us`).
@@ -322,6 +332,7 @@ mod tests {
             ("EOF:1s", "at least one signal rung"),
             ("HUP:", "missing duration"),
             ("99:1s", "unknown signal"),
+            ("KILL:500000000000y", "longer than the maximum"),
         ];
         for (text, needle) in cases {
             let err = text.parse::<Ladder>().unwrap_err().to_string();

@@ -24,6 +24,7 @@
 //! See [`ChildHandle`] for the close timeline, [`Ladder`] for the rung syntax, and
 //! `docs/design.md` for the invariants and the races avoided.
 
+mod activation;
 mod climb;
 mod error;
 mod handle;
@@ -34,9 +35,11 @@ mod report;
 mod signal;
 mod spawner;
 mod sys;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 
 pub use error::{Error, ErrorKind, Result};
-pub use handle::{Builder, ChildHandle, Reap, SocketMode};
-pub use ladder::{Ladder, LadderParseError, Rung, DEFAULT_GRACE, LADDER_ENV};
+pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
+pub use ladder::{Ladder, LadderParseError, Rung, DEFAULT_GRACE, LADDER_ENV, MAX_GRACE};
 pub use report::{CloseReport, Ending, SentSignal};
 pub use signal::{Signal, SignalParseError};

@@ -2,13 +2,15 @@
 //! could not wait for — children that outlived the last rung, handles closed with
 //! [`Reap::Background`](crate::Reap::Background) — and reaps them, so no zombie is left behind.
 //!
-//! It waits with one `poll` over every job's pidfds plus a wake pipe, bounded by the nearest
-//! rung deadline: no thread per child, no sleep-polling. The wake pipe gets a byte when a job
-//! arrives and, for children on the portable mechanism, on every `SIGCHLD` (signal-hook writes
-//! it from the handler).
+//! It waits in one `epoll` set holding every job's pidfds plus a wake socket, bounded by the
+//! nearest rung deadline from a heap: no thread per child, no sleep-polling, and a wake-up
+//! costs work only for the jobs it concerns (the fds that fired, the deadlines that came), so
+//! thousands of children in flight cost no more per exit than one. The wake socket gets a byte
+//! when a job arrives and, for children on the portable mechanism (stepped on every wake-up;
+//! the only kind off Linux, where the reaper `poll`s the wake socket alone), on every
+//! `SIGCHLD` (signal-hook writes it from the handler).
 
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -45,7 +47,7 @@ struct Reaper {
     sigchld_hooked: OnceLock<()>,
 }
 
-static REAPER: OnceLock<Reaper> = OnceLock::new();
+static REAPER: OnceLock<&'static Reaper> = OnceLock::new();
 static START: Mutex<()> = Mutex::new(());
 
 /// The reaper, started on first use. Starting can fail (no fd or thread left): the caller
@@ -61,17 +63,20 @@ fn reaper() -> io::Result<&'static Reaper> {
     let (wake_tx, wake_rx) = UnixStream::pair()?;
     wake_tx.set_nonblocking(true)?;
     wake_rx.set_nonblocking(true)?;
-    let r = REAPER.get_or_init(|| Reaper {
+    let poller = Poller::new(wake_rx)?;
+    // Published only once its thread runs: after a failed start, the next hand-off tries again
+    // instead of queueing jobs that no thread would ever take.
+    let r: &'static Reaper = Box::leak(Box::new(Reaper {
         inbox: Mutex::new(Vec::new()),
         wake_tx,
         in_flight: AtomicUsize::new(0),
         idle: (Mutex::new(()), Condvar::new()),
         sigchld_hooked: OnceLock::new(),
-    });
+    }));
     std::thread::Builder::new()
         .name("childguard-reaper".into())
-        .spawn(move || run(r, wake_rx))?;
-    Ok(r)
+        .spawn(move || run(r, poller))?;
+    Ok(REAPER.get_or_init(|| r))
 }
 
 /// Hands a job to the reaper thread; gives it back if the reaper cannot be started.
@@ -123,26 +128,215 @@ pub fn drain(deadline: Instant) -> bool {
     true
 }
 
-fn run(r: &'static Reaper, mut wake_rx: UnixStream) {
-    let mut jobs: Vec<Job> = Vec::new();
+fn run(r: &'static Reaper, mut poller: Poller) {
+    let mut table = Table::default();
+    let mut events = Vec::new();
     loop {
-        let mut buf = [0u8; 256];
-        while matches!(wake_rx.read(&mut buf), Ok(n) if n > 0) {}
-        jobs.append(&mut r.inbox.lock().unwrap_or_else(|p| p.into_inner()));
-        let before = jobs.len();
         let now = Instant::now();
-        jobs.retain_mut(|job| !step(job, now));
-        let finished = before - jobs.len();
+        // Who to step: jobs whose fds fired, every new job, every job on SIGCHLD (portable
+        // mechanism) when the wake socket fired, and jobs whose rung deadline has come.
+        let mut due: Vec<(Key, bool)> = Vec::new();
+        let mut woken = false;
+        for &key in &events {
+            if key == WAKE {
+                woken = true;
+            } else {
+                due.push((Key(key), true));
+            }
+        }
+        if woken || events.is_empty() {
+            poller.drain_wake();
+            let arrived = std::mem::take(&mut *r.inbox.lock().unwrap_or_else(|p| p.into_inner()));
+            due.extend(table.portable.iter().map(|&k| (k, false)));
+            due.extend(arrived.into_iter().map(|job| (table.insert(job), false)));
+        }
+        due.extend(table.pop_due(now).into_iter().map(|k| (k, false)));
+        let mut finished = 0;
+        for (key, fired) in due {
+            if table.step(key, now, fired, &poller) {
+                finished += 1;
+            }
+        }
         if finished > 0 {
             r.in_flight.fetch_sub(finished, Ordering::SeqCst);
             let _guard = r.idle.0.lock().unwrap_or_else(|p| p.into_inner());
             r.idle.1.notify_all();
         }
-        let deadline = jobs
+        let deadline = table.next_deadline();
+        if poller.wait(deadline, &mut events).is_err() {
+            // Should not happen (EBADF, ENOMEM): don't spin, and re-check every job.
+            std::thread::sleep(Duration::from_millis(10));
+            events.clear();
+            table.requeue_all(Instant::now());
+        }
+    }
+}
+
+/// Names a job in the [`Table`] (slot index and generation, so a stale event or deadline for a
+/// finished job never reaches the job that reuses its slot). Also the epoll user data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Key(u64);
+
+/// The epoll user data of the wake socket.
+const WAKE: u64 = u64::MAX;
+
+struct Slot {
+    job: Job,
+    generation: u32,
+    /// Our duplicates of the job's wait fds, as registered with epoll. Duplicates, so that we
+    /// alone decide when they close: deregistering by number can never hit an fd number that
+    /// the process closed and the kernel then reused.
+    registered: Vec<std::os::fd::OwnedFd>,
+    /// The raw numbers of the process's own wait fds when we registered them.
+    registered_from: Vec<i32>,
+    /// The deadline this job has in the heap, if any.
+    queued: Option<Instant>,
+}
+
+/// Every job the reaper owns, and the deadline heap.
+#[derive(Default)]
+struct Table {
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    next_generation: u32,
+    /// Nearest rung deadline first; entries whose job moved on are skipped when popped.
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, Key)>>,
+    /// Jobs with nothing to poll (portable mechanism): stepped on every wake-up.
+    portable: std::collections::BTreeSet<Key>,
+}
+
+impl Table {
+    fn insert(&mut self, job: Job) -> Key {
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        let slot = Slot {
+            job,
+            generation,
+            registered: Vec::new(),
+            registered_from: Vec::new(),
+            queued: None,
+        };
+        let index = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(slot);
+                i
+            }
+            None => {
+                self.slots.push(Some(slot));
+                self.slots.len() - 1
+            }
+        };
+        Key((u64::from(generation) << 32) | index as u64)
+    }
+
+    fn slot_mut(&mut self, key: Key) -> Option<&mut Slot> {
+        let index = (key.0 & 0xffff_ffff) as usize;
+        let generation = (key.0 >> 32) as u32;
+        self.slots
+            .get_mut(index)?
+            .as_mut()
+            .filter(|s| s.generation == generation)
+    }
+
+    /// Steps one job (see [`step`]); registers its current wait fds and queues its next
+    /// deadline, or removes it once finished. Returns whether it finished.
+    fn step(&mut self, key: Key, now: Instant, fired: bool, poller: &Poller) -> bool {
+        let Some(slot) = self.slot_mut(key) else {
+            return false; // finished earlier in this round (or a stale event)
+        };
+        if step(&mut slot.job, now) {
+            for fd in slot.registered.drain(..) {
+                poller.remove(&fd);
+            }
+            let index = (key.0 & 0xffff_ffff) as usize;
+            self.slots[index] = None;
+            self.free.push(index);
+            self.portable.remove(&key);
+            return true;
+        }
+        // Re-register when the fd set may have changed: an fd fired (the leader or a group
+        // member exited) or the process now waits on other fds.
+        let wait_fds = slot.job.process.wait_fds();
+        let from: Vec<i32> = wait_fds
             .iter()
-            .filter_map(|j| j.climb.as_ref().map(Climb::deadline))
-            .min();
-        let _ = wait(&jobs, &wake_rx, deadline);
+            .map(std::os::fd::AsRawFd::as_raw_fd)
+            .collect();
+        if fired || from != slot.registered_from {
+            for fd in slot.registered.drain(..) {
+                poller.remove(&fd);
+            }
+            for fd in &wait_fds {
+                if let Ok(dup) = fd.try_clone_to_owned() {
+                    if poller.add(&dup, key).is_ok() {
+                        slot.registered.push(dup);
+                    }
+                }
+            }
+            slot.registered_from = from;
+        }
+        let nothing_to_poll = slot.registered.is_empty();
+        let mut next = slot.job.climb.as_ref().map(Climb::deadline);
+        if nothing_to_poll && slot.job.process.uses_pidfd() {
+            // Its pidfds could not be registered (no fd left for a duplicate): look again soon.
+            let retry = now + Duration::from_millis(100);
+            next = Some(next.map_or(retry, |d| d.min(retry)));
+        }
+        let requeue = next.filter(|&d| slot.queued != Some(d));
+        if requeue.is_some() || next.is_none() {
+            slot.queued = next;
+        }
+        if nothing_to_poll {
+            self.portable.insert(key);
+        } else {
+            self.portable.remove(&key);
+        }
+        if let Some(deadline) = requeue {
+            self.heap.push(std::cmp::Reverse((deadline, key)));
+        }
+        false
+    }
+
+    /// Keys whose queued deadline has come, dropping stale heap entries on the way.
+    fn pop_due(&mut self, now: Instant) -> Vec<Key> {
+        let mut due = Vec::new();
+        while let Some(&std::cmp::Reverse((deadline, key))) = self.heap.peek() {
+            if deadline > now {
+                break;
+            }
+            self.heap.pop();
+            if self
+                .slot_mut(key)
+                .is_some_and(|s| s.queued == Some(deadline))
+            {
+                due.push(key);
+            }
+        }
+        due
+    }
+
+    /// The nearest deadline still current.
+    fn next_deadline(&mut self) -> Option<Instant> {
+        while let Some(&std::cmp::Reverse((deadline, key))) = self.heap.peek() {
+            if self
+                .slot_mut(key)
+                .is_some_and(|s| s.queued == Some(deadline))
+            {
+                return Some(deadline);
+            }
+            self.heap.pop();
+        }
+        None
+    }
+
+    /// After a failed wait: make every job due now.
+    fn requeue_all(&mut self, now: Instant) {
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            if let Some(slot) = slot {
+                let key = Key((u64::from(slot.generation) << 32) | index as u64);
+                slot.queued = Some(now);
+                self.heap.push(std::cmp::Reverse((now, key)));
+            }
+        }
     }
 }
 
@@ -175,24 +369,102 @@ fn step(job: &mut Job, now: Instant) -> bool {
     done
 }
 
-#[cfg(target_os = "linux")]
-fn wait(jobs: &[Job], wake_rx: &UnixStream, deadline: Option<Instant>) -> io::Result<()> {
-    let mut fds = vec![wake_rx.as_fd()];
-    for job in jobs {
-        fds.extend(job.process.wait_fds());
-    }
-    let deadline = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-    crate::process::pidfd::poll_until(&fds, deadline)
+/// What the reaper thread blocks in: epoll over the wake socket and every job's wait fds
+/// (Linux), or `poll` on the wake socket alone (elsewhere, where every job is on the portable
+/// mechanism and woken by `SIGCHLD`).
+struct Poller {
+    wake_rx: UnixStream,
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    epoll: std::os::fd::OwnedFd,
 }
 
-#[cfg(not(target_os = "linux"))]
-fn wait(_jobs: &[Job], wake_rx: &UnixStream, deadline: Option<Instant>) -> io::Result<()> {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let mut fds = [PollFd::new(wake_rx, PollFlags::IN)];
-    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    let timeout = left.and_then(|l| Timespec::try_from(l).ok());
-    match poll(&mut fds, timeout.as_ref()) {
-        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
-        Err(e) => Err(e.into()),
+/// The longest single wait: a bound, not a poll interval (every change wakes us before).
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+impl Poller {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn new(wake_rx: UnixStream) -> io::Result<Poller> {
+        use rustix::event::epoll;
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &epoll,
+            &wake_rx,
+            epoll::EventData::new_u64(WAKE),
+            epoll::EventFlags::IN,
+        )?;
+        Ok(Poller { wake_rx, epoll })
     }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn new(wake_rx: UnixStream) -> io::Result<Poller> {
+        Ok(Poller { wake_rx })
+    }
+
+    fn drain_wake(&mut self) {
+        let mut buf = [0u8; 256];
+        while matches!(self.wake_rx.read(&mut buf), Ok(n) if n > 0) {}
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn add(&self, fd: &std::os::fd::OwnedFd, key: Key) -> io::Result<()> {
+        use rustix::event::epoll;
+        let data = epoll::EventData::new_u64(key.0);
+        Ok(epoll::add(&self.epoll, fd, data, epoll::EventFlags::IN)?)
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn add(&self, _fd: &std::os::fd::OwnedFd, _key: Key) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn remove(&self, fd: &std::os::fd::OwnedFd) {
+        let _ = rustix::event::epoll::delete(&self.epoll, fd);
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn remove(&self, _fd: &std::os::fd::OwnedFd) {}
+
+    /// Blocks until an fd is readable or `deadline` passes; `events` gets the keys that fired.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn wait(&self, deadline: Option<Instant>, events: &mut Vec<u64>) -> io::Result<()> {
+        use rustix::event::epoll;
+        events.clear();
+        let timeout = timeout_until(deadline);
+        let mut buf: Vec<epoll::Event> = Vec::with_capacity(256);
+        match epoll::wait(
+            &self.epoll,
+            rustix::buffer::spare_capacity(&mut buf),
+            Some(&timeout),
+        ) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        events.extend(buf.iter().map(|e| e.data.u64()));
+        Ok(())
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn wait(&self, deadline: Option<Instant>, events: &mut Vec<u64>) -> io::Result<()> {
+        use rustix::event::{poll, PollFd, PollFlags};
+        events.clear();
+        let timeout = timeout_until(deadline);
+        let mut fds = [PollFd::new(&self.wake_rx, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(n) if n > 0 => events.push(WAKE),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(())
+    }
+}
+
+fn timeout_until(deadline: Option<Instant>) -> rustix::event::Timespec {
+    let left = deadline.map_or(MAX_WAIT, |d| {
+        d.saturating_duration_since(Instant::now()).min(MAX_WAIT)
+    });
+    rustix::event::Timespec::try_from(left).unwrap_or(rustix::event::Timespec {
+        tv_sec: MAX_WAIT.as_secs() as _,
+        tv_nsec: 0,
+    })
 }

@@ -1,6 +1,7 @@
 //! Every `unsafe` block and raw system call of childguard lives here, one thin wrapper per call,
 //! each named after its man page. Everything else uses [`rustix`]'s safe wrappers.
 
+use std::ffi::CString;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -34,19 +35,21 @@ pub(crate) fn sigchld_is_ignored() -> io::Result<bool> {
 
 /// What the child does between `fork` and `exec`. Built before the fork; the closure that
 /// applies it only makes async-signal-safe system calls and never allocates.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(crate) struct ChildSetup {
     /// `PR_SET_PDEATHSIG` signal and the pid the child must still have as parent afterwards.
     pub death_signal: Option<(Signal, u32)>,
     /// Every fd from this one up is marked close-on-exec: 3 normally, 4 with socket activation.
     pub first_private_fd: i32,
+    /// Socket activation: the hook places the listener on fd 3 and `execve`s itself.
+    pub activation: Option<ActivationExec>,
 }
 
 /// Registers [`ChildSetup`] with `Command::pre_exec`.
 ///
 /// std runs it in the child after it has placed our socket on fds 0 and 1, right before
 /// `execvp`. Errors returned here make `spawn()` fail with that error, and std reaps the child.
-pub(crate) fn install_child_setup(cmd: &mut Command, setup: ChildSetup) {
+pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
     let hook = move || -> io::Result<()> {
         if let Some((signal, parent)) = setup.death_signal {
             set_parent_death_signal(signal)?;
@@ -57,14 +60,42 @@ pub(crate) fn install_child_setup(cmd: &mut Command, setup: ChildSetup) {
             }
         }
         mark_cloexec_from(setup.first_private_fd);
-        Ok(())
+        match setup.activation.as_mut() {
+            // Returns only if execve failed; std then reports that error from `spawn()`.
+            Some(exec) => Err(exec.exec()),
+            None => Ok(()),
+        }
     };
     // SAFETY: the hook runs between fork and exec in a possibly multi-threaded parent's child:
-    // it only calls prctl, getppid, close_range/fcntl and getrlimit, which are async-signal-safe,
-    // it takes no lock and does not allocate (io::Error from an OS code is not boxed).
+    // it only calls prctl, getppid, close_range/fcntl, getrlimit and (activation) getpid, dup2,
+    // execve and close, which are async-signal-safe; it takes no lock and does not allocate
+    // (io::Error from an OS code is not boxed; ActivationExec writes into buffers it owns).
     unsafe {
         cmd.pre_exec(hook);
     }
+}
+
+/// Whether this process holds an fd `>= first` *without* close-on-exec, i.e. one that a
+/// spawned program would inherit. Reads `/proc/self/fd` and asks `fcntl(2)` `F_GETFD` of each.
+///
+/// Used to skip the `pre_exec` fd sweep when there is nothing to sweep: any `pre_exec` hook
+/// makes std `fork()` instead of `posix_spawn()`, which costs 2–3× per spawn. A fd opened
+/// without `O_CLOEXEC` by another thread *between* this check and the spawn can still leak;
+/// that race exists for every `fork` in a program that opens such fds, and only an opener
+/// using `O_CLOEXEC` closes it. Where `/proc` cannot be read, answers `true` (sweep).
+pub(crate) fn has_inheritable_fds_from(first: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return true;
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&fd| fd >= first)
+        .any(|fd| {
+            // SAFETY: F_GETFD only reads the fd's flags; an fd closed meanwhile (e.g. the
+            // directory fd of this very read_dir) fails with EBADF, which we treat as "not
+            // inheritable".
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+            flags >= 0 && flags & libc::FD_CLOEXEC == 0
+        })
 }
 
 /// `prctl(2)` `PR_SET_PDEATHSIG`: deliver `signal` to us when the thread that forked us exits.
@@ -145,4 +176,173 @@ fn open_files_limit() -> i32 {
         return i32::MAX;
     }
     lim.rlim_cur as i32
+}
+
+/// The fd a socket-activated program finds its listening socket on (`SD_LISTEN_FDS_START`).
+const LISTEN_FD: i32 = 3;
+
+/// `LISTEN_PID=` followed by room for any pid (`u32::MAX` has 10 digits) and the NUL.
+const LISTEN_PID_PREFIX: &[u8] = b"LISTEN_PID=";
+const LISTEN_PID_LEN: usize = LISTEN_PID_PREFIX.len() + 10 + 1;
+
+/// A complete `execve(2)` for a socket-activated child, built before the fork.
+///
+/// Why not let std exec: `LISTEN_PID` must be the child's own pid, known only after the fork,
+/// and std builds the environment before it. So every C string and pointer array is allocated
+/// here, in the parent; the child only writes its pid's digits into a buffer reserved for them,
+/// moves the listener to fd 3, and calls `execve` on these arrays.
+#[derive(Debug)]
+pub(crate) struct ActivationExec {
+    program: CString,
+    /// Owns the strings `argv_ptrs` points into.
+    _argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    /// Owns the strings `env_ptrs` points into (all but the `LISTEN_PID` slot).
+    _env: Vec<CString>,
+    env_ptrs: Vec<*const libc::c_char>,
+    /// `LISTEN_PID=` + digits + NUL, filled in by the child.
+    listen_pid: Box<[u8; LISTEN_PID_LEN]>,
+    /// Index of the `LISTEN_PID` entry in `env_ptrs`.
+    pid_slot: usize,
+    /// Our listening socket's fd number (close-on-exec; the child moves it to fd 3).
+    listener: i32,
+}
+
+// SAFETY: the raw pointers point only into heap buffers owned by this same struct (the CStrings
+// and the boxed LISTEN_PID buffer), which do not move when the struct moves. They are never
+// dereferenced in the parent; the forked child (one thread) passes them to execve.
+unsafe impl Send for ActivationExec {}
+// SAFETY: as above; `&ActivationExec` gives no access to the pointers at all.
+unsafe impl Sync for ActivationExec {}
+
+impl ActivationExec {
+    /// `program` is the resolved path to exec, `argv` starts with argv\[0\], `env` holds every
+    /// `KEY=VALUE` except `LISTEN_PID` (added here), `listener` is our listening socket.
+    pub(crate) fn new(
+        program: CString,
+        argv: Vec<CString>,
+        env: Vec<CString>,
+        listener: i32,
+    ) -> ActivationExec {
+        let mut listen_pid = Box::new([0u8; LISTEN_PID_LEN]);
+        listen_pid[..LISTEN_PID_PREFIX.len()].copy_from_slice(LISTEN_PID_PREFIX);
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+        let pid_slot = env_ptrs.len();
+        env_ptrs.push(listen_pid.as_ptr().cast());
+        env_ptrs.push(std::ptr::null());
+        ActivationExec {
+            program,
+            _argv: argv,
+            argv_ptrs,
+            _env: env,
+            env_ptrs,
+            listen_pid,
+            pid_slot,
+            listener,
+        }
+    }
+
+    /// In the child: writes `LISTEN_PID`, puts the listener on fd 3 (inheritable) and execs.
+    /// Returns only on failure, with fd 3 restored to what it was (it may be std's own
+    /// exec-error pipe, through which this error is then reported).
+    fn exec(&mut self) -> io::Error {
+        write_pid_digits(&mut self.listen_pid[LISTEN_PID_PREFIX.len()..], own_pid());
+        // Re-derive the pointer after writing through `&mut`.
+        self.env_ptrs[self.pid_slot] = self.listen_pid.as_ptr().cast();
+        let saved = match place_on_listen_fd(self.listener) {
+            Ok(saved) => saved,
+            Err(e) => return e,
+        };
+        // SAFETY: `program` is a NUL-terminated path; `argv_ptrs` and `env_ptrs` are
+        // null-terminated arrays of pointers to NUL-terminated strings owned by `self`, alive
+        // for the call. execve replaces the process image or returns -1.
+        unsafe {
+            libc::execve(
+                self.program.as_ptr(),
+                self.argv_ptrs.as_ptr(),
+                self.env_ptrs.as_ptr(),
+            )
+        };
+        let err = io::Error::last_os_error();
+        if let Some(saved) = saved {
+            // SAFETY: dup2/close on fd numbers we own in this (single-threaded) child.
+            unsafe {
+                libc::dup2(saved, LISTEN_FD);
+                libc::close(saved);
+            }
+        }
+        err
+    }
+}
+
+/// `getpid(2)`.
+fn own_pid() -> u32 {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// Writes `pid` in decimal followed by a NUL into `out` (at least 11 bytes), without allocating.
+fn write_pid_digits(out: &mut [u8], pid: u32) {
+    let mut digits = [0u8; 10];
+    let mut n = pid;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        out[i] = *d;
+    }
+    out[len] = 0;
+}
+
+/// Makes `listener` available as fd 3 without close-on-exec. If fd 3 held something else, a
+/// close-on-exec copy of it is kept (returned) so it can be put back if `execve` fails.
+fn place_on_listen_fd(listener: i32) -> io::Result<Option<i32>> {
+    if listener == LISTEN_FD {
+        // SAFETY: F_SETFD on an fd we own; clears FD_CLOEXEC so the program inherits it.
+        let rc = unsafe { libc::fcntl(LISTEN_FD, libc::F_SETFD, 0) };
+        return if rc == 0 {
+            Ok(None)
+        } else {
+            Err(io::Error::last_os_error())
+        };
+    }
+    // SAFETY: F_DUPFD_CLOEXEC on fd 3, which may be closed (EBADF: nothing to keep).
+    let saved = unsafe { libc::fcntl(LISTEN_FD, libc::F_DUPFD_CLOEXEC, LISTEN_FD + 1) };
+    // SAFETY: dup2 onto fd 3 of the listener we own; dup2 leaves the new fd inheritable.
+    let rc = unsafe { libc::dup2(listener, LISTEN_FD) };
+    if rc == LISTEN_FD {
+        return Ok((saved >= 0).then_some(saved));
+    }
+    let err = io::Error::last_os_error();
+    if saved >= 0 {
+        // SAFETY: closing the copy made above, which nothing else refers to.
+        unsafe { libc::close(saved) };
+    }
+    Err(err)
+}
+
+/// Registers `fd` for readability with the current tokio runtime's IO driver (the tokio face
+/// waits on pidfds this way). Fails outside a runtime or when its IO driver is disabled.
+#[cfg(feature = "tokio")]
+pub(crate) fn async_readable(
+    fd: std::os::fd::OwnedFd,
+) -> io::Result<::tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    use ::tokio::io::unix::AsyncFd;
+    if ::tokio::runtime::Handle::try_current().is_err() {
+        return Err(io::Error::other("not inside a tokio runtime"));
+    }
+    // SAFETY: the AsyncFd owns `fd` for its whole life and we never reach it mutably, so the
+    // raw fd stays open and names the same file description until the AsyncFd deregisters it
+    // on drop, which is all `register_with_interest` asks.
+    let registered =
+        unsafe { AsyncFd::register_with_interest(fd, ::tokio::io::Interest::READABLE) };
+    registered.map_err(io::Error::from)
 }

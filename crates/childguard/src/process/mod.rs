@@ -232,6 +232,16 @@ impl Process {
         }
     }
 
+    /// What [`Process::wait_until`] would block on, for drivers that wait without blocking (the
+    /// tokio face): fds that turn readable, or a `SIGCHLD` after the generation last seen.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn wait_on(&self) -> WaitOn<'_> {
+        match &self.mechanism {
+            Mechanism::Sigchld if self.is_running() => WaitOn::Sigchld(self.sigchld_seen),
+            _ => WaitOn::Fds(self.wait_fds()),
+        }
+    }
+
     /// Reaps the exited leader (frees its pid). Call only after it exited.
     pub(crate) fn reap(&mut self) -> io::Result<Option<ExitStatus>> {
         if let Life::Exited(status) = self.life {
@@ -248,6 +258,16 @@ impl Process {
         }
         Ok(self.status())
     }
+}
+
+/// What a change in the child's state wakes, as told by [`Process::wait_on`].
+#[derive(Debug)]
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+pub(crate) enum WaitOn<'a> {
+    /// Any of these fds turning readable (pidfds; empty: only the deadline wakes).
+    Fds(Vec<BorrowedFd<'a>>),
+    /// A `SIGCHLD` after this [`sigchld::Notifier`] generation.
+    Sigchld(u64),
 }
 
 /// Builds an [`ExitStatus`] from the parts `waitid` reports.

@@ -9,6 +9,7 @@
 use std::io;
 use std::process::ExitStatus;
 use std::sync::{Condvar, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use rustix::process::{kill_process, waitid, Pid, WaitId, WaitIdOptions};
@@ -16,11 +17,13 @@ use rustix::process::{kill_process, waitid, Pid, WaitId, WaitIdOptions};
 use crate::signal::Signal;
 use crate::sys;
 
-/// Counts `SIGCHLD` deliveries and wakes every waiter on each.
+/// Counts `SIGCHLD` deliveries and wakes every waiter on each: threads blocked in
+/// [`Notifier::wait_change_from`], and tasks that polled [`Notifier::poll_change_from`].
 #[derive(Debug)]
 pub(crate) struct Notifier {
     generation: Mutex<u64>,
     changed: Condvar,
+    wakers: Mutex<Vec<Waker>>,
 }
 
 static NOTIFIER: OnceLock<Result<Notifier, i32>> = OnceLock::new();
@@ -37,6 +40,10 @@ pub(crate) fn notifier() -> io::Result<&'static Notifier> {
                     if let Some(n) = NOTIFIER.get().and_then(|r| r.as_ref().ok()) {
                         *n.generation.lock().unwrap_or_else(|p| p.into_inner()) += 1;
                         n.changed.notify_all();
+                        let wakers = std::mem::take(
+                            &mut *n.wakers.lock().unwrap_or_else(|p| p.into_inner()),
+                        );
+                        wakers.into_iter().for_each(Waker::wake);
                     }
                 }
             })
@@ -44,6 +51,7 @@ pub(crate) fn notifier() -> io::Result<&'static Notifier> {
         Ok(Notifier {
             generation: Mutex::new(0),
             changed: Condvar::new(),
+            wakers: Mutex::new(Vec::new()),
         })
     });
     match started {
@@ -72,6 +80,25 @@ impl Notifier {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+    }
+}
+
+impl Notifier {
+    /// The non-blocking [`wait_change_from`](Notifier::wait_change_from): ready once a `SIGCHLD`
+    /// arrived after generation `seen`; else the task is woken by the next one.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn poll_change_from(&self, seen: u64, cx: &mut Context<'_>) -> Poll<()> {
+        // The generation lock is held while the waker is stored: a SIGCHLD counted after our
+        // check must take that lock first, so it finds our waker.
+        let generation = self.generation.lock().unwrap_or_else(|p| p.into_inner());
+        if *generation != seen {
+            return Poll::Ready(());
+        }
+        let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
     }
 }
 

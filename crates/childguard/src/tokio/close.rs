@@ -1,0 +1,176 @@
+//! `close_async`, `kill_async`, `wait_timeout_async`, and the guard that makes the close
+//! cancel-safe.
+
+use std::io;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use super::wait::wait_change;
+use crate::climb::Climb;
+use crate::error::{Error, ErrorKind, Result};
+use crate::handle::no_child;
+use crate::process::Process;
+use crate::reaper::{self, Job};
+use crate::report::CloseReport;
+use crate::signal::Signal;
+use crate::ChildHandle;
+
+impl ChildHandle {
+    /// [`close`](ChildHandle::close) for async code: shutdown → close → ladder → reap, with the
+    /// same timeline and the same [`CloseReport`], waiting on tokio timers and pidfd readiness
+    /// instead of blocking the thread (see [`childguard::tokio`](crate::tokio)).
+    ///
+    /// Cancel-safe: if the future is dropped before it completes, the child is handed, with its
+    /// ladder where it stood, to the shared [`reaper`](crate::reaper), which sends the
+    /// remaining rungs on time and reaps it.
+    pub async fn close_async(mut self) -> Result<CloseReport> {
+        let mut closing = self.begin_close();
+        drop(self); // closed: its Drop does nothing more
+        let Some(child) = closing.child.take() else {
+            return closing.finish(None, Ok(true));
+        };
+        let mut climbing = HandOffOnDrop(Some(child));
+        let climbed = match closing.earlier_exit.take() {
+            Some(e) => Err(e),
+            None => climbing.climb().await,
+        };
+        closing.finish(climbing.0.take(), climbed)
+    }
+
+    /// [`kill`](ChildHandle::kill) for async code: sends `signal` once (to the group with
+    /// `process_group`), then waits up to `grace` for the exit without blocking the thread.
+    /// `Ok(None)`: still alive. Dropping the future only abandons the wait; the signal counts
+    /// as a rung already taken for the next close, as with `kill`.
+    pub async fn kill_async(
+        &mut self,
+        signal: Signal,
+        grace: Duration,
+    ) -> Result<Option<ExitStatus>> {
+        match self.send_kill(signal)? {
+            Err(status) => Ok(Some(status)),
+            Ok(sent_at) => {
+                self.wait_until_async(crate::climb::later(sent_at, grace))
+                    .await
+            }
+        }
+    }
+
+    /// [`wait_timeout`](ChildHandle::wait_timeout) for async code: waits up to `timeout` for
+    /// the exit, woken by the pidfd (or `SIGCHLD`) the moment it happens. `Ok(None)`: still
+    /// running. Reaps like [`try_wait`](ChildHandle::try_wait).
+    pub async fn wait_timeout_async(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
+        self.wait_until_async(crate::climb::later(Instant::now(), timeout))
+            .await
+    }
+
+    async fn wait_until_async(&mut self, deadline: Instant) -> Result<Option<ExitStatus>> {
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            let process = self.process().ok_or_else(no_child)?;
+            wait_change(process, deadline)
+                .await
+                .map_err(|e| Error::new(ErrorKind::Wait, self.program(), e))?;
+        }
+    }
+}
+
+/// The child and its climb while `close_async` awaits. Dropped while still holding them (the
+/// future was cancelled), it hands them to the reaper.
+#[derive(Debug)]
+struct HandOffOnDrop(Option<(Process, Climb)>);
+
+impl HandOffOnDrop {
+    /// [`Climb::run_blocking`] without blocking: returns whether the child (and its group) is
+    /// gone, `false` once the ladder is used up.
+    async fn climb(&mut self) -> io::Result<bool> {
+        loop {
+            let Some((process, climb)) = self.0.as_mut() else {
+                return Ok(true);
+            };
+            if process.is_gone()? {
+                return Ok(true);
+            }
+            if !climb.advance(process, Instant::now())? {
+                return Ok(false);
+            }
+            let deadline = climb.deadline();
+            wait_change(process, deadline).await?;
+        }
+    }
+}
+
+impl Drop for HandOffOnDrop {
+    fn drop(&mut self) {
+        let Some((process, climb)) = self.0.take() else {
+            return;
+        };
+        let job = Job {
+            process,
+            climb: Some(climb),
+            on_done: None,
+        };
+        if let Err(failed) = reaper::hand_off(job) {
+            // Last resort (no thread or fd left for the reaper): finish here, as the blocking
+            // close does, rather than leave a child unreaped.
+            let (mut job, _) = *failed;
+            let _ = finish_in_place(&mut job);
+        }
+    }
+}
+
+fn finish_in_place(job: &mut Job) -> io::Result<()> {
+    if let Some(climb) = job.climb.as_mut() {
+        climb.run_blocking(&mut job.process)?;
+    }
+    while job.process.check_exit()?.is_none() && job.process.is_running() {
+        job.process
+            .wait_until(Instant::now() + Duration::from_secs(1))?;
+    }
+    job.process.reap().map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn futures_are_send() {
+        // Spawnable on a multi-thread runtime: checked on a handle without a child.
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut handle = ChildHandle::from_socket(a);
+        {
+            let kill = handle.kill_async(Signal::TERM, Duration::ZERO);
+            assert_send(&kill);
+        }
+        let close = handle.close_async();
+        assert_send(&close);
+        drop(close);
+    }
+
+    #[test]
+    fn socket_only_close_async_on_both_flavours() {
+        for multi in [false, true] {
+            let rt = if multi {
+                ::tokio::runtime::Builder::new_multi_thread()
+            } else {
+                ::tokio::runtime::Builder::new_current_thread()
+            }
+            .enable_all()
+            .build()
+            .unwrap();
+            let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let report = rt
+                .block_on(ChildHandle::from_socket(a).close_async())
+                .unwrap();
+            assert_eq!(report.ended_by, crate::Ending::NoChild);
+            assert!(report.shutdown.is_some() && report.signals.is_empty());
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The one async wait: a tokio timer raced against what the child's state change wakes.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::task::Poll;
+use std::time::Instant;
+
+use crate::process::{sigchld, Process, WaitOn};
+use crate::sys;
+
+/// Waits, without blocking the thread, until something `process` waits for may have changed
+/// (a pidfd turned readable, a `SIGCHLD` arrived) or `deadline` passes. Like
+/// [`Process::wait_until`], spurious wake-ups are allowed: the caller re-checks.
+pub(super) async fn wait_change(process: &Process, deadline: Instant) -> io::Result<()> {
+    let mut sleep = std::pin::pin!(::tokio::time::sleep_until(deadline.into()));
+    match process.wait_on() {
+        WaitOn::Fds(fds) => {
+            // Each wait registers duplicates of the fds: the set changes (leader, then group
+            // survivors), and a duplicate is ours to deregister and close whatever the
+            // process does with its own fds meanwhile.
+            let fds = fds
+                .into_iter()
+                .map(|fd| sys::async_readable(fd.try_clone_to_owned()?))
+                .collect::<io::Result<Vec<_>>>()?;
+            poll_fn(|cx| {
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Ok(()));
+                }
+                for fd in &fds {
+                    if let Poll::Ready(ready) = fd.poll_read_ready(cx) {
+                        return Poll::Ready(ready.map(drop));
+                    }
+                }
+                Poll::Pending
+            })
+            .await
+        }
+        WaitOn::Sigchld(seen) => {
+            let notifier = sigchld::notifier()?;
+            poll_fn(|cx| {
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Ok(()));
+                }
+                notifier.poll_change_from(seen, cx).map(Ok)
+            })
+            .await
+        }
+    }
+}
