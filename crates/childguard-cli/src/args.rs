@@ -1,0 +1,363 @@
+//! Command-line parsing, by hand (as slowserver does): every error names the argument.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+use childguard::Ladder;
+
+use crate::{duration, help, SLOWSERVER_SUBCOMMAND};
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Invocation {
+    /// `childguard run …`.
+    Run(RunOptions),
+    /// `childguard demo`.
+    Demo,
+    /// Print this help text and exit 0.
+    Help(&'static str),
+    /// `--version`.
+    Version,
+    /// The hidden slowserver subcommand, with its arguments.
+    Slowserver(Vec<OsString>),
+}
+
+/// How `--report` writes the close report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportFormat {
+    /// The `CloseReport` `Display` line.
+    Text,
+    /// The `CloseReport` as one line of JSON.
+    Json,
+}
+
+/// `childguard run` options.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `--ladder`, else `CHILDGUARD_LADDER`, else the library default.
+    pub ladder: Ladder,
+    /// `--timeout` (`None`: no timeout, also for `--timeout 0`).
+    pub timeout: Option<Duration>,
+    /// `--group`.
+    pub group: bool,
+    /// `--exit-with-parent`.
+    pub exit_with_parent: bool,
+    /// `--activate` (`Some(None)`) or `--activate=NAME` (`Some(Some(NAME))`).
+    pub activate: Option<Option<String>>,
+    /// `--stop-on-stdin-eof`.
+    pub stop_on_stdin_eof: bool,
+    /// `--report`.
+    pub report: Option<ReportFormat>,
+    /// `--preserve-status`.
+    pub preserve_status: bool,
+    /// CMD and its arguments (never empty).
+    pub command: Vec<OsString>,
+}
+
+/// A bad command line. The message names the offending argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError {
+    message: String,
+    /// The help command to suggest.
+    hint: &'static str,
+}
+
+impl UsageError {
+    fn top(message: impl Into<String>) -> UsageError {
+        UsageError {
+            message: message.into(),
+            hint: "childguard --help",
+        }
+    }
+
+    fn run(message: impl Into<String>) -> UsageError {
+        UsageError {
+            message: message.into(),
+            hint: "childguard run --help",
+        }
+    }
+
+    /// The help command to suggest after the message.
+    pub fn hint(&self) -> &'static str {
+        self.hint
+    }
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Parses the arguments after the program name.
+pub fn parse<I>(args: I) -> Result<Invocation, UsageError>
+where
+    I: IntoIterator<Item = OsString>,
+{
+    let mut args = args.into_iter();
+    let Some(first) = args.next() else {
+        return Err(UsageError::top("missing subcommand: run or demo"));
+    };
+    match first.to_str() {
+        Some("run") => parse_run(args),
+        Some("demo") => parse_demo(args),
+        Some("help") => Ok(Invocation::Help(help_topic(args.next())?)),
+        Some("-h" | "--help") => Ok(Invocation::Help(help::TOP)),
+        Some("-V" | "--version") => Ok(Invocation::Version),
+        Some(SLOWSERVER_SUBCOMMAND) => Ok(Invocation::Slowserver(args.collect())),
+        _ => Err(UsageError::top(format!(
+            "unknown subcommand {first:?} (expected run or demo)"
+        ))),
+    }
+}
+
+fn help_topic(topic: Option<OsString>) -> Result<&'static str, UsageError> {
+    match topic.as_ref().map(|t| t.to_str()) {
+        None => Ok(help::TOP),
+        Some(Some("run")) => Ok(help::RUN),
+        Some(Some("demo")) => Ok(help::DEMO),
+        Some(_) => Err(UsageError::top(format!(
+            "no help for {:?} (try run or demo)",
+            topic.unwrap_or_default()
+        ))),
+    }
+}
+
+fn parse_demo(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
+    let Some(arg) = args.next() else {
+        return Ok(Invocation::Demo);
+    };
+    match arg.to_str() {
+        Some("-h" | "--help") => Ok(Invocation::Help(help::DEMO)),
+        _ => Err(UsageError {
+            message: format!("demo takes no arguments (got {arg:?})"),
+            hint: "childguard demo --help",
+        }),
+    }
+}
+
+/// Flags as they are being collected.
+#[derive(Debug, Default)]
+struct Flags {
+    ladder: Option<Ladder>,
+    timeout: Option<Duration>,
+    group: bool,
+    exit_with_parent: bool,
+    activate: Option<Option<String>>,
+    stop_on_stdin_eof: bool,
+    report: Option<ReportFormat>,
+    preserve_status: bool,
+}
+
+fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
+    let mut flags = Flags::default();
+    let mut command = Vec::new();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            command.extend(args);
+            break;
+        }
+        // The first argument that is not an option starts CMD (as in `timeout 5 sleep 10`).
+        if !arg.as_bytes().starts_with(b"-") || arg == "-" {
+            command.push(arg);
+            command.extend(args);
+            break;
+        }
+        let Some(text) = arg.to_str() else {
+            return Err(UsageError::run(format!("unknown option {arg:?}")));
+        };
+        if let Some(help) = flag(&mut flags, text, &mut args)? {
+            return Ok(help);
+        }
+    }
+    if command.is_empty() {
+        return Err(UsageError::run(
+            "missing CMD to run (e.g. `childguard run -- sleep 10`)",
+        ));
+    }
+    let ladder = match flags.ladder {
+        Some(ladder) => ladder,
+        None => Ladder::from_env_or_default().map_err(|e| UsageError::run(e.to_string()))?,
+    };
+    Ok(Invocation::Run(RunOptions {
+        ladder,
+        timeout: flags.timeout,
+        group: flags.group,
+        exit_with_parent: flags.exit_with_parent,
+        activate: flags.activate,
+        stop_on_stdin_eof: flags.stop_on_stdin_eof,
+        report: flags.report,
+        preserve_status: flags.preserve_status,
+        command,
+    }))
+}
+
+/// Applies one option (`--flag`, `--flag=value` or `--flag value`). Returns the help text for
+/// `--help`.
+fn flag(
+    flags: &mut Flags,
+    text: &str,
+    rest: &mut impl Iterator<Item = OsString>,
+) -> Result<Option<Invocation>, UsageError> {
+    let (name, inline) = match text.split_once('=') {
+        Some((name, value)) if name.starts_with("--") => (name, Some(value.to_string())),
+        _ => (text, None),
+    };
+    let mut value = || -> Result<String, UsageError> {
+        let value = match inline.clone() {
+            Some(v) => v,
+            None => rest
+                .next()
+                .ok_or_else(|| UsageError::run(format!("{name} needs a value")))?
+                .into_string()
+                .map_err(|v| {
+                    UsageError::run(format!("invalid value for {name}: {v:?} is not UTF-8"))
+                })?,
+        };
+        Ok(value)
+    };
+    let no_value = |set: &mut bool| {
+        if inline.is_some() {
+            return Err(UsageError::run(format!("{name} takes no value")));
+        }
+        *set = true;
+        Ok(())
+    };
+    match name {
+        "-h" | "--help" => return Ok(Some(Invocation::Help(help::RUN))),
+        "--ladder" => {
+            let text = value()?;
+            let ladder = text.parse::<Ladder>().map_err(|e| {
+                UsageError::run(format!("invalid value for --ladder: {text:?}: {e}"))
+            })?;
+            flags.ladder = Some(ladder);
+        }
+        "--timeout" => {
+            let text = value()?;
+            flags.timeout = duration::parse_timeout(&text).map_err(|why| {
+                UsageError::run(format!("invalid value for --timeout: {text:?}: {why}"))
+            })?;
+        }
+        "--report" => {
+            flags.report = Some(match value()?.as_str() {
+                "text" => ReportFormat::Text,
+                "json" => ReportFormat::Json,
+                other => {
+                    return Err(UsageError::run(format!(
+                        "invalid value for --report: {other:?} (expected text or json)"
+                    )))
+                }
+            });
+        }
+        "--activate" => {
+            // The name is optional, so it can only be given inline: `--activate=nbd`.
+            if inline.as_deref() == Some("") {
+                return Err(UsageError::run(
+                    "invalid value for --activate: the name is empty (use --activate alone for the default)",
+                ));
+            }
+            flags.activate = Some(inline);
+        }
+        "--group" => no_value(&mut flags.group)?,
+        "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,
+        "--stop-on-stdin-eof" => no_value(&mut flags.stop_on_stdin_eof)?,
+        "--preserve-status" => no_value(&mut flags.preserve_status)?,
+        _ => return Err(UsageError::run(format!("unknown option '{text}'"))),
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Invocation, UsageError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn run_options(args: &[&str]) -> RunOptions {
+        match parse_strs(args) {
+            Ok(Invocation::Run(options)) => options,
+            other => panic!("{args:?} gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_flag() {
+        let o = run_options(&[
+            "run",
+            "--ladder",
+            "HUP:100ms,KILL",
+            "--timeout=200ms",
+            "--group",
+            "--exit-with-parent",
+            "--activate=nbd",
+            "--stop-on-stdin-eof",
+            "--report",
+            "json",
+            "--preserve-status",
+            "--",
+            "slowserver",
+            "--ignore-eof",
+        ]);
+        assert_eq!(o.ladder.to_string(), "HUP:100ms,KILL:1s");
+        assert_eq!(o.timeout, Some(Duration::from_millis(200)));
+        assert!(o.group && o.exit_with_parent && o.stop_on_stdin_eof && o.preserve_status);
+        assert_eq!(o.activate, Some(Some("nbd".into())));
+        assert_eq!(o.report, Some(ReportFormat::Json));
+        assert_eq!(o.command, ["slowserver", "--ignore-eof"]);
+    }
+
+    #[test]
+    fn cmd_starts_at_first_non_option_and_keeps_its_flags() {
+        let o = run_options(&["run", "--activate", "sleep", "--timeout", "5"]);
+        assert_eq!(o.activate, Some(None));
+        assert_eq!(o.timeout, None);
+        assert_eq!(o.command, ["sleep", "--timeout", "5"]);
+    }
+
+    #[test]
+    fn help_everywhere() {
+        for args in [&["--help"][..], &["-h"], &["help"]] {
+            assert!(matches!(parse_strs(args), Ok(Invocation::Help(help::TOP))));
+        }
+        assert!(matches!(
+            parse_strs(&["run", "--help"]),
+            Ok(Invocation::Help(help::RUN))
+        ));
+        assert!(matches!(
+            parse_strs(&["help", "run"]),
+            Ok(Invocation::Help(help::RUN))
+        ));
+        assert!(matches!(
+            parse_strs(&["demo", "-h"]),
+            Ok(Invocation::Help(help::DEMO))
+        ));
+    }
+
+    #[test]
+    fn errors_name_the_argument() {
+        let cases: &[(&[&str], &str)] = &[
+            (&[], "missing subcommand"),
+            (&["walk"], "\"walk\""),
+            (&["run"], "missing CMD"),
+            (&["run", "--"], "missing CMD"),
+            (&["run", "--bogus", "x"], "'--bogus'"),
+            (&["run", "--ladder", "HUP:1x", "x"], "\"HUP:1x\""),
+            (&["run", "--ladder"], "--ladder needs a value"),
+            (&["run", "--timeout", "soon", "x"], "--timeout: \"soon\""),
+            (&["run", "--report", "xml", "x"], "\"xml\""),
+            (&["run", "--group=yes", "x"], "--group takes no value"),
+            (&["run", "--activate=", "x"], "--activate"),
+            (&["demo", "now"], "demo takes no arguments"),
+        ];
+        for (args, needle) in cases {
+            let err = parse_strs(args).unwrap_err().to_string();
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+}

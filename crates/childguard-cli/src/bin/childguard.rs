@@ -1,0 +1,5 @@
+//! The `childguard` command; everything lives in the library so that tests can wrap it.
+
+fn main() {
+    std::process::exit(childguard_cli::main_with(std::env::args_os().skip(1)))
+}

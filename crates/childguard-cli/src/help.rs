@@ -1,0 +1,88 @@
+//! The `--help` texts.
+
+/// `childguard --help`.
+pub const TOP: &str = "\
+Usage: childguard <COMMAND> [OPTIONS]
+
+Run a command under a signal ladder — timeout(1) with rungs — and report how it ended.
+
+Commands:
+  run [OPTIONS] [--] CMD [ARG...]   run CMD; stop it with the ladder on a trigger
+  demo                              close a server with a 10 s read in flight, in ~1 ms
+  help [run|demo]                   print help
+
+Options:
+  -h, --help       print help
+  -V, --version    print the version
+
+Examples:
+  childguard run --timeout 30s -- make test
+  childguard run --timeout 200ms --ladder HUP:100ms,KILL --report json -- ./server
+  childguard demo
+
+See `childguard run --help` for the flags and exit codes.
+";
+
+/// `childguard run --help`.
+pub const RUN: &str = "\
+Usage: childguard run [OPTIONS] [--] CMD [ARG...]
+
+Run CMD (it shares childguard's stdin, stdout and stderr) and wait for it, like timeout(1).
+On a trigger, climb the ladder: send each rung's signal, then wait up to its grace for CMD
+to exit; the next rung comes only if the grace ran out. Then reap CMD and exit with its status.
+
+Triggers:
+  --timeout expiry; SIGINT, SIGTERM or SIGHUP sent to childguard; stdin closing
+  (with --stop-on-stdin-eof). Without a trigger childguard just waits for CMD.
+
+Options:
+  --ladder SPEC         rungs, e.g. HUP:1s,TERM:2s,KILL:5s (the default; or $CHILDGUARD_LADDER).
+                        SIGNAL:GRACE items, names with or without SIG, or numbers; a rung
+                        without GRACE waits 1s. An optional leading EOF:DUR waits DUR
+                        before the first signal.
+  --timeout DUR         start the ladder after DUR (200ms, 1.5s, 2m, 5 = seconds; 0 = never)
+  --group               run CMD in a new process group and signal the whole group on every
+                        rung (group members still alive when CMD exits get the ladder too)
+  --exit-with-parent    the kernel SIGKILLs CMD if childguard dies, even by SIGKILL (Linux)
+  --activate[=NAME]     systemd socket activation: pass CMD a listening socket as fd 3
+                        (LISTEN_FDS=1, LISTEN_FDNAMES=NAME), print its path on stdout first
+  --stop-on-stdin-eof   start the ladder when childguard's stdin closes; childguard reads
+                        (and discards) its stdin itself, CMD gets /dev/null
+  --report text|json    write the close report (signals sent, when, how CMD ended) to stderr
+  --preserve-status     exit with CMD's status even when the timeout fired
+  -h, --help            print this help
+
+Signals:
+  A SIGINT, SIGTERM or SIGHUP sent to childguard is forwarded to CMD in place of the first
+  rung's signal (with that rung's grace); the ladder then goes on from the second rung. Another
+  such signal while the ladder runs cuts the current rung short: a second Ctrl-C skips ahead.
+
+Exit status:
+  124  the timeout fired (unless --preserve-status)
+  125  childguard itself failed (bad usage, or an error while supervising)
+  126  CMD was found but could not be run
+  127  CMD was not found
+  128+N  CMD died of signal N (137 after KILL)
+  else CMD's exit status
+
+Examples:
+  childguard run --timeout 30s -- make test
+      timeout(1) with the default ladder: HUP, 1s later TERM, 2s later KILL
+  childguard run --timeout 200ms --ladder HUP:100ms,KILL --report json -- ./server
+      exits 124 after ~300ms; the JSON report shows HUP, then KILL
+  childguard run --group --ladder TERM:5s,KILL -- ./start-workers.sh
+      Ctrl-C: TERM to the whole group; Ctrl-C again: KILL at once
+  my-harness | childguard run --stop-on-stdin-eof --exit-with-parent -- nbdkit -f memory 1G
+      the server goes away when the harness does, however it dies
+";
+
+/// `childguard demo --help`.
+pub const DEMO: &str = "\
+Usage: childguard demo
+
+Spawns a slow server (built into this binary) over a socketpair, has it start a read that
+takes 10 s, then closes it with the default ladder HUP:1s,TERM:2s,KILL:5s and prints the
+close report: shutdown, signals, exit and reap times. It also prints what a waitpid-only
+close (what libnbd's nbd_close does) would have cost: the time the read still had left — an
+estimate, the demo does not wait for it.
+";

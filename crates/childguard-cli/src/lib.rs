@@ -1,0 +1,60 @@
+//! `childguard`: run any command under a signal ladder — `timeout(1)` with rungs — and report
+//! how it ended.
+//!
+//! ```text
+//! childguard run --timeout 30s --ladder HUP:1s,TERM:2s,KILL:5s --report text -- nbdkit -f memory 1G
+//! childguard demo
+//! ```
+//!
+//! Everything lives here, behind [`main_with`], so that the `childguard` binary is one line
+//! and the integration tests can build the same program under another name. See
+//! `docs/cli.md` for the flags, the exit codes and a comparison with coreutils `timeout`.
+
+#![forbid(unsafe_code)]
+
+mod activate;
+mod args;
+mod demo;
+mod duration;
+mod escalation;
+mod events;
+mod exit_code;
+mod help;
+mod run;
+mod timeline;
+
+use std::ffi::OsString;
+
+use args::Invocation;
+
+/// The hidden subcommand that turns this binary into the slowserver fixture (used by `demo`,
+/// which re-executes itself with it, so the demo needs no other binary).
+pub const SLOWSERVER_SUBCOMMAND: &str = "__slowserver";
+
+/// The whole program: `args` are the arguments after the program name. Returns the exit code
+/// (124–127 as in `timeout(1)`; see `docs/cli.md`).
+pub fn main_with<I>(args: I) -> i32
+where
+    I: IntoIterator<Item = OsString>,
+{
+    match args::parse(args) {
+        Ok(Invocation::Run(options)) => run::run(&options),
+        Ok(Invocation::Demo) => demo::run(),
+        Ok(Invocation::Help(text)) => {
+            print!("{text}");
+            0
+        }
+        Ok(Invocation::Version) => {
+            println!("childguard {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Ok(Invocation::Slowserver(rest)) => {
+            slowserver::main_with(vec![OsString::from(SLOWSERVER_SUBCOMMAND)], rest)
+        }
+        Err(err) => {
+            eprintln!("childguard: {err}");
+            eprintln!("Try '{}' for more information.", err.hint());
+            exit_code::FAILED
+        }
+    }
+}
