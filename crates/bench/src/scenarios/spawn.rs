@@ -1,0 +1,216 @@
+//! `spawn`: the cost of one spawn + close, against std and tokio doing spawn + kill + wait.
+//!
+//! Every side runs the same program (this binary as slowserver `--ignore-eof`) with a
+//! socketpair on its stdin and stdout, and ends it with `SIGKILL`: nothing waits for `READY`,
+//! so what is timed is the process machinery, from before the spawn to after the reap.
+//!
+//! - Ours, blocking: `ChildHandle::builder(…).socket(Stdio).ladder("KILL:1s").spawn()` then
+//!   `close()` (shutdown, close, `SIGKILL` through the pidfd, wait on it, reap).
+//!   Baseline: `UnixStream::pair()` + `std::process::Command::spawn()` + `kill()` + `wait()`.
+//! - Ours, async: the same spawn, then `close_async().await`, on a current-thread runtime.
+//!   Baseline: the same socketpair + `tokio::process::Command::spawn()` + `kill().await` (which
+//!   sends `SIGKILL` and waits), on the same runtime.
+//!
+//! - Diagnostic row: ours, blocking, against std with a no-op `pre_exec` hook. childguard
+//!   installs a `pre_exec` hook on every spawn (the `close_range` fd sweep, `PR_SET_PDEATHSIG`),
+//!   and any such hook makes std `fork()` instead of `posix_spawn` (`clone3(CLONE_VM |
+//!   CLONE_VFORK)`); this row isolates what childguard adds on top of that.
+//!
+//! The five are interleaved within each repetition, the order rotating, so drift hits all.
+//! Rows report the median time per spawn + close, in µs; `ratio` = ours / baseline.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::time::Instant;
+
+use childguard::{ChildHandle, Ending, Ladder, Signal, SocketMode};
+use tokio::runtime::Runtime;
+
+use super::Settings;
+use crate::fixture;
+use crate::row::Row;
+use crate::stats::median;
+use crate::Result;
+
+const ARGS: &[&str] = &["--ignore-eof"];
+const LADDER: &str = "KILL:1s";
+const WARM_UP: usize = 10;
+
+pub fn run(settings: &Settings) -> Result<Vec<Row>> {
+    let reps = settings.reps_or(200);
+    // childguard sweeps inheritable fds >= 3 before exec (a pre_exec hook, hence fork); std
+    // lets them leak. Fds inherited from whatever started us would make ours pay for a sweep
+    // std skips, so the main rows run with a clean table, as a Rust program has; the
+    // `leaky_fd` row measures the other case on purpose.
+    let marked = crate::sys::close_on_exec_inherited_fds();
+    if !marked.is_empty() {
+        eprintln!("childguard-bench: spawn: marked inherited fds {marked:?} close-on-exec");
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let ladder: Ladder = LADDER.parse()?;
+    let sides: [&dyn Fn() -> Result<f64>; 5] = [
+        &|| ours_sync(&ladder),
+        &|| std_once(false),
+        &|| ours_async(&rt, &ladder),
+        &|| tokio_once(&rt),
+        &|| std_once(true),
+    ];
+    for _ in 0..WARM_UP {
+        for side in &sides {
+            side()?;
+        }
+    }
+    let mut samples: [Vec<f64>; 5] = Default::default();
+    for rep in 0..reps {
+        for k in 0..sides.len() {
+            let i = (rep + k) % sides.len();
+            samples[i].push(sides[i]()?);
+        }
+    }
+    let [ours_sync, std_base, ours_async, tokio_base, forked] = samples.map(|s| median(&s));
+    let (ours_leaky, std_leaky) = with_leaky_fd(reps.div_ceil(2), &ladder)?;
+    Ok(vec![
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_us",
+            ours: ours_sync,
+            baseline: std_base,
+            baseline_name: "std::process spawn + kill + wait (same socketpair, same program)"
+                .into(),
+            unit: "us",
+        },
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_async_us",
+            ours: ours_async,
+            baseline: tokio_base,
+            baseline_name: "tokio::process spawn + kill().await (same socketpair, same program; \
+                            ours: close_async, current-thread runtime)"
+                .into(),
+            unit: "us",
+        },
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_vs_fork_us",
+            ours: ours_sync,
+            baseline: forked,
+            baseline_name: "diagnostic: std::process spawn + kill + wait with a no-op pre_exec \
+                            hook (fork instead of posix_spawn, as ours)"
+                .into(),
+            unit: "us",
+        },
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_leaky_fd_us",
+            ours: ours_leaky,
+            baseline: std_leaky,
+            baseline_name: "diagnostic: std::process spawn + kill + wait while one inheritable \
+                            fd is open (std leaks it into the child; ours sweeps it, via fork)"
+                .into(),
+            unit: "us",
+        },
+    ])
+}
+
+/// Ours vs std while this process holds one fd without close-on-exec.
+fn with_leaky_fd(reps: usize, ladder: &Ladder) -> Result<(f64, f64)> {
+    let leaky = rustix::io::dup(std::io::stdin())?; // dup(2): no close-on-exec
+    let mut ours = Vec::with_capacity(reps);
+    let mut base = Vec::with_capacity(reps);
+    for rep in 0..reps {
+        if rep % 2 == 0 {
+            ours.push(ours_sync(ladder)?);
+            base.push(std_once(false)?);
+        } else {
+            base.push(std_once(false)?);
+            ours.push(ours_sync(ladder)?);
+        }
+    }
+    drop(leaky);
+    Ok((median(&ours), median(&base)))
+}
+
+fn spawn_ours(ladder: &Ladder) -> Result<ChildHandle> {
+    Ok(ChildHandle::builder(fixture::command(ARGS)?)
+        .socket(SocketMode::Stdio)
+        .ladder(ladder.clone())
+        .spawn()?)
+}
+
+fn check(report: &childguard::CloseReport) -> Result<()> {
+    let by_kill = Ending::Rung {
+        index: 0,
+        signal: Signal::KILL,
+    };
+    if report.ended_by != by_kill || report.reaped.is_none() {
+        return Err(format!("spawn: expected KILL to end it and a reap: {report}").into());
+    }
+    Ok(())
+}
+
+fn us(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e6
+}
+
+fn ours_sync(ladder: &Ladder) -> Result<f64> {
+    let start = Instant::now();
+    let report = spawn_ours(ladder)?.close()?;
+    let took = us(start);
+    check(&report)?;
+    Ok(took)
+}
+
+fn ours_async(rt: &Runtime, ladder: &Ladder) -> Result<f64> {
+    rt.block_on(async {
+        let start = Instant::now();
+        let report = spawn_ours(ladder)?.close_async().await?;
+        let took = us(start);
+        check(&report)?;
+        Ok(took)
+    })
+}
+
+fn socketpair() -> Result<(UnixStream, OwnedFd)> {
+    let (ours, theirs) = UnixStream::pair()?;
+    Ok((ours, OwnedFd::from(theirs)))
+}
+
+/// std spawn + kill + wait; `hooked`: with a no-op `pre_exec` hook.
+fn std_once(hooked: bool) -> Result<f64> {
+    let start = Instant::now();
+    let (ours, theirs) = socketpair()?;
+    let mut cmd = fixture::command(ARGS)?;
+    cmd.stdin(Stdio::from(theirs.try_clone()?))
+        .stdout(Stdio::from(theirs));
+    if hooked {
+        // SAFETY: the hook does nothing, so it is trivially async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| Ok(()));
+        }
+    }
+    let mut child = cmd.spawn()?;
+    drop(cmd);
+    child.kill()?;
+    child.wait()?;
+    drop(ours);
+    Ok(us(start))
+}
+
+fn tokio_once(rt: &Runtime) -> Result<f64> {
+    rt.block_on(async {
+        let start = Instant::now();
+        let (ours, theirs) = socketpair()?;
+        let mut cmd = tokio::process::Command::from(fixture::command(ARGS)?);
+        cmd.stdin(Stdio::from(theirs.try_clone()?))
+            .stdout(Stdio::from(theirs));
+        let mut child = cmd.spawn()?;
+        drop(cmd);
+        child.kill().await?;
+        drop(ours);
+        Ok(us(start))
+    })
+}
