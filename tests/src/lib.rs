@@ -1,6 +1,8 @@
 //! Shared helpers for childguard's integration tests: finding the fixture binaries, spawning
 //! slowserver over a socketpair, and looking at `/proc` for leaks.
 
+pub mod nbd;
+
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::Command;
@@ -52,7 +54,12 @@ pub fn read_ready(handle: &ChildHandle) -> Ready {
     let mut line = Vec::new();
     let mut byte = [0u8];
     while line.last() != Some(&b'\n') {
-        let n = socket.read(&mut byte).expect("reading READY");
+        // A signal handler in this process (SIGCHLD: ours on the portable mechanism, tokio's)
+        // makes a read with a timeout fail with EINTR even under SA_RESTART: retry.
+        let n = match socket.read(&mut byte) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            n => n.expect("reading READY"),
+        };
         assert_eq!(
             n,
             1,

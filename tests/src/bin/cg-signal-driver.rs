@@ -1,0 +1,447 @@
+//! A process of its own in which the reliability tests (issue 6) run childguard: under strace,
+//! under a lowered `RLIMIT_NOFILE`, with `SIGCHLD` set to `SIG_IGN`, or next to a `waitpid(-1)`
+//! that reaps the library's children behind its back — none of which a test may do to the
+//! shared test process.
+//!
+//! Usage: `cg-signal-driver MODE`, MODE one of
+//! - `strangers`: a mix of handles (pidfd and portable, with and without a process group)
+//!   closed, dropped, killed (also from other threads), background-reaped, stolen by
+//!   `waitpid(-1)`, then drained. Used by `tests/no_stranger.rs` under strace.
+//! - `emfile`: spawns under `RLIMIT_NOFILE` = open fds + k, for k = 0..=8.
+//! - `sigchld-ignored`: spawns with `SIGCHLD` = `SIG_IGN`, then sets it after a spawn.
+//! - `steal`: a `waitpid(-1)` reaps our child before the close, and during the ladder.
+//!
+//! Output: one fact a line, `WORD key=value …`; close reports as JSON after `REPORT tag `.
+//! The last line is `END children=N fds=N`: the driver's unreaped children and open fds.
+
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use childguard::{ChildHandle, CloseReport, Error, Ladder, Reap, Signal, SocketMode};
+use childguard_tests::{read_ready, slowserver};
+use rustix::process::{Resource, Rlimit, WaitOptions};
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    println!("DRIVER pid={}", std::process::id());
+    match mode.as_str() {
+        "strangers" => strangers(),
+        "emfile" => emfile(),
+        "sigchld-ignored" => sigchld_ignored(),
+        "steal" => steal(),
+        _ => {
+            eprintln!("usage: cg-signal-driver strangers|emfile|sigchld-ignored|steal");
+            std::process::exit(2);
+        }
+    }
+    let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
+    println!("DRAINED {drained}");
+    println!("END children={} fds={}", our_children().len(), fds().len());
+    std::io::stdout().flush().ok();
+}
+
+/// How a handle is built.
+#[derive(Clone, Copy, Default)]
+struct Opts {
+    group: bool,
+    portable: bool,
+    background: bool,
+    exit_with_parent: bool,
+}
+
+fn build(cmd: Command, ladder: &str, o: Opts) -> Result<ChildHandle, Error> {
+    let ladder: Ladder = ladder.parse().expect("driver ladder");
+    ChildHandle::builder(cmd)
+        .socket(SocketMode::Stdio)
+        .ladder(ladder)
+        .process_group(o.group)
+        .force_portable(o.portable)
+        .exit_with_parent(o.exit_with_parent)
+        .reap(if o.background {
+            Reap::Background
+        } else {
+            Reap::Blocking
+        })
+        .spawn()
+}
+
+/// Spawns slowserver, prints `OWNED`, waits for READY (prints `GRANDCHILD` if there is one).
+fn spawn(tag: &str, args: &[&str], ladder: &str, o: Opts) -> ChildHandle {
+    let handle = build(slowserver(args), ladder, o).expect("driver spawn");
+    owned(tag, &handle, o);
+    let ready = read_ready(&handle);
+    if ready.grandchild != 0 {
+        println!("GRANDCHILD tag={tag} pid={}", ready.grandchild);
+    }
+    handle
+}
+
+fn owned(tag: &str, handle: &ChildHandle, o: Opts) {
+    println!(
+        "OWNED tag={tag} pid={} group={} portable={}",
+        handle.id().expect("pid"),
+        o.group,
+        o.portable
+    );
+}
+
+fn report(tag: &str, r: &CloseReport) {
+    println!(
+        "REPORT {tag} {}",
+        serde_json::to_string(r).expect("report JSON")
+    );
+}
+
+fn close(tag: &str, handle: ChildHandle) {
+    match handle.close() {
+        Ok(r) => report(tag, &r),
+        Err(e) => println!("CLOSE-ERROR tag={tag} kind={:?} msg={e}", e.kind()),
+    }
+}
+
+fn send(handle: &ChildHandle, line: &str) {
+    let mut socket = handle.socket().expect("socket");
+    socket
+        .write_all(line.as_bytes())
+        .expect("send to slowserver");
+}
+
+/// `waitpid(-1, 0)`: reaps whichever child exits first, as a careless host would.
+fn steal_any(tag: &str) {
+    match rustix::process::wait(WaitOptions::empty()) {
+        Ok(Some((pid, status))) => println!(
+            "STOLEN tag={tag} pid={} code={:?} signal={:?}",
+            pid.as_raw_nonzero(),
+            status.exit_status(),
+            status.terminating_signal()
+        ),
+        Ok(None) => println!("STOLEN tag={tag} none"),
+        Err(e) => println!("STOLEN tag={tag} error={e}"),
+    }
+}
+
+/// Pids whose parent is this process (alive or zombie).
+fn our_children() -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .filter(|&pid| childguard_tests::proc_ppid(pid) == Some(me))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Open fd numbers, not counting the directory handle used to list them.
+fn fds() -> Vec<i32> {
+    let listed: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    // The listing includes its own directory fd, which is closed again by now.
+    listed
+        .into_iter()
+        .filter(|&fd| rustix::io::fcntl_getfd(borrowed(fd)).is_ok())
+        .collect()
+}
+
+fn borrowed(fd: i32) -> std::os::fd::BorrowedFd<'static> {
+    // SAFETY: only used for an F_GETFD probe on a number that may or may not be open; fcntl
+    // reports EBADF for a closed one and touches nothing.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
+}
+
+/// Every way of ending a handle, in one process, so that strace sees every signal the library
+/// sends. Children that must not be signalled after they were reaped are reaped by someone
+/// else on purpose (the steal steps) or reaped by `try_wait` before a `kill`.
+fn strangers() {
+    let o = Opts::default();
+    let portable = Opts {
+        portable: true,
+        ..o
+    };
+    let group = Opts { group: true, ..o };
+
+    // 1. A `waitpid(-1)` elsewhere in the program reaps our child before the close: the close
+    //    must send nothing (the pid may already name a stranger), with either mechanism and
+    //    for a group leader.
+    for (tag, opts) in [
+        ("steal-pidfd", o),
+        ("steal-portable", portable),
+        ("steal-group", group),
+    ] {
+        let h = spawn(tag, &[], "HUP:50ms,KILL:1s", opts);
+        send(&h, "EXIT 7\n");
+        steal_any(tag);
+        close(tag, h);
+    }
+
+    // 2. try_wait reaps; a later kill and the close must send nothing.
+    let mut h = spawn("reaped-then-kill", &[], "HUP:50ms,KILL:1s", o);
+    send(&h, "EXIT 5\n");
+    while h.try_wait().expect("try_wait").is_none() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let again = h
+        .kill(Signal::KILL, Duration::ZERO)
+        .expect("kill after exit");
+    println!("KILL-AFTER-REAP status={:?}", again.map(|s| s.code()));
+    close("reaped-then-kill", h);
+
+    // 3. The ordinary endings.
+    let h = spawn("eof", &[], "EOF:2s,KILL:1s", o);
+    close("eof", h);
+    let ignore_hup = ["--ignore", "HUP", "--ignore-eof"];
+    let h = spawn("hup-ignored", &ignore_hup, "HUP:20ms,TERM:1s,KILL:1s", o);
+    close("hup-ignored", h);
+    let h = spawn(
+        "hup-ignored-portable",
+        &ignore_hup,
+        "HUP:20ms,TERM:1s,KILL:1s",
+        portable,
+    );
+    close("hup-ignored-portable", h);
+    let h = spawn(
+        "stopped",
+        &["--stop-self", "--ignore-eof"],
+        "HUP:1s,KILL:1s",
+        o,
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    close("stopped", h);
+
+    // 4. Groups: the leader exits on EOF while its worker holds the socket; and the leader exits
+    //    first (EXIT) so that every rung reaches the group through a zombie leader.
+    let h = spawn(
+        "group-eof",
+        &["--fork-grandchild"],
+        "EOF:20ms,HUP:1s,KILL:1s",
+        group,
+    );
+    close("group-eof", h);
+    let h = spawn(
+        "group-leader-first",
+        &["--fork-grandchild"],
+        "HUP:1s,KILL:1s",
+        group,
+    );
+    send(&h, "EXIT 0\n");
+    std::thread::sleep(Duration::from_millis(20));
+    close("group-leader-first", h);
+    let h = spawn(
+        "group-portable",
+        &["--fork-grandchild", "--ignore", "HUP", "--ignore-eof"],
+        "HUP:20ms,KILL:1s",
+        Opts {
+            group: true,
+            portable: true,
+            ..o
+        },
+    );
+    close("group-portable", h);
+
+    // 5. kill, then drop; kill from another thread, then close.
+    let mut h = spawn(
+        "kill-then-drop",
+        &["--ignore-eof"],
+        "HUP:1s,TERM:1s,KILL:1s",
+        o,
+    );
+    let _ = h.kill(Signal::TERM, Duration::ZERO);
+    drop(h);
+    let h = spawn("kill-from-thread", &ignore_hup, "HUP:1s,KILL:1s", o);
+    let (h, status) = std::thread::spawn(move || {
+        let mut h = h;
+        let status = h.kill(Signal::TERM, Duration::from_secs(1));
+        (h, status.map(|s| s.map(|s| s.signal())))
+    })
+    .join()
+    .expect("kill thread");
+    println!("KILLED-FROM-THREAD status={status:?}");
+    close("kill-from-thread", h);
+
+    // 6. The background reaper climbs the rest; a child that outlives its ladder and exits
+    //    later by itself is reaped there too.
+    let h = spawn(
+        "background",
+        &ignore_hup,
+        "HUP:20ms,KILL:1s",
+        Opts {
+            background: true,
+            ..o
+        },
+    );
+    close("background", h);
+    let mut sh = Command::new("sh");
+    sh.args(["-c", "trap '' HUP; sleep 0.3"]);
+    let h = build(sh, "HUP:10ms", o).expect("spawn sh");
+    owned("outlived", &h, o);
+    close("outlived", h);
+
+    // 7. exit_with_parent (forked by the spawner thread), and a failed spawn.
+    let h = spawn(
+        "exit-with-parent",
+        &ignore_hup,
+        "HUP:10ms,KILL:1s",
+        Opts {
+            exit_with_parent: true,
+            ..o
+        },
+    );
+    close("exit-with-parent", h);
+    let failed = build(
+        Command::new("/nonexistent/childguard-driver-no-such-program"),
+        "KILL",
+        o,
+    );
+    println!("FAILED-SPAWN ok={}", failed.is_ok());
+
+    // 8. Many handles at once, spawned and ended from four threads.
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..3 {
+                    let tag = format!("thread{t}-{i}");
+                    let opts = Opts {
+                        group: i == 1,
+                        portable: t == 3,
+                        ..Opts::default()
+                    };
+                    let h = spawn(&tag, &["--ignore", "HUP"], "HUP:5ms,KILL:1s", opts);
+                    if i == 2 {
+                        drop(h);
+                    } else {
+                        close(&tag, h);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("worker thread");
+    }
+}
+
+/// Spawns under `RLIMIT_NOFILE` = (open fds) + k.
+fn emfile() {
+    let original = rustix::process::getrlimit(Resource::Nofile);
+    for k in 0..=8u64 {
+        let before = fds();
+        let limit = limit_leaving_free(&before, k);
+        rustix::process::setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(limit),
+                maximum: original.maximum,
+            },
+        )
+        .expect("lowering RLIMIT_NOFILE");
+        let spawned = build(slowserver(&[]), "EOF:2s,KILL:1s", Opts::default());
+        rustix::process::setrlimit(Resource::Nofile, original.clone())
+            .expect("restoring RLIMIT_NOFILE");
+        match spawned {
+            Ok(h) => {
+                let pid = h.id().expect("pid");
+                match h.close() {
+                    Ok(r) => println!(
+                        "SPAWNED k={k} pid={pid} status={:?}",
+                        r.status.map(|s| s.into_raw())
+                    ),
+                    Err(e) => println!("SPAWNED k={k} pid={pid} close-error={e}"),
+                }
+            }
+            Err(e) => println!(
+                "FAILED k={k} kind={:?} errno={:?} msg={e}",
+                e.kind(),
+                e.raw_os_error()
+            ),
+        }
+        let after = fds();
+        println!(
+            "FDS k={k} limit={limit} before={} after={} children={}",
+            before.len(),
+            after.len(),
+            our_children().len()
+        );
+    }
+}
+
+/// The smallest `RLIMIT_NOFILE` under which exactly `free` new fds can still be opened: the
+/// kernel hands out the lowest free number and fails with EMFILE once none is below the limit.
+fn limit_leaving_free(open: &[i32], free: u64) -> u64 {
+    let mut limit = 0u64;
+    let mut left = free;
+    loop {
+        let taken = open.iter().any(|&fd| fd as u64 == limit);
+        if !taken {
+            if left == 0 {
+                return limit;
+            }
+            left -= 1;
+        }
+        limit += 1;
+    }
+}
+
+fn set_sigchld(disposition: libc::sighandler_t) {
+    // SAFETY: signal(2) with SIG_IGN or SIG_DFL installs no handler code; this thread is the
+    // only one changing dispositions in this process.
+    let old = unsafe { libc::signal(libc::SIGCHLD, disposition) };
+    assert_ne!(old, libc::SIG_ERR, "signal(SIGCHLD)");
+}
+
+/// The host sets `SIGCHLD` to `SIG_IGN`: before a spawn (refused), and after one (the kernel
+/// reaps the child itself: the status is lost, nothing is signalled, nothing panics).
+fn sigchld_ignored() {
+    set_sigchld(libc::SIG_IGN);
+    match build(slowserver(&[]), "EOF:1s,KILL:1s", Opts::default()) {
+        Ok(h) => {
+            println!("SPAWNED-WHILE-IGNORED pid={:?}", h.id());
+            close("ignored", h);
+        }
+        Err(e) => println!("REFUSED kind={:?} io={:?} msg={e}", e.kind(), e.io_kind()),
+    }
+    println!("CHILDREN after-refusal={}", our_children().len());
+    set_sigchld(libc::SIG_DFL);
+
+    let h = spawn(
+        "ignored-after-spawn",
+        &["--ignore", "HUP", "--ignore-eof"],
+        "HUP:20ms,KILL:1s",
+        Opts::default(),
+    );
+    set_sigchld(libc::SIG_IGN);
+    close("ignored-after-spawn", h);
+    set_sigchld(libc::SIG_DFL);
+}
+
+/// Somebody else's `waitpid(-1)` reaps our child: before the close (with both mechanisms), and
+/// in the middle of the ladder.
+fn steal() {
+    for (tag, portable) in [("before-close", false), ("before-close-portable", true)] {
+        let opts = Opts {
+            portable,
+            ..Opts::default()
+        };
+        let h = spawn(tag, &[], "HUP:50ms,KILL:1s", opts);
+        send(&h, "EXIT 7\n");
+        steal_any(tag);
+        let started = Instant::now();
+        close(tag, h);
+        println!("TOOK tag={tag} ms={}", started.elapsed().as_millis());
+    }
+    let tag = "mid-ladder";
+    let h = spawn(
+        tag,
+        &["--ignore", "HUP", "--ignore-eof"],
+        "HUP:100ms,KILL:1s",
+        Opts::default(),
+    );
+    let thief = std::thread::spawn(move || steal_any(tag));
+    let started = Instant::now();
+    close(tag, h);
+    println!("TOOK tag={tag} ms={}", started.elapsed().as_millis());
+    thief.join().expect("thief");
+}

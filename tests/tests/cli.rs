@@ -1,0 +1,529 @@
+//! Black-box tests of the `childguard` CLI (issue 7): the built binary (`cg-childguard`) runs
+//! slowserver (`cg-slowserver`), which logs the signals it receives.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use childguard_tests::*;
+
+fn childguard(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("cg-childguard"));
+    cmd.args(args).stdin(Stdio::null());
+    cmd
+}
+
+fn slow() -> String {
+    bin("cg-slowserver").display().to_string()
+}
+
+/// Runs to completion; returns the output and how long it took.
+fn run(cmd: &mut Command) -> (Output, Duration) {
+    let start = Instant::now();
+    let output = cmd.output().expect("running cg-childguard");
+    (output, start.elapsed())
+}
+
+fn code(output: &Output) -> Option<i32> {
+    output.status.code()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The `--report json` line on stderr.
+fn json_report(output: &Output) -> serde_json::Value {
+    let err = stderr(output);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON report on stderr: {err:?}"));
+    serde_json::from_str(line).expect("report JSON")
+}
+
+fn signals_in(report: &serde_json::Value) -> Vec<String> {
+    report["signals"]
+        .as_array()
+        .expect("signals array")
+        .iter()
+        .map(|s| s["signal"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The signals slowserver logged, without the `CONT` that follows every catchable rung.
+fn logged(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| *l != "CONT")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Starts childguard with stdout piped and waits for slowserver's READY line on it (so
+/// childguard's signal handlers are in place). Returns the child and the READY line.
+fn start_until_ready(cmd: &mut Command) -> (Child, String) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawning");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .expect("READY line");
+    assert!(line.starts_with("READY "), "expected READY, got {line:?}");
+    (child, line)
+}
+
+/// A `pid=` or `grandchild=` value from a READY line.
+fn ready_field(ready: &str, key: &str) -> u32 {
+    ready
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(key))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {ready:?}"))
+}
+
+fn send(signal: &str, child: &Child) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .expect("kill(1)");
+    assert!(status.success());
+}
+
+fn log_path(name: &str) -> PathBuf {
+    let path = scratch(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// The issue's must-show: exits 124 after ≈ 300 ms, and the report shows HUP, then KILL.
+#[test]
+fn timeout_climbs_hup_then_kill_and_exits_124() {
+    let slow = slow();
+    let (output, took) = run(&mut childguard(&[
+        "run",
+        "--timeout",
+        "200ms",
+        "--ladder",
+        "HUP:100ms,KILL",
+        "--report",
+        "json",
+        "--",
+        &slow,
+        "--ignore",
+        "HUP",
+        "--ignore-eof",
+    ]));
+    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_millis(1500),
+        "took {took:?}"
+    );
+    let report = json_report(&output);
+    assert_eq!(signals_in(&report), ["HUP", "KILL"], "{report}");
+    assert_eq!(report["ended_by"]["kind"], "rung", "{report}");
+    assert_eq!(report["ended_by"]["index"], 1, "{report}");
+    assert_eq!(report["status"]["signal"], 9, "{report}");
+    let kill_at = report["signals"][1]["at_ms"].as_f64().unwrap();
+    assert!(kill_at >= 100.0, "KILL only after HUP's grace: {report}");
+}
+
+#[test]
+fn exit_code_is_cmds_own() {
+    let slow = slow();
+    for wanted in [0, 3, 42] {
+        let n = wanted.to_string();
+        let (output, _) = run(&mut childguard(&[
+            "run",
+            "--",
+            &slow,
+            "--exit-immediately",
+            &n,
+        ]));
+        assert_eq!(code(&output), Some(wanted), "{}", stderr(&output));
+    }
+}
+
+#[test]
+fn died_of_signal_n_is_128_plus_n() {
+    let (output, _) = run(&mut childguard(&["run", "--", "sh", "-c", "kill -USR1 $$"]));
+    assert_eq!(
+        code(&output),
+        Some(128 + libc::SIGUSR1),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn without_a_trigger_it_waits_like_timeout() {
+    let (output, took) = run(&mut childguard(&[
+        "run",
+        "--timeout",
+        "10s",
+        "--report",
+        "text",
+        "sh",
+        "-c",
+        "sleep 0.2; exit 7",
+    ]));
+    assert_eq!(code(&output), Some(7), "{}", stderr(&output));
+    assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(5));
+    let err = stderr(&output);
+    assert!(
+        err.contains("exit 7") && err.contains("before close"),
+        "{err}"
+    );
+}
+
+#[test]
+fn not_found_is_127() {
+    let (output, _) = run(&mut childguard(&[
+        "run",
+        "--",
+        "/nonexistent/childguard-cmd",
+    ]));
+    assert_eq!(code(&output), Some(127));
+    assert!(stderr(&output).contains("/nonexistent/childguard-cmd"));
+}
+
+#[test]
+fn not_executable_is_126() {
+    let path = scratch("not-executable");
+    std::fs::write(&path, "#!/bin/sh\nexit 0\n").unwrap();
+    let (output, _) = run(&mut childguard(&["run", "--", path.to_str().unwrap()]));
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code(&output), Some(126), "{}", stderr(&output));
+}
+
+#[test]
+fn usage_errors_are_125_and_name_the_argument() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--bogus", "--", "true"], "--bogus"),
+        (&["run", "--ladder", "HUP:1x", "--", "true"], "HUP:1x"),
+        (&["run", "--timeout", "soon", "--", "true"], "soon"),
+        (&["run", "--report", "xml", "--", "true"], "xml"),
+        (&["run", "--activate=", "--", "true"], "--activate"),
+        (&["run"], "missing CMD"),
+        (&["walk"], "walk"),
+    ];
+    for (args, needle) in cases {
+        let (output, _) = run(&mut childguard(args));
+        assert_eq!(code(&output), Some(125), "{args:?}");
+        let err = stderr(&output);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(
+            err.contains("--help"),
+            "{args:?} should point at --help: {err}"
+        );
+    }
+}
+
+#[test]
+fn help_has_examples_and_exit_codes() {
+    let (output, _) = run(&mut childguard(&["--help"]));
+    assert_eq!(code(&output), Some(0));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Examples:"));
+    let (output, _) = run(&mut childguard(&["run", "--help"]));
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(code(&output), Some(0));
+    for needle in [
+        "Examples:",
+        "124",
+        "125",
+        "126",
+        "127",
+        "--ladder",
+        "--preserve-status",
+    ] {
+        assert!(text.contains(needle), "run --help lacks {needle}");
+    }
+}
+
+/// slowserver logs what it receives: the rungs arrive in ladder order.
+#[test]
+fn ladder_order_as_the_server_sees_it() {
+    let log = log_path("order.log");
+    let slow = slow();
+    let (output, _) = run(&mut childguard(&[
+        "run",
+        "--timeout",
+        "100ms",
+        "--ladder",
+        "USR1:200ms,TERM:2s,KILL",
+        "--",
+        &slow,
+        "--log",
+        log.to_str().unwrap(),
+        "--ignore-eof",
+    ]));
+    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    assert_eq!(logged(&log), ["USR1", "TERM"]);
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn preserve_status_gives_cmds_status_after_a_timeout() {
+    let slow = slow();
+    let (output, _) = run(&mut childguard(&[
+        "run",
+        "--timeout",
+        "100ms",
+        "--ladder",
+        "TERM:2s",
+        "--preserve-status",
+        "--",
+        &slow,
+        "--ignore-eof",
+    ]));
+    assert_eq!(
+        code(&output),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn stdin_eof_starts_the_ladder() {
+    let log = log_path("stdin.log");
+    let slow = slow();
+    let mut cmd = childguard(&[
+        "run",
+        "--stop-on-stdin-eof",
+        "--ladder",
+        "TERM:2s,KILL",
+        "--",
+        &slow,
+        "--log",
+        log.to_str().unwrap(),
+        "--ignore-eof",
+    ]);
+    cmd.stdin(Stdio::piped());
+    let (mut child, _) = start_until_ready(&mut cmd);
+    // CMD got /dev/null (EOF at once) and ignores it: nothing happens while our stdin is open.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "stopped before stdin closed"
+    );
+    assert!(logged(&log).is_empty());
+    let closed = Instant::now();
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert!(
+        closed.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        closed.elapsed()
+    );
+    assert_eq!(logged(&log), ["TERM"]);
+    let _ = std::fs::remove_file(&log);
+}
+
+/// SIGTERM sent to childguard reaches CMD first, in place of the default ladder's HUP.
+#[test]
+fn a_signal_to_childguard_is_forwarded_as_the_first_rung() {
+    let log = log_path("forward.log");
+    let slow = slow();
+    let mut cmd = childguard(&[
+        "run",
+        "--report",
+        "json",
+        "--",
+        &slow,
+        "--log",
+        log.to_str().unwrap(),
+        "--ignore-eof",
+    ]);
+    cmd.stderr(Stdio::piped());
+    let (child, _) = start_until_ready(&mut cmd);
+    send("TERM", &child);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        code(&output),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(logged(&log), ["TERM"]);
+    let report = json_report(&output);
+    assert_eq!(signals_in(&report), ["TERM"], "{report}");
+    let _ = std::fs::remove_file(&log);
+}
+
+/// A second Ctrl-C cuts the current rung's grace short: KILL at once, not after 30 s.
+#[test]
+fn a_second_ctrl_c_skips_to_the_next_rung() {
+    let log = log_path("skip.log");
+    let slow = slow();
+    let mut cmd = childguard(&[
+        "run",
+        "--ladder",
+        "HUP:30s,KILL:5s",
+        "--",
+        &slow,
+        "--ignore",
+        "INT",
+        "--log",
+        log.to_str().unwrap(),
+        "--ignore-eof",
+    ]);
+    let (mut child, _) = start_until_ready(&mut cmd);
+    send("INT", &child);
+    // The forwarded INT is ignored (so not logged), but the CONT that follows it is.
+    let cont_seen = eventually(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("CONT"))
+    });
+    assert!(cont_seen, "the forwarded INT never arrived");
+    let second = Instant::now();
+    send("INT", &child);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGKILL));
+    assert!(
+        second.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        second.elapsed()
+    );
+    let _ = std::fs::remove_file(&log);
+}
+
+/// `--group`: the rungs reach a grandchild in CMD's group; nothing survives.
+#[test]
+fn group_takes_the_grandchild_along() {
+    let slow = slow();
+    let mut cmd = childguard(&[
+        "run",
+        "--group",
+        "--timeout",
+        "100ms",
+        "--ladder",
+        "TERM:2s,KILL",
+        "--report",
+        "json",
+        "--",
+        &slow,
+        "--fork-grandchild",
+        "--ignore-eof",
+    ]);
+    cmd.stderr(Stdio::piped());
+    let (child, ready) = start_until_ready(&mut cmd);
+    let grandchild = ready_field(&ready, "grandchild=");
+    assert!(grandchild != 0 && is_alive(grandchild));
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    let report = json_report(&output);
+    assert_eq!(report["signals"][0]["to_group"], true, "{report}");
+    assert_eq!(report["group_survivors"], serde_json::json!([]), "{report}");
+    assert!(
+        eventually(Duration::from_secs(2), || !is_alive(grandchild)),
+        "grandchild {grandchild} survived"
+    );
+}
+
+/// `--exit-with-parent`: SIGKILL childguard (no chance to climb anything) and CMD still goes.
+#[test]
+fn exit_with_parent_takes_cmd_along_when_childguard_is_killed() {
+    let slow = slow();
+    let mut cmd = childguard(&["run", "--exit-with-parent", "--", &slow, "--ignore-eof"]);
+    let (mut child, ready) = start_until_ready(&mut cmd);
+    let pid = ready_field(&ready, "pid=");
+    send("KILL", &child);
+    child.wait().unwrap();
+    let gone = eventually(Duration::from_secs(1), || !is_alive(pid));
+    if !gone {
+        sigkill(pid);
+    }
+    assert!(gone, "CMD {pid} outlived a SIGKILLed childguard");
+}
+
+#[test]
+fn demo_prints_a_timeline_fast() {
+    let (output, took) = run(&mut childguard(&["demo"]));
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(code(&output), Some(0), "{out}{}", stderr(&output));
+    for needle in [
+        "Close timeline:",
+        "SIGHUP sent",
+        "reaped",
+        "waitpid-only close: ≈ 9.",
+    ] {
+        assert!(out.contains(needle), "demo output lacks {needle:?}:\n{out}");
+    }
+    assert!(took < Duration::from_secs(5), "the demo took {took:?}");
+}
+
+/// Whether `program` is on `PATH`; if not, panics with the install command unless
+/// `CHILDGUARD_SKIP_PEERS=1` (then the test is skipped), as in tests/real_servers.rs.
+fn peer_present(test: &str, program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let found = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    });
+    if found {
+        return true;
+    }
+    if std::env::var_os("CHILDGUARD_SKIP_PEERS").is_some_and(|v| v == "1") {
+        eprintln!("SKIPPED {test}: {program} not installed (CHILDGUARD_SKIP_PEERS=1)");
+        return false;
+    }
+    panic!(
+        "{test} needs {program}: install with `apt-get install -y nbdkit` \
+         (or set CHILDGUARD_SKIP_PEERS=1 to skip tests against real servers)"
+    );
+}
+
+/// `--activate` with nbdkit: the socket path comes first on stdout, a client gets nbdkit's
+/// greeting there, and a TERM to childguard stops nbdkit (socket shut down first) and removes
+/// the socket.
+#[test]
+fn activate_serves_nbdkit_on_the_printed_path() {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    if !peer_present("activate_serves_nbdkit_on_the_printed_path", "nbdkit") {
+        return;
+    }
+    let mut cmd = childguard(&[
+        "run",
+        "--activate=nbd",
+        "--ladder",
+        "HUP:2s,KILL",
+        "--report",
+        "json",
+        "--",
+        "nbdkit",
+        "-f",
+        "memory",
+        "1M",
+    ]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawning");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .expect("socket path line");
+    let path = PathBuf::from(line.trim_end());
+    assert!(
+        path.is_absolute(),
+        "first stdout line is not a path: {line:?}"
+    );
+    let mut client = UnixStream::connect(&path).expect("connecting to the printed path");
+    client
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut magic = [0u8; 8];
+    client.read_exact(&mut magic).expect("NBD greeting");
+    assert_eq!(&magic, b"NBDMAGIC");
+    drop(client);
+    send("TERM", &child);
+    let output = child.wait_with_output().unwrap();
+    let report = json_report(&output);
+    assert!(report["shutdown_ms"].is_number(), "{report}");
+    assert_eq!(signals_in(&report), ["TERM"], "{report}");
+    assert!(report["status"].is_object(), "{report}");
+    assert!(!path.exists(), "{} left behind", path.display());
+}
