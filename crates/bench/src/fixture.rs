@@ -17,8 +17,9 @@ use crate::Result;
 /// The subcommand that makes this binary act as slowserver.
 pub const SUBCOMMAND: &str = "slowserver";
 
-/// How long we wait for `READY` before giving up.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long we wait for `READY` before giving up (the `big` scenario's children touch up to
+/// 8 GiB before they are ready).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long we leave a freshly sent request to reach the server before timing starts.
 pub const SETTLE: Duration = Duration::from_millis(20);
@@ -80,6 +81,9 @@ pub fn read_ready(mut socket: &UnixStream) -> Result<u32> {
         // timeout fail with EINTR even under SA_RESTART: retry.
         let n = match socket.read(&mut byte) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(format!("slowserver printed no READY within {READY_TIMEOUT:?}").into());
+            }
             n => n?,
         };
         if n == 0 {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::ladder::Ladder;
 use crate::process::Process;
-use crate::report::{CloseReport, Ending, SentSignal};
+use crate::report::{CloseReport, Ending, MemoryRelease, SentSignal};
 use crate::signal::Signal;
 
 /// Where a close stands on its ladder.
@@ -23,6 +23,13 @@ pub(crate) struct Climb {
     sent: Vec<(Instant, SentSignal)>,
     /// A signal sent by `ChildHandle::kill` before the close, and when.
     earlier_kill: Option<(Signal, Instant)>,
+    /// Ask for `process_mrelease` after a `SIGKILL` rung.
+    release_memory: bool,
+    /// The release asked for, if any: its outcome arrives from the reaper thread.
+    release: Option<std::sync::mpsc::Receiver<crate::reaper::ReleaseOutcome>>,
+    /// Whether the thread stepping this climb may block in `process_mrelease` itself (a
+    /// blocking close, the reaper thread) rather than queue it on the reaper (an async task).
+    release_inline: bool,
 }
 
 impl Climb {
@@ -36,6 +43,7 @@ impl Climb {
         ladder: &Ladder,
         started: Instant,
         earlier_kill: Option<(Signal, Instant)>,
+        release_memory: bool,
     ) -> Climb {
         let resumed = earlier_kill.and_then(|(signal, at)| {
             let index = ladder.rungs().iter().rposition(|r| r.signal == signal)?;
@@ -50,6 +58,9 @@ impl Climb {
             started,
             sent: Vec::new(),
             earlier_kill,
+            release_memory,
+            release: None,
+            release_inline: false,
         }
     }
 
@@ -70,9 +81,11 @@ impl Climb {
             return Ok(false);
         };
         let now = Instant::now();
-        process.signal(rung.signal)?;
+        let delivered = process.signal(rung.signal)?;
         if rung.signal.is_catchable() {
             process.signal(Signal::CONT)?;
+        } else if rung.signal == Signal::KILL && delivered {
+            self.release_memory_of(process);
         }
         self.sent.push((
             now,
@@ -86,6 +99,35 @@ impl Climb {
         self.next_rung += 1;
         self.deadline = later(now, rung.grace);
         Ok(true)
+    }
+
+    /// Lets the thread that steps this climb block in `process_mrelease` itself.
+    pub(crate) fn release_inline(&mut self) {
+        self.release_inline = true;
+    }
+
+    /// After `SIGKILL`: `process_mrelease` the child (once per close).
+    ///
+    /// Race: the call only works while the dying child still has its `mm`; the child drops it
+    /// (`exit_mm`) within microseconds of being scheduled, and then does the slow teardown
+    /// itself. A call queued to another thread arrives too late (measured: `ESRCH` every time
+    /// at 1–8 GiB), so the thread that sent `SIGKILL` makes it at once when it may block — a
+    /// blocking close (which would wait for the exit anyway) or the reaper thread. An async
+    /// task may not block: it queues the call on the reaper, best effort.
+    fn release_memory_of(&mut self, process: &Process) {
+        if !self.release_memory || self.release.is_some() {
+            return;
+        }
+        let Some(pidfd) = process.pidfd() else { return };
+        if self.release_inline {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let started = Instant::now();
+            let outcome = crate::sys::process_mrelease(pidfd);
+            let _ = tx.send((outcome, started.elapsed()));
+            self.release = Some(rx);
+        } else if let Ok(pidfd) = pidfd.try_clone_to_owned() {
+            self.release = crate::reaper::release_memory(pidfd);
+        }
     }
 
     /// Advances without blocking: sends every rung whose time has come. Returns `false` once
@@ -103,6 +145,7 @@ impl Climb {
     /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) bounded by
     /// the current deadline.
     pub(crate) fn run_blocking(&mut self, process: &mut Process) -> io::Result<bool> {
+        self.release_inline();
         loop {
             if process.is_gone()? {
                 return Ok(true);
@@ -117,6 +160,16 @@ impl Climb {
     /// Fills the signal, exit and ending parts of `report`.
     pub(crate) fn record(&self, process: &Process, report: &mut CloseReport) {
         report.signals = self.sent.iter().map(|(_, s)| *s).collect();
+        report.memory_release = self.release.as_ref().map(|rx| match rx.try_recv() {
+            Ok((Ok(()), took)) => MemoryRelease::Released { took },
+            Ok((Err(e), _)) => MemoryRelease::Skipped {
+                reason: release_skip_reason(&e),
+            },
+            Err(std::sync::mpsc::TryRecvError::Empty) => MemoryRelease::Pending,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => MemoryRelease::Skipped {
+                reason: "reaper thread gone".into(),
+            },
+        });
         report.status = process.status();
         let Some(exited_at) = process.exited_at() else {
             report.ended_by = Ending::Outlived;
@@ -142,4 +195,14 @@ pub(crate) fn later(at: Instant, wait: Duration) -> Instant {
     at.checked_add(wait)
         .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
         .unwrap_or(at)
+}
+
+/// Names the harmless `process_mrelease` failures.
+fn release_skip_reason(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSYS) => "ENOSYS: kernel without process_mrelease (< 5.15)".into(),
+        Some(libc::EINVAL) => "EINVAL: the child was not dying or had no memory left".into(),
+        Some(libc::ESRCH) => "ESRCH: the child was already gone".into(),
+        _ => e.to_string(),
+    }
 }

@@ -71,6 +71,7 @@ pub struct Builder {
     death_signal: Signal,
     reap: Reap,
     portable: bool,
+    release_memory: bool,
     connect_timeout: Duration,
     runtime_dir: Option<PathBuf>,
 }
@@ -135,6 +136,15 @@ impl Builder {
     /// made (default `$XDG_RUNTIME_DIR`, else `/tmp`). The socket path must fit `sun_path`.
     pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
         self.runtime_dir = Some(dir.into());
+        self
+    }
+
+    /// After a `SIGKILL` rung, have the shared reaper thread call `process_mrelease(2)` on the
+    /// child (Linux 5.15; default on). The memory of a big child is then freed by two CPUs at
+    /// once — its own exit path and the reaper — so the exit, and the close, come sooner.
+    /// `ENOSYS`/`EINVAL` are harmless and recorded in [`CloseReport::memory_release`].
+    pub fn release_memory_on_kill(mut self, on: bool) -> Builder {
+        self.release_memory = on;
         self
     }
 
@@ -221,6 +231,7 @@ impl Builder {
             process: Some(process),
             ladder: self.ladder,
             reap: self.reap,
+            release_memory: self.release_memory,
             last_kill: None,
             closed: false,
             socket_dir: None,
@@ -294,6 +305,7 @@ pub struct ChildHandle {
     process: Option<Process>,
     ladder: Ladder,
     reap: Reap,
+    release_memory: bool,
     last_kill: Option<(Signal, Instant)>,
     closed: bool,
     /// Socket activation: the socket file and its private directory, removed on close.
@@ -312,6 +324,7 @@ impl ChildHandle {
             death_signal: Signal::KILL,
             reap: Reap::Blocking,
             portable: false,
+            release_memory: true,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             runtime_dir: None,
         }
@@ -326,6 +339,7 @@ impl ChildHandle {
             process: None,
             ladder: Ladder::default(),
             reap: Reap::Blocking,
+            release_memory: false,
             last_kill: None,
             closed: false,
             socket_dir: None,
@@ -481,7 +495,12 @@ impl ChildHandle {
         let mut report = CloseReport::new(self.program.clone(), process.as_ref().map(Process::pid));
         shut_down_and_close(self.socket.take(), started, &mut report);
         remove_socket_dir(self.socket_dir.take(), &mut report);
-        let child = process.map(|p| (p, Climb::begin(&self.ladder, started, self.last_kill)));
+        let child = process.map(|p| {
+            (
+                p,
+                Climb::begin(&self.ladder, started, self.last_kill, self.release_memory),
+            )
+        });
         Closing {
             program: self.program.clone(),
             started,

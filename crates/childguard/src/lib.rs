@@ -41,5 +41,5 @@ pub mod tokio;
 pub use error::{Error, ErrorKind, Result};
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use ladder::{Ladder, LadderParseError, Rung, DEFAULT_GRACE, LADDER_ENV, MAX_GRACE};
-pub use report::{CloseReport, Ending, SentSignal};
+pub use report::{CloseReport, Ending, MemoryRelease, SentSignal};
 pub use signal::{Signal, SignalParseError};

@@ -37,6 +37,28 @@ pub enum Ending {
     InBackground,
 }
 
+/// What became of the `process_mrelease(2)` asked for after a `SIGKILL` rung.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum MemoryRelease {
+    /// The reaper thread released the child's memory; the call took this long.
+    Released {
+        /// Duration of the `process_mrelease` call.
+        #[cfg_attr(feature = "serde", serde(rename = "took_ms", with = "millis"))]
+        took: Duration,
+    },
+    /// The call did not run or failed harmlessly: `ENOSYS` (kernel < 5.15), `EINVAL` (the
+    /// child was not dying yet, or had no memory left), `ESRCH` (already gone).
+    Skipped {
+        /// Why, e.g. "ENOSYS: kernel without process_mrelease".
+        reason: String,
+    },
+    /// Still running on the reaper thread when the report was made.
+    Pending,
+}
+
 /// One signal the close path sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -95,6 +117,9 @@ pub struct CloseReport {
     /// How long the close took.
     #[cfg_attr(feature = "serde", serde(rename = "total_ms", with = "millis"))]
     pub total: Duration,
+    /// The memory release asked for after a `SIGKILL` rung, if any (see
+    /// [`Builder::release_memory_on_kill`](crate::Builder::release_memory_on_kill)).
+    pub memory_release: Option<MemoryRelease>,
     /// Things worth knowing that are not errors (status lost, `ESRCH` on a signal …).
     pub notes: Vec<String>,
 }
@@ -116,6 +141,7 @@ impl CloseReport {
             group_survivors: Vec::new(),
             socket_may_be_held: false,
             total: Duration::ZERO,
+            memory_release: None,
             notes: Vec::new(),
         }
     }
@@ -186,6 +212,17 @@ impl fmt::Display for CloseReport {
         }
         if let Some(at) = self.reaped {
             parts.push(format!("reaped {}", Ms(at)));
+        }
+        match &self.memory_release {
+            Some(MemoryRelease::Released { took }) => parts.push(format!(
+                "memory released in {:.1}ms",
+                took.as_secs_f64() * 1000.0
+            )),
+            Some(MemoryRelease::Skipped { reason }) => {
+                parts.push(format!("no memory release ({reason})"))
+            }
+            Some(MemoryRelease::Pending) => parts.push("memory release pending".into()),
+            None => {}
         }
         if self.handed_to_reaper {
             parts.push("handed to background reaper".into());

@@ -6,6 +6,7 @@
 //! repetitions interleaved (so machine noise hits both), at least 20 of them unless a rep is
 //! too long to afford (then say so in `baseline_name`), and lower is better in every row.
 
+mod big;
 mod libnbd;
 mod overhead;
 mod precision;
@@ -67,6 +68,11 @@ pub const ALL: &[Scenario] = &[
         name: "scale",
         about: "1,000 children (HUP ignored, HUP:100ms,TERM:1s) closed from tokio tasks vs kill_on_drop",
         run: scale::run,
+    },
+    Scenario {
+        name: "big",
+        about: "1/4/8 GiB child, SIGKILL to reaped: waitpid vs process_mrelease, async teardown, background drop",
+        run: big::run,
     },
     Scenario {
         name: "spawn",

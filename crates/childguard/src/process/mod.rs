@@ -218,6 +218,15 @@ impl Process {
         }
     }
 
+    /// The leader's pidfd (Linux), while it has not been reaped.
+    pub(crate) fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        match (&self.mechanism, self.life) {
+            #[cfg(target_os = "linux")]
+            (Mechanism::Pidfd(fd), Life::Running | Life::Exited(_)) => Some(fd.as_fd()),
+            _ => None,
+        }
+    }
+
     /// The fds that become readable when what we wait for changes: the leader's pidfd while
     /// it runs, then the survivors' pidfds. Empty for the portable mechanism, whose changes
     /// arrive as `SIGCHLD` instead.
