@@ -604,8 +604,8 @@ fn reap_or_hand_off(
 ) -> io::Result<()> {
     report.group_survivors = process.survivor_pids();
     // Only a handle that had a socket can have it held by someone else.
-    report.socket_may_be_held = report.shutdown.is_some()
-        && (!process.leads_group() || !cfg!(target_os = "linux"));
+    report.socket_may_be_held =
+        report.shutdown.is_some() && (!process.leads_group() || !cfg!(target_os = "linux"));
     let ladder_done = matches!(climbed, Ok(false)) && climb.is_exhausted(Instant::now());
     if matches!(climbed, Ok(true)) || (ladder_done && !process.is_running()) {
         // Gone — or only group members outlived the ladder: release the leader now.
