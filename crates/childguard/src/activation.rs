@@ -276,7 +276,7 @@ fn listen_on(path: &Path) -> io::Result<OwnedFd> {
 
 /// The program to exec, looked up like `execvp` does: as given if it contains a `/`, else in
 /// the `PATH` the child will have (the Command's own `PATH` if it sets one).
-fn resolve_program(command: &Command) -> io::Result<CString> {
+pub(crate) fn resolve_program(command: &Command) -> io::Result<CString> {
     let program = command.get_program();
     if program.as_bytes().contains(&b'/') {
         return c_string(program.as_bytes());

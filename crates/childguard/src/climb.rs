@@ -36,7 +36,8 @@ impl Climb {
     /// Starts a climb at `started`.
     ///
     /// Without an earlier kill, the first rung is due after the EOF grace (at once if there is
-    /// none). After `kill(sig, …)`, the climb resumes *behind* the last rung that sends `sig`,
+    /// none). After `kill(sig, …)`, the climb resumes behind the *first* rung that sends `sig`
+    /// (so a later repeat of `sig` never lets it skip a stronger rung in between),
     /// and first waits out that rung's grace counted from the kill: the caller already took
     /// that step, so the child gets no second, weaker signal while it is dying.
     pub(crate) fn begin(
@@ -46,7 +47,7 @@ impl Climb {
         release_memory: bool,
     ) -> Climb {
         let resumed = earlier_kill.and_then(|(signal, at)| {
-            let index = ladder.rungs().iter().rposition(|r| r.signal == signal)?;
+            let index = ladder.rungs().iter().position(|r| r.signal == signal)?;
             Some((index + 1, later(at, ladder.rungs()[index].grace)))
         });
         let (next_rung, deadline) =

@@ -199,6 +199,10 @@ impl Builder {
             || activation_exec.is_some()
             || sys::has_inheritable_fds_from(first_private_fd)
         {
+            if activation_exec.is_none() {
+                crate::exec_check::refuse_unknown_format(&self.command)
+                    .map_err(|e| fail(ErrorKind::Spawn, e))?;
+            }
             sys::install_child_setup(
                 &mut self.command,
                 sys::ChildSetup {
@@ -292,7 +296,7 @@ impl Builder {
 ///    [`total_grace`](Ladder::total_grace) plus a few milliseconds.
 ///
 /// A [`kill`](ChildHandle::kill) before the close counts as a rung already taken: the close
-/// resumes after the last rung sending that signal, once its grace (from the kill) ran out.
+/// resumes after the first rung sending that signal, once its grace (from the kill) ran out.
 ///
 /// With the `tokio` feature, a handle dropped (not closed) inside a tokio runtime closes as with
 /// [`Reap::Background`] whatever the builder said, so that no grace period blocks an executor

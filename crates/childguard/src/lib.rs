@@ -27,6 +27,7 @@
 mod activation;
 mod climb;
 mod error;
+mod exec_check;
 mod handle;
 mod ladder;
 mod process;

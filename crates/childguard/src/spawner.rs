@@ -28,8 +28,11 @@ fn spawner() -> io::Result<mpsc::Sender<Request>> {
         .name("childguard-spawner".into())
         .spawn(move || {
             for (mut cmd, reply) in rx {
-                let _ = reply.send(cmd.spawn());
-                // `cmd` (and the child's ends of its sockets) is dropped here, in the parent.
+                let spawned = cmd.spawn();
+                // Drop `cmd` (and with it the child's ends of its sockets) *before* replying,
+                // so that spawn() never returns while this process still holds them.
+                drop(cmd);
+                let _ = reply.send(spawned);
             }
         })?;
     let _ = SPAWNER.set(Mutex::new(tx.clone()));
