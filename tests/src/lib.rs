@@ -152,3 +152,19 @@ pub fn scratch(name: &str) -> PathBuf {
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     std::env::temp_dir().join(format!("childguard-test-{}-{n}-{name}", std::process::id()))
 }
+
+/// Pids whose parent is this process, alive or zombie.
+pub fn our_children() -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&pid| proc_ppid(pid) == Some(me))
+        .collect()
+}
+
+/// A pidfd pinning `pid` (for cleanup that must never hit a recycled pid).
+pub fn pidfd(pid: u32) -> std::os::fd::OwnedFd {
+    let raw = rustix::process::Pid::from_raw(pid as i32).expect("pid > 0");
+    rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()).expect("pidfd_open")
+}

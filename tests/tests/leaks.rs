@@ -45,11 +45,7 @@ fn failed_spawns_leak_no_fd_and_no_zombie() {
 
     assert_eq!(fd_count(), before, "a failed spawn leaked an fd");
     // std reaps a child whose exec failed; nothing of ours may be left in /proc.
-    let ours: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|&pid| is_our_child(pid))
-        .collect();
+    let ours = our_children();
     assert!(ours.is_empty(), "children left behind: {ours:?}");
 
     // A successful spawn + close returns the fd table to where it was, too.

@@ -312,6 +312,8 @@ fn driver_never_signals_a_stranger_nor_a_reaped_child() {
         .arg("strangers")
         .output()
         .expect("running strace");
+    let trace = read_trace(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -337,8 +339,7 @@ fn driver_never_signals_a_stranger_nor_a_reaped_child() {
     assert!(stdout.contains("DRAINED true"), "{stdout}");
     assert!(stdout.contains("END children=0 "), "{stdout}");
 
-    let verdict = check(read_trace(&dir), root, &grouped);
-    let _ = std::fs::remove_dir_all(&dir);
+    let verdict = check(trace, root, &grouped);
     assert!(
         verdict.violations.is_empty(),
         "{} violation(s):\n{}",

@@ -339,8 +339,7 @@ fn emfile() {
         )
         .expect("lowering RLIMIT_NOFILE");
         let spawned = build(slowserver(&[]), "EOF:2s,KILL:1s", Opts::default());
-        rustix::process::setrlimit(Resource::Nofile, original.clone())
-            .expect("restoring RLIMIT_NOFILE");
+        rustix::process::setrlimit(Resource::Nofile, original).expect("restoring RLIMIT_NOFILE");
         match spawned {
             Ok(h) => {
                 let pid = h.id().expect("pid");

@@ -1,0 +1,9 @@
+//! Fuzzes `Signal::from_str` and its `Display` round trip (oracle: `fuzz/checks.rs`).
+#![no_main]
+
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    checks::signal_text(&checks::text_of(data));
+});
