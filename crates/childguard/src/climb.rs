@@ -81,11 +81,13 @@ impl Climb {
         let Some(rung) = self.ladder.rungs().get(self.next_rung).copied() else {
             return Ok(false);
         };
+        // Sized before the kill: afterwards the child drops its memory within microseconds.
+        let worth_releasing = rung.signal == Signal::KILL && self.worth_releasing(process);
         let now = Instant::now();
         let delivered = process.signal(rung.signal)?;
         if rung.signal.is_catchable() {
             process.signal(Signal::CONT)?;
-        } else if rung.signal == Signal::KILL && delivered {
+        } else if worth_releasing && delivered {
             self.release_memory_of(process);
         }
         self.sent.push((
@@ -100,6 +102,21 @@ impl Climb {
         self.next_rung += 1;
         self.deadline = later(now, rung.grace);
         Ok(true)
+    }
+
+    /// Whether the child is big enough for `process_mrelease` to pay off: at least
+    /// [`RELEASE_MIN_RESIDENT`] resident (from `/proc/PID/statm`, a few µs). For a small child
+    /// the call costs more (tens of µs) than the teardown it would share.
+    fn worth_releasing(&self, process: &Process) -> bool {
+        if !self.release_memory || self.release.is_some() || process.pidfd().is_none() {
+            return false;
+        }
+        let statm = std::fs::read_to_string(format!("/proc/{}/statm", process.pid()));
+        let resident_pages = statm
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok());
+        let page = rustix::param::page_size() as u64;
+        resident_pages.is_some_and(|pages| pages * page >= RELEASE_MIN_RESIDENT)
     }
 
     /// Lets the thread that steps this climb block in `process_mrelease` itself.
@@ -189,6 +206,9 @@ impl Climb {
         };
     }
 }
+
+/// The resident size from which a `SIGKILL` rung asks for `process_mrelease` (64 MiB).
+pub(crate) const RELEASE_MIN_RESIDENT: u64 = 64 << 20;
 
 /// `at + wait`, saturating: a grace too long for the clock (`Duration::MAX`) means "a century",
 /// never an overflow panic.
