@@ -25,10 +25,10 @@ pub(crate) struct Climb {
     earlier_kill: Option<(Signal, Instant)>,
     /// Ask for `process_mrelease` after a `SIGKILL` rung.
     release_memory: bool,
-    /// The release asked for, if any: its outcome arrives from the reaper thread.
-    release: Option<std::sync::mpsc::Receiver<crate::reaper::ReleaseOutcome>>,
-    /// Whether the thread stepping this climb may block in `process_mrelease` itself (a
-    /// blocking close, the reaper thread) rather than queue it on the reaper (an async task).
+    /// The `process_mrelease` made, if any: its outcome and how long it took.
+    release: Option<(io::Result<()>, Duration)>,
+    /// Whether the thread stepping this climb may block in `process_mrelease` (a blocking
+    /// close, the reaper thread); an async task or a background close may not.
     release_inline: bool,
 }
 
@@ -108,7 +108,11 @@ impl Climb {
     /// [`RELEASE_MIN_RESIDENT`] resident (from `/proc/PID/statm`, a few µs). For a small child
     /// the call costs more (tens of µs) than the teardown it would share.
     fn worth_releasing(&self, process: &Process) -> bool {
-        if !self.release_memory || self.release.is_some() || process.pidfd().is_none() {
+        if !self.release_memory
+            || !self.release_inline
+            || self.release.is_some()
+            || process.pidfd().is_none()
+        {
             return false;
         }
         let statm = std::fs::read_to_string(format!("/proc/{}/statm", process.pid()));
@@ -124,28 +128,20 @@ impl Climb {
         self.release_inline = true;
     }
 
-    /// After `SIGKILL`: `process_mrelease` the child (once per close).
+    /// After `SIGKILL`: `process_mrelease` the child (once per close), from this thread.
     ///
     /// Race: the call only works while the dying child still has its `mm`; the child drops it
     /// (`exit_mm`) within microseconds of being scheduled, and then does the slow teardown
     /// itself. A call queued to another thread arrives too late (measured: `ESRCH` every time
-    /// at 1–8 GiB), so the thread that sent `SIGKILL` makes it at once when it may block — a
-    /// blocking close (which would wait for the exit anyway) or the reaper thread. An async
-    /// task may not block: it queues the call on the reaper, best effort.
+    /// at 1–8 GiB) or, when it wins, takes a CPU from the caller on a small machine. So the
+    /// thread that sent `SIGKILL` makes the call at once when it may block anyway — a blocking
+    /// close, which waits for the exit regardless, or the reaper thread — and an async task or
+    /// a background close (which must return at once) makes none.
     fn release_memory_of(&mut self, process: &Process) {
-        if !self.release_memory || self.release.is_some() {
-            return;
-        }
         let Some(pidfd) = process.pidfd() else { return };
-        if self.release_inline {
-            let (tx, rx) = std::sync::mpsc::channel();
-            let started = Instant::now();
-            let outcome = crate::sys::process_mrelease(pidfd);
-            let _ = tx.send((outcome, started.elapsed()));
-            self.release = Some(rx);
-        } else if let Ok(pidfd) = pidfd.try_clone_to_owned() {
-            self.release = crate::reaper::release_memory(pidfd);
-        }
+        let started = Instant::now();
+        let outcome = crate::sys::process_mrelease(pidfd);
+        self.release = Some((outcome, started.elapsed()));
     }
 
     /// Advances without blocking: sends every rung whose time has come. Returns `false` once
@@ -178,14 +174,10 @@ impl Climb {
     /// Fills the signal, exit and ending parts of `report`.
     pub(crate) fn record(&self, process: &Process, report: &mut CloseReport) {
         report.signals = self.sent.iter().map(|(_, s)| *s).collect();
-        report.memory_release = self.release.as_ref().map(|rx| match rx.try_recv() {
-            Ok((Ok(()), took)) => MemoryRelease::Released { took },
-            Ok((Err(e), _)) => MemoryRelease::Skipped {
-                reason: release_skip_reason(&e),
-            },
-            Err(std::sync::mpsc::TryRecvError::Empty) => MemoryRelease::Pending,
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => MemoryRelease::Skipped {
-                reason: "reaper thread gone".into(),
+        report.memory_release = self.release.as_ref().map(|(outcome, took)| match outcome {
+            Ok(()) => MemoryRelease::Released { took: *took },
+            Err(e) => MemoryRelease::Skipped {
+                reason: release_skip_reason(e),
             },
         });
         report.status = process.status();

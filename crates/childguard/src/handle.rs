@@ -139,10 +139,13 @@ impl Builder {
         self
     }
 
-    /// After a `SIGKILL` rung, have the shared reaper thread call `process_mrelease(2)` on the
-    /// child (Linux 5.15; default on). The memory of a big child is then freed by two CPUs at
-    /// once — its own exit path and the reaper — so the exit, and the close, come sooner.
-    /// `ENOSYS`/`EINVAL` are harmless and recorded in [`CloseReport::memory_release`].
+    /// After a `SIGKILL` rung, call `process_mrelease(2)` on a child with at least 64 MiB
+    /// resident (Linux 5.15; default on). The memory of a big child is then freed by two CPUs
+    /// at once — its own exit path and the thread that sent the kill — so the exit, and the
+    /// close, come sooner (0.54× the plain `waitpid` time at 8 GiB here). Done only where the
+    /// close blocks anyway (a blocking close, or rungs the reaper thread climbs), never in an
+    /// async task or before a `Reap::Background` drop returns. `ENOSYS`/`EINVAL` are harmless
+    /// and recorded in [`CloseReport::memory_release`].
     pub fn release_memory_on_kill(mut self, on: bool) -> Builder {
         self.release_memory = on;
         self

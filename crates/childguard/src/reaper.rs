@@ -39,18 +39,8 @@ impl std::fmt::Debug for Job {
     }
 }
 
-/// A `process_mrelease` to run on the reaper thread, and where to send its outcome.
-type Release = (
-    std::os::fd::OwnedFd,
-    std::sync::mpsc::Sender<ReleaseOutcome>,
-);
-
-/// The outcome of a `process_mrelease` and how long the call took.
-pub(crate) type ReleaseOutcome = (io::Result<()>, Duration);
-
 struct Reaper {
     inbox: Mutex<Vec<Job>>,
-    releases: Mutex<Vec<Release>>,
     wake_tx: UnixStream,
     in_flight: AtomicUsize,
     idle: (Mutex<()>, Condvar),
@@ -78,7 +68,6 @@ fn reaper() -> io::Result<&'static Reaper> {
     // instead of queueing jobs that no thread would ever take.
     let r: &'static Reaper = Box::leak(Box::new(Reaper {
         inbox: Mutex::new(Vec::new()),
-        releases: Mutex::new(Vec::new()),
         wake_tx,
         in_flight: AtomicUsize::new(0),
         idle: (Mutex::new(()), Condvar::new()),
@@ -109,35 +98,6 @@ pub(crate) fn hand_off(job: Job) -> Result<(), Box<(Job, io::Error)>> {
     r.inbox.lock().unwrap_or_else(|p| p.into_inner()).push(job);
     let _ = (&r.wake_tx).write(&[1]);
     Ok(())
-}
-
-/// Asks the reaper thread to `process_mrelease` the (SIGKILLed) process behind `pidfd`.
-///
-/// On the reaper thread, not the caller's: the call blocks while it frees the memory, and the
-/// caller is already waiting for the exit, which the victim's own teardown and this one now
-/// finish together — the caller does not pay for the teardown twice. `None` if the reaper
-/// cannot be started.
-pub(crate) fn release_memory(
-    pidfd: std::os::fd::OwnedFd,
-) -> Option<std::sync::mpsc::Receiver<ReleaseOutcome>> {
-    let r = reaper().ok()?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    r.releases
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push((pidfd, tx));
-    let _ = (&r.wake_tx).write(&[1]);
-    Some(rx)
-}
-
-/// Runs the queued memory releases (each blocks until that child's memory is freed).
-fn run_releases(r: &Reaper) {
-    let queued = std::mem::take(&mut *r.releases.lock().unwrap_or_else(|p| p.into_inner()));
-    for (pidfd, reply) in queued {
-        let started = Instant::now();
-        let outcome = crate::sys::process_mrelease(std::os::fd::AsFd::as_fd(&pidfd));
-        let _ = reply.send((outcome, started.elapsed()));
-    }
 }
 
 /// How many children the reaper still owns (being signalled or waited for).
@@ -186,7 +146,6 @@ fn run(r: &'static Reaper, mut poller: Poller) {
         }
         if woken || events.is_empty() {
             poller.drain_wake();
-            run_releases(r);
             let arrived = std::mem::take(&mut *r.inbox.lock().unwrap_or_else(|p| p.into_inner()));
             due.extend(table.portable.iter().map(|&k| (k, false)));
             due.extend(arrived.into_iter().map(|job| (table.insert(job), false)));

@@ -55,8 +55,6 @@ pub enum MemoryRelease {
         /// Why, e.g. "ENOSYS: kernel without process_mrelease".
         reason: String,
     },
-    /// Still running on the reaper thread when the report was made.
-    Pending,
 }
 
 /// One signal the close path sent.
@@ -221,7 +219,6 @@ impl fmt::Display for CloseReport {
             Some(MemoryRelease::Skipped { reason }) => {
                 parts.push(format!("no memory release ({reason})"))
             }
-            Some(MemoryRelease::Pending) => parts.push("memory release pending".into()),
             None => {}
         }
         if self.handed_to_reaper {
