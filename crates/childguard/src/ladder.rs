@@ -343,6 +343,24 @@ mod tests {
         }
     }
 
+    /// The only test in this binary that touches `CHILDGUARD_LADDER`, so nothing races it.
+    #[test]
+    fn from_env_or_default_reads_validates_and_falls_back() {
+        std::env::set_var(LADDER_ENV, "TERM:10ms,KILL:1s");
+        assert_eq!(
+            Ladder::from_env_or_default().unwrap().to_string(),
+            "TERM:10ms,KILL:1s"
+        );
+        std::env::set_var(LADDER_ENV, "TERM:10ms,KILL:1x");
+        let err = Ladder::from_env_or_default().unwrap_err().to_string();
+        assert!(
+            err.starts_with("CHILDGUARD_LADDER: ") && err.contains("\"KILL:1x\""),
+            "{err}"
+        );
+        std::env::remove_var(LADDER_ENV);
+        assert_eq!(Ladder::from_env_or_default().unwrap(), Ladder::default());
+    }
+
     #[test]
     fn new_rejects_empty() {
         assert!(Ladder::new([]).is_err());
