@@ -31,8 +31,7 @@ pub(crate) fn signal(pgid: u32, signal: Signal) -> io::Result<bool> {
             format!("refusing to signal process group {pgid}: not a group we created"),
         ));
     }
-    let pgid =
-        Pid::from_raw(pgid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let pgid = super::pid(pgid)?;
     match kill_process_group(pgid, sys::rustix_signal(signal)) {
         Ok(()) => Ok(true),
         Err(rustix::io::Errno::SRCH) => Ok(false),

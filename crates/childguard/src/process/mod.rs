@@ -279,13 +279,23 @@ pub(crate) enum WaitOn<'a> {
     Sigchld(u64),
 }
 
-/// Builds an [`ExitStatus`] from the parts `waitid` reports.
-pub(crate) fn exit_status(code: Option<i32>, signal: Option<i32>, dumped: bool) -> ExitStatus {
+/// The [`ExitStatus`] in a `waitid` result, if it reports an exit (with `WNOHANG`, a child
+/// that has not exited yields a zeroed siginfo, which is neither exited nor killed).
+pub(crate) fn exit_status(s: &rustix::process::WaitIdStatus) -> Option<ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
-    let raw = match (code, signal) {
+    if !(s.exited() || s.killed() || s.dumped()) {
+        return None;
+    }
+    let raw = match (s.exit_status(), s.terminating_signal()) {
         (Some(code), _) => (code & 0xff) << 8,
-        (None, Some(sig)) => (sig & 0x7f) | if dumped { 0x80 } else { 0 },
+        (None, Some(sig)) => (sig & 0x7f) | if s.dumped() { 0x80 } else { 0 },
         (None, None) => 0,
     };
-    ExitStatus::from_raw(raw)
+    Some(ExitStatus::from_raw(raw))
+}
+
+/// A pid of ours as rustix's type (`EINVAL` for 0, which no child has).
+pub(crate) fn pid(pid: u32) -> io::Result<rustix::process::Pid> {
+    rustix::process::Pid::from_raw(pid as i32)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
 }

@@ -10,9 +10,7 @@ use std::process::ExitStatus;
 use std::time::Instant;
 
 use rustix::event::{poll, PollFd, PollFlags};
-use rustix::process::{
-    pidfd_open, pidfd_send_signal, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions,
-};
+use rustix::process::{pidfd_open, pidfd_send_signal, waitid, PidfdFlags, WaitId, WaitIdOptions};
 
 use crate::signal::Signal;
 use crate::sys;
@@ -23,8 +21,7 @@ pub(crate) struct PidFd(OwnedFd);
 impl PidFd {
     /// `pidfd_open(2)` for our unreaped child `pid`, verified to be our child.
     pub(crate) fn open_child(pid: u32) -> io::Result<PidFd> {
-        let pid =
-            Pid::from_raw(pid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let pid = super::pid(pid)?;
         let fd = PidFd(pidfd_open(pid, PidfdFlags::empty())?);
         // waitid on a pidfd that is not our child fails with ECHILD: proof we got the right one.
         fd.peek_exit()?;
@@ -45,19 +42,7 @@ impl PidFd {
     pub(crate) fn peek_exit(&self) -> io::Result<Option<ExitStatus>> {
         let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
         let status = waitid(WaitId::PidFd(self.0.as_fd()), options)?;
-        // With WNOHANG, a child that has not exited yields a zeroed siginfo (si_pid == 0),
-        // which rustix reports as neither exited nor killed.
-        Ok(status.and_then(|s| {
-            if s.exited() || s.killed() || s.dumped() {
-                Some(super::exit_status(
-                    s.exit_status(),
-                    s.terminating_signal(),
-                    s.dumped(),
-                ))
-            } else {
-                None
-            }
-        }))
+        Ok(status.as_ref().and_then(super::exit_status))
     }
 
     /// `waitid(P_PIDFD, WEXITED | WNOHANG)`: reaps the exited child.

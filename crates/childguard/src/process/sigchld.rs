@@ -12,7 +12,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use rustix::process::{kill_process, waitid, Pid, WaitId, WaitIdOptions};
+use rustix::process::{kill_process, waitid, WaitId, WaitIdOptions};
 
 use crate::signal::Signal;
 use crate::sys;
@@ -104,34 +104,21 @@ impl Notifier {
 
 /// `kill(2)` on our unreaped child.
 pub(crate) fn send(pid: u32, signal: Signal) -> io::Result<()> {
-    let pid =
-        Pid::from_raw(pid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let pid = super::pid(pid)?;
     Ok(kill_process(pid, sys::rustix_signal(signal))?)
 }
 
 /// `waitid(P_PID, WEXITED | WNOHANG | WNOWAIT)`.
 pub(crate) fn peek_exit(pid: u32) -> io::Result<Option<ExitStatus>> {
-    let pid =
-        Pid::from_raw(pid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let pid = super::pid(pid)?;
     let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
     let status = waitid(WaitId::Pid(pid), options)?;
-    Ok(status.and_then(|s| {
-        if s.exited() || s.killed() || s.dumped() {
-            Some(super::exit_status(
-                s.exit_status(),
-                s.terminating_signal(),
-                s.dumped(),
-            ))
-        } else {
-            None
-        }
-    }))
+    Ok(status.as_ref().and_then(super::exit_status))
 }
 
 /// `waitid(P_PID, WEXITED | WNOHANG)`: reaps the exited child.
 pub(crate) fn reap(pid: u32) -> io::Result<()> {
-    let pid =
-        Pid::from_raw(pid as i32).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let pid = super::pid(pid)?;
     waitid(
         WaitId::Pid(pid),
         WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
