@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, CloseReport, Error, Ladder, Reap, Signal, SocketMode};
-use childguard_tests::{read_ready, slowserver};
+use childguard_tests::{our_children, read_ready, slowserver};
 use rustix::process::{Resource, Rlimit, WaitOptions};
 
 fn main() {
@@ -128,18 +128,6 @@ fn steal_line(tag: &str) -> (String, bool) {
         Ok(None) => (format!("STOLEN tag={tag} none"), false),
         Err(e) => (format!("STOLEN tag={tag} error={e}"), false),
     }
-}
-
-/// Pids whose parent is this process (alive or zombie).
-fn our_children() -> Vec<u32> {
-    let me = std::process::id();
-    std::fs::read_dir("/proc")
-        .map(|dir| {
-            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .filter(|&pid| childguard_tests::proc_ppid(pid) == Some(me))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Open fd numbers, not counting the directory handle used to list them.
