@@ -131,10 +131,15 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Open fds of this process.
+/// Open fds of this process, not counting handles on its own `/proc/self/fd` directory: the
+/// one this function reads through, and the one childguard keeps for the life of the process
+/// (opened by the first spawn, close-on-exec; see `inheritable.rs`). Every other fd counts.
 pub fn fd_count() -> usize {
+    let own_table = PathBuf::from(format!("/proc/{}/fd", std::process::id()));
     std::fs::read_dir("/proc/self/fd")
         .expect("/proc/self/fd")
+        .filter_map(|e| e.ok())
+        .filter(|e| std::fs::read_link(e.path()).ok().as_ref() != Some(&own_table))
         .count()
 }
 

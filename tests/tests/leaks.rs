@@ -17,7 +17,8 @@ fn spawn_err(cmd: Command) -> childguard::Error {
 
 #[test]
 fn failed_spawns_leak_no_fd_and_no_zombie() {
-    // Warm up lazily created process-wide fds (none expected, but be fair to the count).
+    // Warm up lazily created process-wide state (fd_count already leaves out childguard's
+    // /proc/self/fd handle, the one process-wide fd a plain spawn creates).
     let (h, _) = spawn_slow(&[], "EOF:1s,KILL:1s", false);
     h.close().unwrap();
     let before = fd_count();

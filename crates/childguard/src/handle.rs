@@ -197,10 +197,10 @@ impl Builder {
         // With activation fd 3 is the listener; everything above stays ours.
         let first_private_fd = if activation_exec.is_some() { 4 } else { 3 };
         // A pre_exec hook forces std onto fork() (2-3x slower than posix_spawn): install it only
-        // when it has work to do. See `sys::has_inheritable_fds_from` for the race this leaves.
+        // when it has work to do. See `inheritable` for the race this leaves.
         if death_signal.is_some()
             || activation_exec.is_some()
-            || sys::has_inheritable_fds_from(first_private_fd)
+            || crate::inheritable::any_from(first_private_fd)
         {
             if activation_exec.is_none() {
                 crate::exec_check::refuse_unknown_format(&self.command)

@@ -29,6 +29,7 @@ mod climb;
 mod error;
 mod exec_check;
 mod handle;
+mod inheritable;
 mod ladder;
 mod process;
 pub mod reaper;

@@ -75,27 +75,53 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
     }
 }
 
-/// Whether this process holds an fd `>= first` *without* close-on-exec, i.e. one that a
-/// spawned program would inherit. Reads `/proc/self/fd` and asks `fcntl(2)` `F_GETFD` of each.
-///
-/// Used to skip the `pre_exec` fd sweep when there is nothing to sweep: any `pre_exec` hook
-/// makes std `fork()` instead of `posix_spawn()`, which costs 2–3× per spawn. A fd opened
-/// without `O_CLOEXEC` by another thread *between* this check and the spawn can still leak;
-/// that race exists for every `fork` in a program that opens such fds, and only an opener
-/// using `O_CLOEXEC` closes it. Where `/proc` cannot be read, answers `true` (sweep).
-pub(crate) fn has_inheritable_fds_from(first: i32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return true;
+/// `fcntl(2)` `F_GETFD` on an fd number read from the fd table: is it open and without
+/// close-on-exec, i.e. would a spawned program inherit it? Used by [`crate::inheritable`].
+pub(crate) fn is_inheritable(fd: i32) -> bool {
+    // SAFETY: F_GETFD only reads the flags of whatever the number holds; a number closed
+    // meanwhile (by another thread) fails with EBADF, which answers "not inheritable".
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    flags >= 0 && flags & libc::FD_CLOEXEC == 0
+}
+
+/// Tests only: takes ownership of an open fd number nobody owns (one a test saw forgotten).
+#[cfg(test)]
+pub(crate) fn own_raw_fd_for_test(fd: i32) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    assert!(fd_is_open(fd), "fd {fd} is not open");
+    // SAFETY: test code passes a number it knows is open and that no owner will close.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+}
+
+#[cfg(test)]
+fn fd_is_open(fd: i32) -> bool {
+    // SAFETY: as in `is_inheritable`: F_GETFD reads flags or fails with EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// CPU time the process `pid` has used so far, all threads: `clock_getcpuclockid(3)` then
+/// `clock_gettime(2)` on that clock. Any process may read another's; the pid must not be
+/// recycled meanwhile, which holds for an unreaped child of ours.
+pub(crate) fn process_cpu_time(pid: u32) -> io::Result<std::time::Duration> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `clock` is a valid out-pointer for the call's duration.
+    let rc = unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) };
+    if rc != 0 {
+        // Returns the error number instead of setting errno.
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&fd| fd >= first)
-        .any(|fd| {
-            // SAFETY: F_GETFD only reads the fd's flags; an fd closed meanwhile (e.g. the
-            // directory fd of this very read_dir) fails with EBADF, which we treat as "not
-            // inheritable".
-            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-            flags >= 0 && flags & libc::FD_CLOEXEC == 0
-        })
+    // SAFETY: `now` is a valid out-pointer for the call's duration.
+    if unsafe { libc::clock_gettime(clock, &mut now) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(std::time::Duration::new(
+        now.tv_sec as u64,
+        now.tv_nsec as u32,
+    ))
 }
 
 /// `prctl(2)` `PR_SET_PDEATHSIG`: deliver `signal` to us when the thread that forked us exits.
@@ -372,4 +398,60 @@ pub(crate) fn process_mrelease(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub(crate) fn process_mrelease(_pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn cpu_time_of_a_process_grows_while_it_computes() {
+        let me = std::process::id();
+        let before = process_cpu_time(me).unwrap();
+        let give_up = Instant::now() + Duration::from_secs(10);
+        let mut x = 0u64;
+        let mut now = before;
+        while now < before + Duration::from_millis(10) && Instant::now() < give_up {
+            for _ in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            now = process_cpu_time(me).unwrap();
+        }
+        assert!(
+            now >= before + Duration::from_millis(10),
+            "10 s of spinning did not show on our CPU clock: {before:?} -> {now:?}"
+        );
+    }
+
+    #[test]
+    fn cpu_time_of_a_busy_child_is_readable_and_grows() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let first = process_cpu_time(child.id());
+        let give_up = Instant::now() + Duration::from_secs(10);
+        let mut last = first.as_ref().ok().copied();
+        while last.is_some_and(|t| t < Duration::from_millis(20)) && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+            last = process_cpu_time(child.id()).ok();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let first = first.unwrap();
+        let last = last.expect("reading the child's CPU clock failed");
+        assert!(last >= Duration::from_millis(20), "{first:?} -> {last:?}");
+    }
+
+    #[test]
+    fn cpu_time_of_no_process_is_an_error() {
+        // Pid numbers above pid_max (at most 2^22) never name a process.
+        let err = process_cpu_time((1 << 22) + 1).unwrap_err();
+        assert!(
+            matches!(err.raw_os_error(), Some(libc::ESRCH) | Some(libc::EINVAL)),
+            "{err}"
+        );
+    }
 }
