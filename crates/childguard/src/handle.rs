@@ -173,6 +173,11 @@ impl Builder {
                 ),
             ));
         }
+        let activating = matches!(self.socket, SocketMode::Activation { .. });
+        // A pre_exec hook forces std onto fork() (2-3x slower than posix_spawn): install it only
+        // when it has work to do. Asked before this spawn creates its own (close-on-exec) fds,
+        // which the check would only have to read past. See `inheritable` for the race left.
+        let sweep = self.exit_with_parent || activating || crate::inheritable::any_from(3);
         let socket = self
             .connect_stdio()
             .map_err(|e| fail(ErrorKind::Socket, e))?;
@@ -196,12 +201,7 @@ impl Builder {
             .then(|| (self.death_signal, std::process::id()));
         // With activation fd 3 is the listener; everything above stays ours.
         let first_private_fd = if activation_exec.is_some() { 4 } else { 3 };
-        // A pre_exec hook forces std onto fork() (2-3x slower than posix_spawn): install it only
-        // when it has work to do. See `inheritable` for the race this leaves.
-        if death_signal.is_some()
-            || activation_exec.is_some()
-            || crate::inheritable::any_from(first_private_fd)
-        {
+        if sweep {
             if activation_exec.is_none() {
                 crate::exec_check::refuse_unknown_format(&self.command)
                     .map_err(|e| fail(ErrorKind::Spawn, e))?;
