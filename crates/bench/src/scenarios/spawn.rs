@@ -11,10 +11,10 @@
 //!   Baseline: the same socketpair + `tokio::process::Command::spawn()` + `kill().await` (which
 //!   sends `SIGKILL` and waits), on the same runtime.
 //!
-//! - Diagnostic row: ours, blocking, against std with a no-op `pre_exec` hook. childguard
-//!   installs a `pre_exec` hook on every spawn (the `close_range` fd sweep, `PR_SET_PDEATHSIG`),
-//!   and any such hook makes std `fork()` instead of `posix_spawn` (`clone3(CLONE_VM |
-//!   CLONE_VFORK)`); this row isolates what childguard adds on top of that.
+//! - Diagnostic rows: ours, blocking, against std with a no-op `pre_exec` hook (any hook makes
+//!   std `fork()` instead of `posix_spawn`'s `clone3(CLONE_VM | CLONE_VFORK)`; childguard
+//!   installs one only when it must: an inheritable fd to sweep, `exit_with_parent`, socket
+//!   activation), and ours vs std while one inheritable fd is open (ours then sweeps, via fork).
 //!
 //! The five are interleaved within each repetition, the order rotating, so drift hits all.
 //! Rows report the median time per spawn + close, in µs; `ratio` = ours / baseline.
@@ -99,7 +99,8 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
             ours: ours_sync,
             baseline: forked,
             baseline_name: "diagnostic: std::process spawn + kill + wait with a no-op pre_exec \
-                            hook (fork instead of posix_spawn, as ours)"
+                            hook (fork instead of posix_spawn: what a spawn that needs a hook \
+                            pays)"
                 .into(),
             unit: "us",
         },
