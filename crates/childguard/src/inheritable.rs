@@ -2,7 +2,7 @@
 //! `posix_spawn` (no `pre_exec` hook, so no `fork`) when there is nothing to sweep.
 //!
 //! Linux: lists the fd table from `/proc/self/fd` and asks `fcntl(2)` `F_GETFD` of every entry
-//! from `first` up. A table of more than [`LISTING_LIMIT`](linux) open fds is instead probed
+//! from `first` up. A table of more than `LISTING_LIMIT` (256) open fds is instead probed
 //! slot by slot up to its size (`FDSize` in `/proc/self/status`): the listing costs ~0.6 µs an
 //! entry, a probe ~0.15 µs a slot, and a program with thousands of children holds thousands of
 //! pidfds and sockets. Opening that directory is half the cost of the check (a path walk through
