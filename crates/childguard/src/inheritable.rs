@@ -8,8 +8,8 @@
 //! pidfds and sockets. Opening that directory is half the cost of the check (a path walk through
 //! the `/proc/self` symlink and a pid lookup, ~3 µs of ~7 µs measured), so one directory handle
 //! is kept for the life of the process, close-on-exec, and repositioned (`lseek` to the first
-//! fd of interest) for each check; a lock serializes the checks, which share its file offset. Entries are read with
-//! `getdents64` into a stack buffer: nothing is allocated per entry.
+//! fd of interest) for each check; a lock serializes the checks, which share its file offset.
+//! Entries are read with `getdents64` into a stack buffer: nothing is allocated per entry.
 //!
 //! Races avoided:
 //! - `fork()` without `exec`: a handle opened before the fork lists the *parent's* table (the
