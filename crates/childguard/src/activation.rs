@@ -41,7 +41,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags};
-use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use crate::error::ErrorKind;
 use crate::process::Process;
@@ -259,19 +258,12 @@ fn make_private_dir(base: &Path) -> io::Result<SocketDir> {
     ))
 }
 
-/// `socket` (close-on-exec) + `bind` + `listen(SOMAXCONN)`.
+/// `socket` (close-on-exec) + `bind` + `listen`, through std: it sets close-on-exec on every
+/// Unix (atomically with `SOCK_CLOEXEC` where the platform has it; macOS has not).
 fn listen_on(path: &Path) -> io::Result<OwnedFd> {
-    let fd = rustix::net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )?;
-    let addr = SocketAddrUnix::new(path)?;
-    rustix::net::bind(&fd, &addr)
+    let listener = std::os::unix::net::UnixListener::bind(path)
         .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
-    rustix::net::listen(&fd, libc::SOMAXCONN)?;
-    Ok(fd)
+    Ok(OwnedFd::from(listener))
 }
 
 /// The program to exec, looked up like `execvp` does: as given if it contains a `/`, else in

@@ -77,6 +77,7 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
 
 /// `fcntl(2)` `F_GETFD` on an fd number read from the fd table: is it open and without
 /// close-on-exec, i.e. would a spawned program inherit it? Used by [`crate::inheritable`].
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn is_inheritable(fd: i32) -> bool {
     // SAFETY: F_GETFD only reads the flags of whatever the number holds; a number closed
     // meanwhile (by another thread) fails with EBADF, which answers "not inheritable".
@@ -85,7 +86,7 @@ pub(crate) fn is_inheritable(fd: i32) -> bool {
 }
 
 /// Tests only: takes ownership of an open fd number nobody owns (one a test saw forgotten).
-#[cfg(test)]
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 pub(crate) fn own_raw_fd_for_test(fd: i32) -> std::os::fd::OwnedFd {
     use std::os::fd::FromRawFd;
     assert!(fd_is_open(fd), "fd {fd} is not open");
@@ -93,7 +94,7 @@ pub(crate) fn own_raw_fd_for_test(fd: i32) -> std::os::fd::OwnedFd {
     unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 fn fd_is_open(fd: i32) -> bool {
     // SAFETY: as in `is_inheritable`: F_GETFD reads flags or fails with EBADF.
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
@@ -102,6 +103,7 @@ fn fd_is_open(fd: i32) -> bool {
 /// CPU time the process `pid` has used so far, all threads: `clock_getcpuclockid(3)` then
 /// `clock_gettime(2)` on that clock. Any process may read another's; the pid must not be
 /// recycled meanwhile, which holds for an unreaped child of ours.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn process_cpu_time(pid: u32) -> io::Result<std::time::Duration> {
     let mut clock: libc::clockid_t = 0;
     // SAFETY: `clock` is a valid out-pointer for the call's duration.
@@ -373,6 +375,13 @@ pub(crate) fn async_readable(
     registered.map_err(io::Error::from)
 }
 
+/// Elsewhere only asked on the way to `process_mrelease`, which is Linux's (macOS has no
+/// `clock_getcpuclockid`).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn process_cpu_time(_pid: u32) -> io::Result<std::time::Duration> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
 /// `process_mrelease(2)` (Linux 5.15): reap the memory of a process that was sent `SIGKILL`,
 /// in the caller's context, instead of waiting for the dying process to do it. Run next to
 /// the victim's own exit, it splits the teardown of a big address space between two CPUs.
@@ -400,7 +409,7 @@ pub(crate) fn process_mrelease(_pidfd: std::os::fd::BorrowedFd<'_>) -> io::Resul
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests {
     use std::time::{Duration, Instant};
 

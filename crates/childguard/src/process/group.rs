@@ -18,7 +18,9 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
-use rustix::process::{kill_process_group, Pid};
+use rustix::process::kill_process_group;
+#[cfg(target_os = "linux")]
+use rustix::process::Pid;
 
 use crate::signal::Signal;
 use crate::sys;
