@@ -100,18 +100,19 @@ fn fd_is_open(fd: i32) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
-/// CPU time the process `pid` has used so far, all threads: `clock_getcpuclockid(3)` then
-/// `clock_gettime(2)` on that clock. Any process may read another's; the pid must not be
-/// recycled meanwhile, which holds for an unreaped child of ours.
+/// CPU time the process `pid` has used so far, all threads: `clock_gettime(2)` on its process
+/// CPU clock. Any process may read another's; the pid must not be recycled meanwhile, which
+/// holds for an unreaped child of ours.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn process_cpu_time(pid: u32) -> io::Result<std::time::Duration> {
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: `clock` is a valid out-pointer for the call's duration.
-    let rc = unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) };
-    if rc != 0 {
-        // Returns the error number instead of setting errno.
-        return Err(io::Error::from_raw_os_error(rc));
+    // The clock id as glibc's `clock_getcpuclockid(3)` builds it — the kernel's
+    // MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) (include/linux/posix-timers_types.h) — minus
+    // the `clock_getres` glibc adds to check that the pid exists: `clock_gettime` fails alike.
+    if pid == 0 || pid > i32::MAX as u32 {
+        // Pid 0 would name the calling process.
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
+    let clock: libc::clockid_t = (!(pid as libc::clockid_t) << 3) | 2;
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -456,6 +457,10 @@ mod tests {
 
     #[test]
     fn cpu_time_of_no_process_is_an_error() {
+        assert_eq!(
+            process_cpu_time(0).unwrap_err().raw_os_error(),
+            Some(libc::EINVAL)
+        );
         // Pid numbers above pid_max (at most 2^22) never name a process.
         let err = process_cpu_time((1 << 22) + 1).unwrap_err();
         assert!(
