@@ -109,13 +109,34 @@ mod linux {
     pub(super) fn any_from(first: i32) -> io::Result<bool> {
         let mut kept = FD_DIR.lock().unwrap_or_else(PoisonError::into_inner);
         let (dir, open_fds) = usable(&mut kept)?;
-        if open_fds.is_some_and(|n| n > LISTING_LIMIT) {
+        let first = first.max(0);
+        let Some(open_fds) = open_fds else {
+            return any_listed_from(dir, first); // kernel < 6.2: no count, list everything
+        };
+        if open_fds > LISTING_LIMIT {
             return Ok(any_in_slots(first, table_slots()?));
         }
+        // Fds are handed out lowest first, so most of a table is one dense run from fd 0, about
+        // as long as the count of open fds. Ask `fcntl` about every slot of that run, and list
+        // only what lies above it (an inherited fd 251, say). Every number below `dense_end`
+        // is asked, every open fd from `dense_end` up is listed: nothing relies on the count
+        // being exact, which another thread may change at any moment.
+        let dense_end = (open_fds as i32 + DENSE_SLACK).clamp(first, first + LISTING_LIMIT as i32);
+        if any_in_slots(first, dense_end) {
+            return Ok(true);
+        }
+        any_listed_from(dir, dense_end)
+    }
+
+    /// Slots probed past the count of open fds, for a few holes in the dense run.
+    const DENSE_SLACK: i32 = 2;
+
+    /// Lists the table from fd `from` up and asks `fcntl` about each entry.
+    fn any_listed_from(dir: &FdDir, from: i32) -> io::Result<bool> {
         // In this directory an offset is an fd number plus 2 ("." and ".." come first):
         // `proc_readfd_common` in fs/proc/fd.c resumes at fd `pos - 2`. Seeking there rewinds
-        // the kept handle and skips fds below `first` in one call.
-        fs::seek(&dir.fd, SeekFrom::Start(2 + first.max(0) as u64))?;
+        // the kept handle and skips every fd below `from` in one call.
+        fs::seek(&dir.fd, SeekFrom::Start(2 + from as u64))?;
         let mut buf = [MaybeUninit::<u8>::uninit(); 2048];
         let mut entries = RawDir::new(&dir.fd, &mut buf);
         while let Some(entry) = entries.next() {
@@ -123,7 +144,7 @@ mod linux {
                 continue; // "." and "..", had the seek not skipped them
             };
             // Our own handle is listed too; it is close-on-exec, so it never counts.
-            if fd >= first && sys::is_inheritable(fd) {
+            if fd >= from && sys::is_inheritable(fd) {
                 return Ok(true);
             }
         }
@@ -215,6 +236,68 @@ mod linux {
             rustix::io::fcntl_setfd(&dup, rustix::io::FdFlags::CLOEXEC).unwrap();
             assert_eq!(any_from(raw).unwrap(), oracle(raw));
             assert_eq!(any_from(3).unwrap(), oracle(3));
+        }
+
+        /// Marks the fds this test process inherited without close-on-exec (from whatever ran
+        /// it) close-on-exec for as long as it lives, so a test controls every inheritable fd.
+        struct StraysMarked(Vec<OwnedFd>);
+
+        impl StraysMarked {
+            fn new() -> StraysMarked {
+                let strays = std::fs::read_dir("/proc/self/fd")
+                    .unwrap()
+                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                    .filter(|&n| n >= 3 && sys::is_inheritable(n))
+                    .map(sys::own_raw_fd_for_test)
+                    .collect::<Vec<_>>();
+                for fd in &strays {
+                    rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC).unwrap();
+                }
+                StraysMarked(strays)
+            }
+        }
+
+        impl Drop for StraysMarked {
+            fn drop(&mut self) {
+                for fd in self.0.drain(..) {
+                    let _ = rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::empty());
+                    let _ = fd.into_raw_fd(); // not ours to close
+                }
+            }
+        }
+
+        #[test]
+        fn an_inheritable_fd_is_seen_in_the_dense_run_and_above_it() {
+            let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+            let _strays = StraysMarked::new();
+            assert!(!oracle(3), "precondition: no inheritable fd left");
+            assert!(!any_from(3).unwrap());
+            let null = std::fs::File::open("/dev/null").unwrap();
+            // In the dense run (the lowest free number): only the slot probe can find it.
+            let low = rustix::io::dup(&null).unwrap(); // dup(2): no close-on-exec
+            let low_raw = low.as_raw_fd();
+            {
+                let mut kept = FD_DIR.lock().unwrap_or_else(PoisonError::into_inner);
+                let (_, open_fds) = usable(&mut kept).unwrap();
+                let open_fds = open_fds.expect("precondition: Linux >= 6.2 counts open fds");
+                assert!(
+                    low_raw < open_fds as i32 + DENSE_SLACK,
+                    "precondition: fd {low_raw} in the dense run ({open_fds} open)"
+                );
+            }
+            assert!(any_from(3).unwrap(), "probed fd {low_raw} not seen");
+            rustix::io::fcntl_setfd(&low, rustix::io::FdFlags::CLOEXEC).unwrap();
+            assert!(!any_from(3).unwrap());
+            // Far above the dense run: only the listing can find it.
+            let high = rustix::io::fcntl_dupfd_cloexec(&null, 700).unwrap();
+            rustix::io::fcntl_setfd(&high, rustix::io::FdFlags::empty()).unwrap();
+            assert!(
+                any_from(3).unwrap(),
+                "listed fd {} not seen",
+                high.as_raw_fd()
+            );
+            rustix::io::fcntl_setfd(&high, rustix::io::FdFlags::CLOEXEC).unwrap();
+            assert!(!any_from(3).unwrap());
         }
 
         #[test]
