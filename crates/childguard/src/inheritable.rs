@@ -1,11 +1,13 @@
 //! Would a program spawned now inherit any fd of ours? The check that lets a spawn keep std's
 //! `posix_spawn` (no `pre_exec` hook, so no `fork`) when there is nothing to sweep.
 //!
-//! Linux: lists the fd table from `/proc/self/fd` and asks `fcntl(2)` `F_GETFD` of every entry
-//! from `first` up. A table of more than `LISTING_LIMIT` (256) open fds is instead probed
-//! slot by slot up to its size (`FDSize` in `/proc/self/status`): the listing costs ~0.6 µs an
-//! entry, a probe ~0.15 µs a slot, and a program with thousands of children holds thousands of
-//! pidfds and sockets. Opening that directory is half the cost of the check (a path walk through
+//! Linux: asks `fcntl(2)` `F_GETFD` about every slot of the table's dense run (from `first` to
+//! about the number of open fds, which `fstat` of `/proc/self/fd` gives on Linux ≥ 6.2: fds are
+//! handed out lowest first), and lists `/proc/self/fd` only above it, asking `fcntl` about each
+//! entry there. A probe costs ~0.14 µs a slot, a listed entry ~0.4 µs. A table of more than
+//! `LISTING_LIMIT` (256) open fds is probed slot by slot up to its size (`FDSize` in
+//! `/proc/self/status`): a program with thousands of children holds thousands of pidfds and
+//! sockets. Opening that directory is half the cost of the check (a path walk through
 //! the `/proc/self` symlink and a pid lookup, ~3 µs of ~7 µs measured), so one directory handle
 //! is kept for the life of the process, close-on-exec, and repositioned (`lseek` to the first
 //! fd of interest) for each check; a lock serializes the checks, which share its file offset.
