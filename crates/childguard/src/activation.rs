@@ -135,7 +135,7 @@ pub(crate) fn prepare(
         None => default_base(),
     };
     check_path_fits(&base).map_err(|e| (ErrorKind::Config, e))?;
-    let program = resolve_program(command).map_err(|e| (ErrorKind::Spawn, e))?;
+    let program = crate::program::resolve(command).map_err(|e| (ErrorKind::Spawn, e))?;
     let argv = build_argv(command).map_err(|e| (ErrorKind::Config, e))?;
     let env = build_env(command, name).map_err(|e| (ErrorKind::Config, e))?;
     let dir = make_private_dir(&base).map_err(|e| (ErrorKind::Socket, e))?;
@@ -266,59 +266,11 @@ fn listen_on(path: &Path) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(listener))
 }
 
-/// The program to exec, looked up like `execvp` does: as given if it contains a `/`, else in
-/// the `PATH` the child will have (the Command's own `PATH` if it sets one).
-pub(crate) fn resolve_program(command: &Command) -> io::Result<CString> {
-    let program = command.get_program();
-    if program.as_bytes().contains(&b'/') {
-        return c_string(program.as_bytes());
-    }
-    let path = match command.get_envs().find(|(k, _)| *k == "PATH") {
-        Some((_, Some(v))) => v.to_os_string(),
-        // Removed PATH: glibc's execvp default.
-        Some((_, None)) => OsString::from("/bin:/usr/bin"),
-        None => std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/bin:/usr/bin")),
-    };
-    for dir in std::env::split_paths(&path) {
-        let dir = if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        };
-        let candidate = dir.join(program);
-        if is_executable_file(&candidate) {
-            return c_string(candidate.as_os_str().as_bytes());
-        }
-    }
-    Err(io::Error::new(
-        io::ErrorKind::NotFound,
-        format!("{} not found in PATH", program.to_string_lossy()),
-    ))
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-fn c_string(bytes: &[u8]) -> io::Result<CString> {
-    CString::new(bytes).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "{:?} contains a NUL byte",
-                String::from_utf8_lossy(bytes).replace('\0', "\\0")
-            ),
-        )
-    })
-}
-
 /// argv\[0\] is the program as given (like std), then the Command's arguments.
 fn build_argv(command: &Command) -> io::Result<Vec<CString>> {
     std::iter::once(command.get_program())
         .chain(command.get_args())
-        .map(|a| c_string(a.as_bytes()))
+        .map(|a| crate::program::c_string(a.as_bytes()))
         .collect()
 }
 
@@ -341,7 +293,7 @@ fn build_env(command: &Command, name: &str) -> io::Result<Vec<CString>> {
             let mut entry = k.into_vec();
             entry.push(b'=');
             entry.extend_from_slice(OsStr::as_bytes(&v));
-            c_string(&entry)
+            crate::program::c_string(&entry)
         })
         .collect()
 }
@@ -491,17 +443,5 @@ mod tests {
         assert!(env.contains(&"LISTEN_FDNAMES=n".to_string()));
         assert!(!env.iter().any(|e| e.starts_with("HOME=")));
         assert_eq!(env.iter().filter(|e| e.starts_with("LISTEN_")).count(), 2);
-    }
-
-    #[test]
-    fn program_resolution() {
-        let sh = resolve_program(&Command::new("sh")).unwrap();
-        assert!(sh.to_bytes().ends_with(b"/sh"));
-        let mut cmd = Command::new("sh");
-        cmd.env("PATH", "/nonexistent");
-        assert_eq!(
-            resolve_program(&cmd).unwrap_err().kind(),
-            io::ErrorKind::NotFound
-        );
     }
 }

@@ -17,7 +17,7 @@ use std::process::Command;
 /// `Err(ENOEXEC)` if the program `command` would run is a regular file the kernel cannot
 /// execute. Anything unclear (not found, unreadable) is left for the exec to report.
 pub(crate) fn refuse_unknown_format(command: &Command) -> io::Result<()> {
-    let Ok(resolved) = crate::activation::resolve_program(command) else {
+    let Ok(resolved) = crate::program::resolve(command) else {
         return Ok(());
     };
     let mut path = PathBuf::from(OsStr::from_bytes(resolved.as_bytes()));

@@ -32,6 +32,7 @@ mod handle;
 mod inheritable;
 mod ladder;
 mod process;
+mod program;
 pub mod reaper;
 mod report;
 mod signal;

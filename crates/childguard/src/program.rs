@@ -1,0 +1,71 @@
+//! The program a `Command` runs, found as `execvp` would find it. Socket activation execs it
+//! itself (`activation.rs`), and a hooked fork looks at its first bytes first (`exec_check.rs`).
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The program to exec, looked up like `execvp` does: as given if it contains a `/`, else in
+/// the `PATH` the child will have (the Command's own `PATH` if it sets one).
+pub(crate) fn resolve(command: &Command) -> io::Result<CString> {
+    let program = command.get_program();
+    if program.as_bytes().contains(&b'/') {
+        return c_string(program.as_bytes());
+    }
+    let path = match command.get_envs().find(|(k, _)| *k == "PATH") {
+        Some((_, Some(v))) => v.to_os_string(),
+        // Removed PATH: glibc's execvp default.
+        Some((_, None)) => OsString::from("/bin:/usr/bin"),
+        None => std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/bin:/usr/bin")),
+    };
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(program);
+        if is_executable_file(&candidate) {
+            return c_string(candidate.as_os_str().as_bytes());
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} not found in PATH", program.to_string_lossy()),
+    ))
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+pub(crate) fn c_string(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{:?} contains a NUL byte",
+                String::from_utf8_lossy(bytes).replace('\0', "\\0")
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn program_resolution() {
+        let sh = resolve(&Command::new("sh")).unwrap();
+        assert!(sh.to_bytes().ends_with(b"/sh"));
+        let mut cmd = Command::new("sh");
+        cmd.env("PATH", "/nonexistent");
+        assert_eq!(resolve(&cmd).unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+}
