@@ -14,7 +14,8 @@
 //! - Diagnostic rows: ours, blocking, against std with a no-op `pre_exec` hook (any hook makes
 //!   std `fork()` instead of `posix_spawn`'s `clone3(CLONE_VM | CLONE_VFORK)`; childguard
 //!   installs one only when it must: an inheritable fd to sweep, `exit_with_parent`, socket
-//!   activation), and ours vs std while one inheritable fd is open (ours then sweeps, via fork).
+//!   activation), ours vs std while one inheritable fd is open (ours then sweeps, via fork), and
+//!   ours vs std with both pinned to one CPU (what we add, with no second CPU to hide it).
 //!
 //! The four main sides are interleaved within each repetition, in a fresh random order each
 //! time, so drift hits all and no side always follows the same other side. The two diagnostic rows run afterwards, each in its own phase of ours and its
@@ -80,6 +81,7 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     let (ours_forked, forked) =
         paired(reps.div_ceil(2), &|| ours_sync(&ladder), &|| std_once(true))?;
     let (ours_leaky, std_leaky) = with_leaky_fd(reps.div_ceil(2), &ladder)?;
+    let (ours_one_cpu, std_one_cpu) = on_one_cpu(reps.div_ceil(2), &ladder)?;
     Ok(vec![
         Row {
             scenario: "spawn",
@@ -121,7 +123,31 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
                 .into(),
             unit: "us",
         },
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_one_cpu_us",
+            ours: ours_one_cpu,
+            baseline: std_one_cpu,
+            baseline_name: "diagnostic: std::process spawn + kill + wait, this process and its \
+                            children pinned to one CPU (nothing of ours overlaps the child's exec)"
+                .into(),
+            unit: "us",
+        },
     ])
+}
+
+/// Ours vs std with this thread (and so every child it spawns) pinned to the CPU it is on.
+/// With two CPUs free, the scheduler often starts the child on the other one, where its exec
+/// overlaps what we do after the spawn; on one CPU every µs we add shows.
+fn on_one_cpu(reps: usize, ladder: &Ladder) -> Result<(f64, f64)> {
+    use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
+    let all = sched_getaffinity(None)?;
+    let mut one = CpuSet::new();
+    one.set(sched_getcpu());
+    sched_setaffinity(None, &one)?;
+    let medians = paired(reps, &|| ours_sync(ladder), &|| std_once(false));
+    sched_setaffinity(None, &all)?;
+    medians
 }
 
 /// Ours vs std while this process holds one fd without close-on-exec.
