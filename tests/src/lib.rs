@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use childguard::{ChildHandle, Ladder, SocketMode};
+use childguard::{ChildHandle, Ending, Ladder, Signal, SocketMode};
 
 /// A binary built from this package (`cg-slowserver`, `cg-supervisor`), next to the test
 /// executable's `deps/` directory.
@@ -172,4 +172,10 @@ pub fn our_children() -> Vec<u32> {
 pub fn pidfd(pid: u32) -> std::os::fd::OwnedFd {
     let raw = rustix::process::Pid::from_raw(pid as i32).expect("pid > 0");
     rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()).expect("pidfd_open")
+}
+
+/// The ending "rung `index` (sending `signal`) ended it", for comparing with
+/// `CloseReport::ended_by`.
+pub fn rung(index: usize, signal: Signal) -> Ending {
+    Ending::Rung { index, signal }
 }

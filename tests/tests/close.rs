@@ -35,14 +35,7 @@ fn ignores_hup_then_term_ends_it() {
         false,
     );
     let report = handle.close().unwrap();
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 1,
-            signal: Signal::TERM
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(1, Signal::TERM), "{report}");
     assert_eq!(term_signal(&report), Some(libc::SIGTERM));
     let sent: Vec<Signal> = report.signals.iter().map(|s| s.signal).collect();
     assert_eq!(sent, [Signal::HUP, Signal::TERM]);
@@ -63,14 +56,7 @@ fn ignores_hup_and_term_kill_ends_it() {
         false,
     );
     let report = handle.close().unwrap();
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 2,
-            signal: Signal::KILL
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(2, Signal::KILL), "{report}");
     assert_eq!(term_signal(&report), Some(libc::SIGKILL));
     assert_eq!(report.signals.len(), 3);
     assert!(!report.outlived_ladder);
@@ -87,14 +73,7 @@ fn stopped_server_ends_at_first_rung() {
     );
     let report = handle.close().unwrap();
     // HUP alone would stay pending in a stopped process; the SIGCONT after it lets it act.
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 0,
-            signal: Signal::HUP
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(0, Signal::HUP), "{report}");
     assert_eq!(term_signal(&report), Some(libc::SIGHUP));
     assert!(report.total < Duration::from_secs(1), "{report}");
 }
@@ -219,14 +198,7 @@ fn kill_with_grace_returns_none_while_alive() {
     assert!(is_alive(ready.pid));
     assert_eq!(handle.try_wait().unwrap(), None);
     let report = handle.close().unwrap();
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 0,
-            signal: Signal::KILL
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(0, Signal::KILL), "{report}");
 }
 
 #[test]
@@ -325,13 +297,7 @@ fn spawned_from_exiting_thread_with_exit_with_parent_lives_on() {
         "PDEATHSIG fired when the spawning thread exited"
     );
     let report = handle.close().unwrap();
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 0,
-            signal: Signal::KILL
-        }
-    );
+    assert_eq!(report.ended_by, rung(0, Signal::KILL));
 }
 
 fn supervisor_killed_child_is_gone(extra: &[&str]) {
@@ -388,14 +354,7 @@ fn portable_mechanism_climbs_the_same_ladder() {
         .unwrap();
     let ready = read_ready(&handle);
     let report = handle.close().unwrap();
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 1,
-            signal: Signal::TERM
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(1, Signal::TERM), "{report}");
     assert!(
         report.total < Duration::from_secs(1),
         "SIGCHLD did not wake the wait: {report}"
@@ -409,14 +368,7 @@ fn delayed_read_in_flight_closes_fast() {
     handle.socket().unwrap().write_all(b"READ 1\n").unwrap();
     std::thread::sleep(Duration::from_millis(20));
     let report = handle.close().unwrap();
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 0,
-            signal: Signal::HUP
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(0, Signal::HUP), "{report}");
     assert!(report.total < Duration::from_millis(500), "{report}");
     assert_eq!(proc_state(ready.pid), None);
 }
@@ -470,14 +422,7 @@ fn kill_rung_releases_memory_of_a_big_child() {
         false,
     );
     let report = handle.close().unwrap();
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 0,
-            signal: Signal::KILL
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(0, Signal::KILL), "{report}");
     match &report.memory_release {
         Some(childguard::MemoryRelease::Released { .. }) => {}
         other => panic!(

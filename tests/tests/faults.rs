@@ -305,18 +305,12 @@ fn server_closes_socket_but_stays_alive() {
         (
             "exec 0<&- 1>&-; exec sleep 30",
             "HUP:1s,KILL:1s",
-            Ending::Rung {
-                index: 0,
-                signal: Signal::HUP,
-            },
+            rung(0, Signal::HUP),
         ),
         (
             "trap '' HUP; exec 0<&- 1>&-; exec sleep 30",
             "HUP:50ms,TERM:1s,KILL:1s",
-            Ending::Rung {
-                index: 1,
-                signal: Signal::TERM,
-            },
+            rung(1, Signal::TERM),
         ),
     ] {
         let mut cmd = Command::new("sh");
@@ -440,14 +434,7 @@ fn stopped_mid_ladder(ladder: &str) -> CloseReport {
 fn stopped_mid_ladder_kill_still_ends_it() {
     let _serial = serial();
     let report = stopped_mid_ladder("HUP:300ms,KILL:1s");
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 1,
-            signal: Signal::KILL
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
     assert_eq!(report.status.and_then(|s| s.signal()), Some(libc::SIGKILL));
     assert!(
         report.signals[1].at >= Duration::from_millis(300),
@@ -463,14 +450,7 @@ fn stopped_mid_ladder_kill_still_ends_it() {
 fn stopped_mid_ladder_catchable_rung_gets_through() {
     let _serial = serial();
     let report = stopped_mid_ladder("HUP:300ms,TERM:2s,KILL:1s");
-    assert_eq!(
-        report.ended_by,
-        Ending::Rung {
-            index: 1,
-            signal: Signal::TERM
-        },
-        "{report}"
-    );
+    assert_eq!(report.ended_by, rung(1, Signal::TERM), "{report}");
     assert_eq!(report.status.and_then(|s| s.signal()), Some(libc::SIGTERM));
     assert!(report.total < Duration::from_millis(800), "{report}");
     eprintln!("{report}");

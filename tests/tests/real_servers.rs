@@ -138,10 +138,6 @@ fn nbd_over(handle: &ChildHandle) -> Nbd<&UnixStream> {
     Nbd::handshake(socket, "").expect("NBD handshake")
 }
 
-fn rung(index: usize, signal: Signal) -> Ending {
-    Ending::Rung { index, signal }
-}
-
 #[test]
 fn nbdkit_stdio_read_in_flight_closes_fast() {
     require!("nbdkit_stdio_read_in_flight_closes_fast", "nbdkit");

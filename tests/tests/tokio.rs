@@ -129,14 +129,7 @@ fn close_async_on_both_flavours_reports_like_sync_close() {
     for portable in [false, true] {
         let (handle, _) = spawn_with(STUBBORN, "HUP:100ms,TERM:2s", portable);
         let sync = handle.close().unwrap();
-        assert_eq!(
-            sync.ended_by,
-            Ending::Rung {
-                index: 1,
-                signal: Signal::TERM
-            },
-            "{sync}"
-        );
+        assert_eq!(sync.ended_by, rung(1, Signal::TERM), "{sync}");
         for multi in [false, true] {
             let (handle, ready) = spawn_with(STUBBORN, "HUP:100ms,TERM:2s", portable);
             let report = runtime(multi)
@@ -310,14 +303,7 @@ fn own_sigchld_handlers_keep_working_alongside() {
             flag.store(false, Ordering::SeqCst);
             let (handle, _) = spawn_with(STUBBORN, "HUP:100ms,TERM:2s", portable);
             let report = handle.close_async().await.unwrap();
-            assert_eq!(
-                report.ended_by,
-                Ending::Rung {
-                    index: 1,
-                    signal: Signal::TERM
-                },
-                "{report}"
-            );
+            assert_eq!(report.ended_by, rung(1, Signal::TERM), "{report}");
             assert!(
                 report.total < Duration::from_secs(1),
                 "portable={portable}: our wake-up was lost: {report}"
