@@ -135,12 +135,17 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// one this function reads through, and the one childguard keeps for the life of the process
 /// (opened by the first spawn, close-on-exec; see `inheritable.rs`). Every other fd counts.
 pub fn fd_count() -> usize {
-    let own_table = PathBuf::from(format!("/proc/{}/fd", std::process::id()));
     std::fs::read_dir("/proc/self/fd")
         .expect("/proc/self/fd")
-        .filter_map(|e| e.ok())
-        .filter(|e| std::fs::read_link(e.path()).ok().as_ref() != Some(&own_table))
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&fd| !is_own_fd_table(fd))
         .count()
+}
+
+/// Whether our fd `fd` is a handle on this process's own `/proc/self/fd` directory.
+pub fn is_own_fd_table(fd: i32) -> bool {
+    let own_table = PathBuf::from(format!("/proc/{}/fd", std::process::id()));
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).ok() == Some(own_table)
 }
 
 /// SIGKILLs a pid we know is ours (test cleanup of deliberately leaked processes).

@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, CloseReport, Error, Ladder, Reap, Signal, SocketMode};
-use childguard_tests::{our_children, read_ready, slowserver};
+use childguard_tests::{is_own_fd_table, our_children, read_ready, slowserver};
 use rustix::process::{Resource, Rlimit, WaitOptions};
 
 fn main() {
@@ -147,12 +147,9 @@ fn fds() -> Vec<i32> {
 /// life of the process appears at the first spawn that can open it (under a tight limit, a
 /// later one: until then spawns sweep instead), and is not a leak.
 fn without_kept_table_handle(fds: &[i32]) -> Vec<i32> {
-    let own_table = std::path::PathBuf::from(format!("/proc/{}/fd", std::process::id()));
     fds.iter()
         .copied()
-        .filter(|fd| {
-            std::fs::read_link(format!("/proc/self/fd/{fd}")).ok() != Some(own_table.clone())
-        })
+        .filter(|&fd| !is_own_fd_table(fd))
         .collect()
 }
 
