@@ -123,7 +123,7 @@ mod linux {
         // only what lies above it (an inherited fd 251, say). Every number below `dense_end`
         // is asked, every open fd from `dense_end` up is listed: nothing relies on the count
         // being exact, which another thread may change at any moment.
-        let dense_end = (open_fds as i32 + DENSE_SLACK).clamp(first, first + LISTING_LIMIT as i32);
+        let dense_end = (open_fds as i32 + DENSE_SLACK).max(first);
         if any_in_slots(first, dense_end) {
             return Ok(true);
         }
@@ -185,7 +185,7 @@ mod linux {
 
     /// Asks `fcntl` about every fd number in `first..slots`.
     fn any_in_slots(first: i32, slots: i32) -> bool {
-        (first.max(0)..slots).any(sys::is_inheritable)
+        (first..slots).any(sys::is_inheritable)
     }
 
     /// The fd number a `/proc/self/fd` entry names, or `None` for anything else.

@@ -75,29 +75,30 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
     }
 }
 
-/// `fcntl(2)` `F_GETFD` on an fd number read from the fd table: is it open and without
-/// close-on-exec, i.e. would a spawned program inherit it? Used by [`crate::inheritable`].
+/// `fcntl(2)` `F_GETFD` on an fd number read from the fd table: its flags, or `None` if the
+/// number is not open.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn fd_flags(fd: i32) -> Option<libc::c_int> {
+    // SAFETY: F_GETFD only reads the flags of whatever the number holds; a number that is not
+    // open (or was closed meanwhile by another thread) fails with EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    (flags >= 0).then_some(flags)
+}
+
+/// Whether fd `fd` is open and without close-on-exec, i.e. a spawned program would inherit
+/// it. Used by [`crate::inheritable`].
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn is_inheritable(fd: i32) -> bool {
-    // SAFETY: F_GETFD only reads the flags of whatever the number holds; a number closed
-    // meanwhile (by another thread) fails with EBADF, which answers "not inheritable".
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    flags >= 0 && flags & libc::FD_CLOEXEC == 0
+    fd_flags(fd).is_some_and(|flags| flags & libc::FD_CLOEXEC == 0)
 }
 
 /// Tests only: takes ownership of an open fd number nobody owns (one a test saw forgotten).
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 pub(crate) fn own_raw_fd_for_test(fd: i32) -> std::os::fd::OwnedFd {
     use std::os::fd::FromRawFd;
-    assert!(fd_is_open(fd), "fd {fd} is not open");
+    assert!(fd_flags(fd).is_some(), "fd {fd} is not open");
     // SAFETY: test code passes a number it knows is open and that no owner will close.
     unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
-}
-
-#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-fn fd_is_open(fd: i32) -> bool {
-    // SAFETY: as in `is_inheritable`: F_GETFD reads flags or fails with EBADF.
-    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
 /// CPU time the process `pid` has used so far, all threads: `clock_gettime(2)` on its process
@@ -125,6 +126,13 @@ pub(crate) fn process_cpu_time(pid: u32) -> io::Result<std::time::Duration> {
         now.tv_sec as u64,
         now.tv_nsec as u32,
     ))
+}
+
+/// Elsewhere only asked on the way to `process_mrelease`, which is Linux's (macOS has no
+/// `clock_getcpuclockid`).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn process_cpu_time(_pid: u32) -> io::Result<std::time::Duration> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// `prctl(2)` `PR_SET_PDEATHSIG`: deliver `signal` to us when the thread that forked us exits.
@@ -374,13 +382,6 @@ pub(crate) fn async_readable(
     let registered =
         unsafe { AsyncFd::register_with_interest(fd, ::tokio::io::Interest::READABLE) };
     registered.map_err(io::Error::from)
-}
-
-/// Elsewhere only asked on the way to `process_mrelease`, which is Linux's (macOS has no
-/// `clock_getcpuclockid`).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) fn process_cpu_time(_pid: u32) -> io::Result<std::time::Duration> {
-    Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// `process_mrelease(2)` (Linux 5.15): reap the memory of a process that was sent `SIGKILL`,
