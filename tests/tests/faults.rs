@@ -110,13 +110,19 @@ fn scratch_file(name: &str, content: &[u8], mode: u32) -> std::path::PathBuf {
 // ---------------------------------------------------------------------------------------------
 
 /// RLIMIT_NOFILE lowered to leave k = 0..=8 free fds (in the driver): each stage that needs an
-/// fd fails with its own clear error, and no attempt leaks an fd or a child.
+/// fd fails with its own clear error, and no attempt leaks an fd or a child. Run on both spawn
+/// paths: `plain` may take posix_spawn (no fd of its own, so it goes straight from the socket
+/// stage to success) or fork (when the environment left inheritable fds to sweep); `hooked`
+/// always forks, so its exec-error pipe must show up as a `Spawn` stage between the two.
 #[test]
 fn emfile_at_spawn_is_a_clear_error_and_leaks_nothing() {
     let _serial = serial();
     let out = driver("emfile");
-    let mut kinds = Vec::new();
+    let mut kinds: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for line in out.lines() {
+        let Some(path) = value(line, "path") else {
+            continue;
+        };
         if line.starts_with("FDS ") {
             assert_eq!(
                 value(line, "before"),
@@ -130,19 +136,44 @@ fn emfile_at_spawn_is_a_clear_error_and_leaks_nothing() {
                 line.contains("cg-slowserver`: Too many open files"),
                 "error does not name the program and the cause: {line}"
             );
-            kinds.push(value(line, "kind").unwrap().to_string());
+            let kind = value(line, "kind").unwrap().to_string();
+            kinds.entry(path.to_string()).or_default().push(kind);
         } else if line.starts_with("SPAWNED ") {
             assert_eq!(value(line, "status"), Some("Some(0)"), "{line}");
-            kinds.push("ok".into());
+            kinds.entry(path.to_string()).or_default().push("ok".into());
         }
     }
-    // Tighter limits fail earlier; the socket first, then the fork/exec pipe; then it works.
-    assert_eq!(kinds.len(), 9, "{out}");
-    let first_ok = kinds.iter().position(|k| k == "ok").expect("never spawned");
-    assert!(kinds[first_ok..].iter().all(|k| k == "ok"), "{kinds:?}");
-    assert_eq!(kinds[0], "Socket", "{kinds:?}");
-    assert!(kinds.contains(&"Spawn".to_string()), "{kinds:?}");
-    eprintln!("EMFILE by free fds 0..=8: {kinds:?}");
+    assert_eq!(
+        kinds.keys().collect::<Vec<_>>(),
+        ["hooked", "plain"],
+        "{out}"
+    );
+    // Tighter limits fail earlier: the socket first, then (forking) the exec pipe; then it works.
+    for (path, kinds) in &kinds {
+        assert_eq!(kinds.len(), 9, "{path}: {out}");
+        let first_ok = kinds.iter().position(|k| k == "ok");
+        let first_ok = first_ok.unwrap_or_else(|| panic!("{path}: never spawned: {kinds:?}"));
+        assert!(
+            kinds[first_ok..].iter().all(|k| k == "ok"),
+            "{path}: {kinds:?}"
+        );
+        assert_eq!(kinds[0], "Socket", "{path}: {kinds:?}");
+        let stages = ["Socket", "Spawn", "ok"];
+        assert!(
+            kinds.iter().all(|k| stages.contains(&k.as_str())),
+            "{path}: {kinds:?}"
+        );
+        assert!(
+            kinds.is_sorted_by_key(|k| stages.iter().position(|s| s == k)),
+            "{path}: {kinds:?}"
+        );
+        eprintln!("EMFILE {path} by free fds 0..=8: {kinds:?}");
+    }
+    assert!(
+        kinds["hooked"].iter().any(|k| k == "Spawn"),
+        "the forking path needs its exec-error pipe; no Spawn stage: {:?}",
+        kinds["hooked"]
+    );
 }
 
 #[test]

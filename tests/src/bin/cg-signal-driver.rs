@@ -7,7 +7,8 @@
 //! - `strangers`: a mix of handles (pidfd and portable, with and without a process group)
 //!   closed, dropped, killed (also from other threads), background-reaped, stolen by
 //!   `waitpid(-1)`, then drained. Used by `tests/no_stranger.rs` under strace.
-//! - `emfile`: spawns under `RLIMIT_NOFILE` = open fds + k, for k = 0..=8.
+//! - `emfile`: spawns under `RLIMIT_NOFILE` = open fds + k, for k = 0..=8, on the plain and
+//!   the hooked (pre_exec, so fork) spawn path.
 //! - `sigchld-ignored`: spawns with `SIGCHLD` = `SIG_IGN`, then sets it after a spawn.
 //! - `steal`: a `waitpid(-1)` reaps our child before the close, and during the ladder.
 //!
@@ -331,7 +332,25 @@ fn strangers() {
 }
 
 /// Spawns under `RLIMIT_NOFILE` = (open fds) + k.
+/// Both spawn paths: `plain` (std may use posix_spawn, which needs no fd of its own, unless
+/// this process inherited fds the sweep has to close) and `hooked` (`exit_with_parent` installs
+/// a pre_exec hook, so std forks and needs its exec-error pipe: a stage of its own).
 fn emfile() {
+    for (path, opts) in [
+        ("plain", Opts::default()),
+        (
+            "hooked",
+            Opts {
+                exit_with_parent: true,
+                ..Opts::default()
+            },
+        ),
+    ] {
+        emfile_series(path, opts);
+    }
+}
+
+fn emfile_series(path: &str, opts: Opts) {
     let original = rustix::process::getrlimit(Resource::Nofile);
     for k in 0..=8u64 {
         let before = fds();
@@ -344,28 +363,28 @@ fn emfile() {
             },
         )
         .expect("lowering RLIMIT_NOFILE");
-        let spawned = build(slowserver(&[]), "EOF:2s,KILL:1s", Opts::default());
+        let spawned = build(slowserver(&[]), "EOF:2s,KILL:1s", opts);
         rustix::process::setrlimit(Resource::Nofile, original).expect("restoring RLIMIT_NOFILE");
         match spawned {
             Ok(h) => {
                 let pid = h.id().expect("pid");
                 match h.close() {
                     Ok(r) => println!(
-                        "SPAWNED k={k} pid={pid} status={:?}",
+                        "SPAWNED path={path} k={k} pid={pid} status={:?}",
                         r.status.map(|s| s.into_raw())
                     ),
-                    Err(e) => println!("SPAWNED k={k} pid={pid} close-error={e}"),
+                    Err(e) => println!("SPAWNED path={path} k={k} pid={pid} close-error={e}"),
                 }
             }
             Err(e) => println!(
-                "FAILED k={k} kind={:?} errno={:?} msg={e}",
+                "FAILED path={path} k={k} kind={:?} errno={:?} msg={e}",
                 e.kind(),
                 e.raw_os_error()
             ),
         }
         let after = fds();
         println!(
-            "FDS k={k} limit={limit} before={} after={} children={}",
+            "FDS path={path} k={k} limit={limit} before={} after={} children={}",
             without_kept_table_handle(&before).len(),
             without_kept_table_handle(&after).len(),
             our_children().len()
