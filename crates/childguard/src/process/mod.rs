@@ -6,9 +6,10 @@
 //! - [`sigchld`] (other Unix, or a kernel without pidfd): `kill` + `waitid(P_PID)` woken by a
 //!   process-wide `SIGCHLD` notifier built on signal-hook.
 //!
-//! In both, the child is first observed with `WNOWAIT`, so it stays a zombie (and its pid and
-//! process-group id stay ours) until [`Process::reap`]. That is what makes signalling the group
-//! after the leader exited safe; see [`group`].
+//! In both, a group leader is first observed with `WNOWAIT`, so it stays a zombie (and its pid
+//! and process-group id stay ours) until [`Process::reap`]. That is what makes signalling the
+//! group after the leader exited safe; see [`group`]. A child that leads no group is reaped by
+//! the `waitid` that first sees it exited: after that we never use its pid again.
 
 pub(crate) mod group;
 #[cfg(target_os = "linux")]
@@ -26,7 +27,7 @@ use crate::signal::Signal;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Life {
     Running,
-    /// Exited (a zombie we have not reaped), with its status.
+    /// Exited (a group leader we keep a zombie until [`Process::reap`]), with its status.
     Exited(ExitStatus),
     /// Reaped by us: the pid is free again and must never be signalled.
     Reaped(ExitStatus),
@@ -152,19 +153,30 @@ impl Process {
         }
     }
 
-    /// Non-blocking: has the leader exited? Leaves it a zombie (`WNOWAIT`).
+    /// Non-blocking: has the leader exited? A group leader is left a zombie (`WNOWAIT`), so
+    /// that its group id stays ours while we may still signal the group; a child that leads no
+    /// group is reaped by the same `waitid` that sees it exited, as `try_wait` would: nothing
+    /// uses its pid after that, and a close makes one system call fewer.
     pub(crate) fn check_exit(&mut self) -> io::Result<Option<ExitStatus>> {
         if self.is_running() {
+            let reap = !self.leads_group;
             let observed = match &self.mechanism {
+                #[cfg(target_os = "linux")]
+                Mechanism::Pidfd(fd) if reap => fd.reap_exit(),
                 #[cfg(target_os = "linux")]
                 Mechanism::Pidfd(fd) => fd.peek_exit(),
                 Mechanism::Sigchld => {
                     // Read the generation first: a SIGCHLD after this read wakes our next wait.
                     self.sigchld_seen = sigchld::notifier()?.generation();
-                    sigchld::peek_exit(self.pid)
+                    if reap {
+                        sigchld::reap_exit(self.pid)
+                    } else {
+                        sigchld::peek_exit(self.pid)
+                    }
                 }
             };
             match observed {
+                Ok(Some(status)) if reap => self.mark_exited(Life::Reaped(status)),
                 Ok(Some(status)) => self.mark_exited(Life::Exited(status)),
                 Ok(None) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.mark_exited(Life::Lost),
@@ -251,16 +263,17 @@ impl Process {
         }
     }
 
-    /// Reaps the exited leader (frees its pid). Call only after it exited.
+    /// Reaps the exited leader (frees its pid), if [`Process::check_exit`] left it a zombie.
+    /// Call only after it exited.
     pub(crate) fn reap(&mut self) -> io::Result<Option<ExitStatus>> {
         if let Life::Exited(status) = self.life {
             let reaped = match &self.mechanism {
                 #[cfg(target_os = "linux")]
-                Mechanism::Pidfd(fd) => fd.reap(),
-                Mechanism::Sigchld => sigchld::reap(self.pid),
+                Mechanism::Pidfd(fd) => fd.reap_exit(),
+                Mechanism::Sigchld => sigchld::reap_exit(self.pid),
             };
             self.life = match reaped {
-                Ok(()) => Life::Reaped(status),
+                Ok(_) => Life::Reaped(status),
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Life::Lost,
                 Err(e) => return Err(e),
             };
@@ -298,4 +311,48 @@ pub(crate) fn exit_status(s: &rustix::process::WaitIdStatus) -> Option<ExitStatu
 pub(crate) fn pid(pid: u32) -> io::Result<rustix::process::Pid> {
     rustix::process::Pid::from_raw(pid as i32)
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::time::Duration;
+
+    /// The state letter in `/proc/PID/stat` (`Z` for a zombie), or `None` once the pid is free.
+    fn proc_state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.chars().next()
+    }
+
+    #[test]
+    fn a_lone_child_is_reaped_by_the_check_that_sees_it_exit_a_group_leader_stays_a_zombie() {
+        for portable in [false, true] {
+            for leads_group in [false, true] {
+                let case = format!("portable={portable} leads_group={leads_group}");
+                let mut cmd = std::process::Command::new("true");
+                if leads_group {
+                    cmd.process_group(0);
+                }
+                let child = cmd.spawn().expect("spawning true");
+                let pid = child.id();
+                let mut process = Process::adopt(pid, leads_group, portable).expect(&case);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while process.check_exit().expect(&case).is_none() {
+                    assert!(Instant::now() < deadline, "{case}: `true` did not exit");
+                    process.wait_until(deadline).expect(&case);
+                }
+                let state = proc_state(pid);
+                if leads_group {
+                    assert_eq!(state, Some('Z'), "{case}: the leader must stay a zombie");
+                    assert!(process.pidfd().is_some() || portable, "{case}");
+                } else {
+                    assert_eq!(state, None, "{case}: seen exited but not reaped");
+                }
+                assert!(process.reap().expect(&case).is_some_and(|s| s.success()));
+                assert_eq!(proc_state(pid), None, "{case}: not reaped after reap()");
+                drop(child); // std's Child does not wait on drop: nothing reaps twice.
+            }
+        }
+    }
 }

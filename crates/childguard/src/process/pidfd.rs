@@ -45,13 +45,12 @@ impl PidFd {
         Ok(status.as_ref().and_then(super::exit_status))
     }
 
-    /// `waitid(P_PIDFD, WEXITED | WNOHANG)`: reaps the exited child.
-    pub(crate) fn reap(&self) -> io::Result<()> {
-        waitid(
-            WaitId::PidFd(self.0.as_fd()),
-            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-        )?;
-        Ok(())
+    /// `waitid(P_PIDFD, WEXITED | WNOHANG)`: the exit status if the child exited, reaping it
+    /// in the same call.
+    pub(crate) fn reap_exit(&self) -> io::Result<Option<ExitStatus>> {
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+        let status = waitid(WaitId::PidFd(self.0.as_fd()), options)?;
+        Ok(status.as_ref().and_then(super::exit_status))
     }
 
     /// `poll(2)` until the pidfd is readable (the child exited) or `deadline` passes.
@@ -63,10 +62,6 @@ impl PidFd {
 /// Polls `fds` for readability until one is readable or `deadline` passes. EINTR counts as a
 /// wake-up (the caller re-checks).
 pub(crate) fn poll_until(fds: &[BorrowedFd<'_>], deadline: Instant) -> io::Result<()> {
-    let mut pollfds: Vec<PollFd<'_>> = fds
-        .iter()
-        .map(|fd| PollFd::new(fd, PollFlags::IN))
-        .collect();
     let left = deadline.saturating_duration_since(Instant::now());
     // The kernel lets a poll timeout fire late by 0.1% of its length (0.5% when niced; at
     // least the 50 µs timer slack): 1 ms late on a 1 s rung. Aim that much early instead;
@@ -76,7 +71,18 @@ pub(crate) fn poll_until(fds: &[BorrowedFd<'_>], deadline: Instant) -> io::Resul
         tv_sec: i64::MAX,
         tv_nsec: 0,
     });
-    match poll(&mut pollfds, Some(&timeout)) {
+    // One pidfd is the common case (a child that leads no group): no allocation for it.
+    let polled = match fds {
+        [fd] => poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&timeout)),
+        _ => {
+            let mut pollfds: Vec<PollFd<'_>> = fds
+                .iter()
+                .map(|fd| PollFd::new(fd, PollFlags::IN))
+                .collect();
+            poll(&mut pollfds, Some(&timeout))
+        }
+    };
+    match polled {
         Ok(_) => Ok(()),
         Err(rustix::io::Errno::INTR) => Ok(()),
         Err(e) => Err(e.into()),

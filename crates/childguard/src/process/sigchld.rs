@@ -116,14 +116,15 @@ pub(crate) fn peek_exit(pid: u32) -> io::Result<Option<ExitStatus>> {
     Ok(status.as_ref().and_then(super::exit_status))
 }
 
-/// `waitid(P_PID, WEXITED | WNOHANG)`: reaps the exited child.
-pub(crate) fn reap(pid: u32) -> io::Result<()> {
+/// `waitid(P_PID, WEXITED | WNOHANG)`: the exit status if the child exited, reaping it in
+/// the same call.
+pub(crate) fn reap_exit(pid: u32) -> io::Result<Option<ExitStatus>> {
     let pid = super::pid(pid)?;
-    waitid(
+    let status = waitid(
         WaitId::Pid(pid),
         WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
     )?;
-    Ok(())
+    Ok(status.as_ref().and_then(super::exit_status))
 }
 
 /// Errors out if the host set `SIGCHLD` to `SIG_IGN` (children would be reaped by the kernel).
