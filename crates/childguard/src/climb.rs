@@ -19,8 +19,8 @@ pub(crate) struct Climb {
     deadline: Instant,
     /// When the close began; report offsets are measured from here.
     started: Instant,
-    /// Signals sent, with the instant each was sent.
-    sent: Vec<(Instant, SentSignal)>,
+    /// Signals sent; each was sent at `started + at`.
+    sent: Vec<SentSignal>,
     /// A signal sent by `ChildHandle::kill` before the close, and when.
     earlier_kill: Option<(Signal, Instant)>,
     /// Ask for `process_mrelease` after a `SIGKILL` rung.
@@ -90,15 +90,12 @@ impl Climb {
         } else if worth_releasing && delivered {
             self.release_memory_of(process);
         }
-        self.sent.push((
-            now,
-            SentSignal {
-                signal: rung.signal,
-                at: now.saturating_duration_since(self.started),
-                rung: self.next_rung,
-                to_group: process.leads_group(),
-            },
-        ));
+        self.sent.push(SentSignal {
+            signal: rung.signal,
+            at: now.saturating_duration_since(self.started),
+            rung: self.next_rung,
+            to_group: process.leads_group(),
+        });
         self.next_rung += 1;
         self.deadline = later(now, rung.grace);
         Ok(true)
@@ -181,9 +178,9 @@ impl Climb {
         }
     }
 
-    /// Fills the signal, exit and ending parts of `report`.
-    pub(crate) fn record(&self, process: &Process, report: &mut CloseReport) {
-        report.signals = self.sent.iter().map(|(_, s)| *s).collect();
+    /// Fills the signal, exit and ending parts of `report`. The signals move into the report:
+    /// a climb handed to the reaper afterwards reports nothing more.
+    pub(crate) fn record(&mut self, process: &Process, report: &mut CloseReport) {
         report.memory_release = self.release.as_ref().map(|(outcome, took)| match outcome {
             Ok(()) => MemoryRelease::Released { took: *took },
             Err(e) => MemoryRelease::Skipped {
@@ -191,14 +188,16 @@ impl Climb {
             },
         });
         report.status = process.status();
+        report.signals = std::mem::take(&mut self.sent);
         let Some(exited_at) = process.exited_at() else {
             report.ended_by = Ending::Outlived;
             return;
         };
         report.exited = Some(exited_at.saturating_duration_since(self.started));
-        let last_before_exit = self.sent.iter().rev().find(|(at, _)| *at <= exited_at);
+        let sent_by_exit = |s: &&SentSignal| self.started + s.at <= exited_at;
+        let last_before_exit = report.signals.iter().rev().find(sent_by_exit);
         report.ended_by = match (last_before_exit, self.earlier_kill) {
-            (Some((_, s)), _) => Ending::Rung {
+            (Some(s), _) => Ending::Rung {
                 index: s.rung,
                 signal: s.signal,
             },

@@ -65,7 +65,8 @@ pub enum Reap {
 pub struct Builder {
     command: Command,
     socket: SocketMode,
-    ladder: Ladder,
+    /// `None`: [`Ladder::default()`], built at spawn (most callers set their own).
+    ladder: Option<Ladder>,
     process_group: bool,
     exit_with_parent: bool,
     death_signal: Signal,
@@ -88,7 +89,7 @@ impl Builder {
 
     /// The ladder climbed on close (default [`Ladder::default()`]: `HUP:1s,TERM:2s,KILL:5s`).
     pub fn ladder(mut self, ladder: Ladder) -> Builder {
-        self.ladder = ladder;
+        self.ladder = Some(ladder);
         self
     }
 
@@ -244,7 +245,7 @@ impl Builder {
             program: Some(program.clone()),
             socket,
             process: Some(process),
-            ladder: self.ladder,
+            ladder: self.ladder.unwrap_or_default(),
             reap: self.reap,
             release_memory: self.release_memory,
             last_kill: None,
@@ -333,7 +334,7 @@ impl ChildHandle {
         Builder {
             command,
             socket: SocketMode::None,
-            ladder: Ladder::default(),
+            ladder: None,
             process_group: false,
             exit_with_parent: false,
             death_signal: Signal::KILL,
@@ -401,19 +402,13 @@ impl ChildHandle {
     /// — except a process-group leader, which stays a zombie until `close` so that its group
     /// id cannot be recycled while we may still signal the group.
     pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
-        let program = self.program.clone();
         let Some(process) = self.process.as_mut() else {
             return Err(no_child());
         };
-        let status = process
+        // `check_exit` reaps a child that leads no group in the `waitid` that sees it exited.
+        process
             .check_exit()
-            .map_err(|e| Error::new(ErrorKind::Wait, program.as_deref(), e))?;
-        if status.is_some() && !process.leads_group() {
-            process
-                .reap()
-                .map_err(|e| Error::new(ErrorKind::Wait, program.as_deref(), e))?;
-        }
-        Ok(status)
+            .map_err(|e| Error::new(ErrorKind::Wait, self.program.as_deref(), e))
     }
 
     /// Sends `signal` once (to the group with `process_group`), then waits up to `grace` for
@@ -435,9 +430,8 @@ impl ChildHandle {
         if let Some(status) = self.try_wait()? {
             return Ok(Err(status));
         }
-        let program = self.program.clone();
-        let err = |kind, e| Error::new(kind, program.as_deref(), e);
         let process = self.process.as_mut().ok_or_else(no_child)?;
+        let err = |kind, e| Error::new(kind, self.program.as_deref(), e);
         let sent_at = Instant::now();
         process
             .signal(signal)
@@ -471,11 +465,10 @@ impl ChildHandle {
             if Instant::now() >= deadline {
                 return Ok(None);
             }
-            let program = self.program.clone();
             let process = self.process.as_ref().ok_or_else(no_child)?;
             process
                 .wait_until(deadline)
-                .map_err(|e| Error::new(ErrorKind::Wait, program.as_deref(), e))?;
+                .map_err(|e| Error::new(ErrorKind::Wait, self.program.as_deref(), e))?;
         }
     }
 
@@ -507,7 +500,8 @@ impl ChildHandle {
         let mut process = self.process.take();
         let earlier_exit = observe_earlier_exit(process.as_mut()).err();
         let started = Instant::now();
-        let mut report = CloseReport::new(self.program.clone(), process.as_ref().map(Process::pid));
+        // The handle is done with its program name: the report carries it from here.
+        let mut report = CloseReport::new(self.program.take(), process.as_ref().map(Process::pid));
         shut_down_and_close(self.socket.take(), started, &mut report);
         remove_socket_dir(self.socket_dir.take(), &mut report);
         let child = process.map(|p| {
@@ -517,7 +511,6 @@ impl ChildHandle {
             )
         });
         Closing {
-            program: self.program.clone(),
             started,
             report,
             child,
@@ -529,7 +522,6 @@ impl ChildHandle {
 /// A close between its socket steps and its ladder (see [`ChildHandle::begin_close`]).
 #[derive(Debug)]
 pub(crate) struct Closing {
-    program: Option<String>,
     started: Instant,
     report: CloseReport,
     /// The child and its climb; `None` for a socket-only handle.
@@ -545,10 +537,11 @@ impl Closing {
         child: Option<(Process, Climb)>,
         climbed: io::Result<bool>,
     ) -> Result<CloseReport> {
-        if let Some((process, climb)) = child {
+        if let Some((process, mut climb)) = child {
             climb.record(&process, &mut self.report);
             let outcome = reap_or_hand_off(process, climb, climbed, self.started, &mut self.report);
-            outcome.map_err(|e| Error::new(ErrorKind::Wait, self.program.as_deref(), e))?;
+            let program = self.report.program.as_deref();
+            outcome.map_err(|e| Error::new(ErrorKind::Wait, program, e))?;
         }
         Ok(finish(self.report, self.started))
     }
