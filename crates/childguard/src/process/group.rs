@@ -151,14 +151,19 @@ fn members_in_proc(pgid: u32) -> io::Result<Vec<u32>> {
 /// The process group of a live (non-zombie) process, from `/proc/PID/stat`.
 #[cfg(target_os = "linux")]
 pub(crate) fn process_group_of(pid: u32) -> Option<u32> {
+    let (state, pgrp) = state_and_group(pid)?;
+    (state != 'Z' && state != 'X').then_some(pgrp)
+}
+
+/// The state letter (`Z` for a zombie) and process group of `pid`, from `/proc/PID/stat`;
+/// `None` once the pid is free.
+#[cfg(target_os = "linux")]
+pub(crate) fn state_and_group(pid: u32) -> Option<(char, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may contain anything.
     let rest = &stat[stat.rfind(')')? + 2..];
     let mut fields = rest.split(' ');
-    let state = fields.next()?;
-    if state == "Z" || state == "X" {
-        return None;
-    }
+    let state = fields.next()?.chars().next()?;
     let _ppid = fields.next()?;
-    fields.next()?.parse().ok()
+    Some((state, fields.next()?.parse().ok()?))
 }

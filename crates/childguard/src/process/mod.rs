@@ -319,10 +319,8 @@ mod tests {
     use std::os::unix::process::CommandExt;
     use std::time::Duration;
 
-    /// The state letter in `/proc/PID/stat` (`Z` for a zombie), or `None` once the pid is free.
     fn proc_state(pid: u32) -> Option<char> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(") ")?.1.chars().next()
+        group::state_and_group(pid).map(|(state, _)| state)
     }
 
     #[test]
