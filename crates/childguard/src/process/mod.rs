@@ -162,17 +162,11 @@ impl Process {
             let reap = !self.leads_group;
             let observed = match &self.mechanism {
                 #[cfg(target_os = "linux")]
-                Mechanism::Pidfd(fd) if reap => fd.reap_exit(),
-                #[cfg(target_os = "linux")]
-                Mechanism::Pidfd(fd) => fd.peek_exit(),
+                Mechanism::Pidfd(fd) => fd.observe_exit(reap),
                 Mechanism::Sigchld => {
                     // Read the generation first: a SIGCHLD after this read wakes our next wait.
                     self.sigchld_seen = sigchld::notifier()?.generation();
-                    if reap {
-                        sigchld::reap_exit(self.pid)
-                    } else {
-                        sigchld::peek_exit(self.pid)
-                    }
+                    sigchld::observe_exit(self.pid, reap)
                 }
             };
             match observed {
@@ -269,8 +263,8 @@ impl Process {
         if let Life::Exited(status) = self.life {
             let reaped = match &self.mechanism {
                 #[cfg(target_os = "linux")]
-                Mechanism::Pidfd(fd) => fd.reap_exit(),
-                Mechanism::Sigchld => sigchld::reap_exit(self.pid),
+                Mechanism::Pidfd(fd) => fd.observe_exit(true),
+                Mechanism::Sigchld => sigchld::observe_exit(self.pid, true),
             };
             self.life = match reaped {
                 Ok(_) => Life::Reaped(status),
@@ -290,6 +284,21 @@ pub(crate) enum WaitOn<'a> {
     Fds(Vec<BorrowedFd<'a>>),
     /// A `SIGCHLD` after this [`sigchld::Notifier`] generation.
     Sigchld(u64),
+}
+
+/// `waitid(id, WEXITED | WNOHANG)`, plus `WNOWAIT` unless `reap`: the exit status if the
+/// child exited. With `reap` the same call reaps it; without, it stays a zombie.
+pub(crate) fn observe_exit(
+    id: rustix::process::WaitId<'_>,
+    reap: bool,
+) -> io::Result<Option<ExitStatus>> {
+    use rustix::process::WaitIdOptions;
+    let mut options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+    if !reap {
+        options |= WaitIdOptions::NOWAIT;
+    }
+    let status = rustix::process::waitid(id, options)?;
+    Ok(status.as_ref().and_then(exit_status))
 }
 
 /// The [`ExitStatus`] in a `waitid` result, if it reports an exit (with `WNOHANG`, a child

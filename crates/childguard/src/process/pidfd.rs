@@ -10,7 +10,7 @@ use std::process::ExitStatus;
 use std::time::Instant;
 
 use rustix::event::{poll, PollFd, PollFlags};
-use rustix::process::{pidfd_open, pidfd_send_signal, waitid, PidfdFlags, WaitId, WaitIdOptions};
+use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags, WaitId};
 
 use crate::signal::Signal;
 use crate::sys;
@@ -24,7 +24,7 @@ impl PidFd {
         let pid = super::pid(pid)?;
         let fd = PidFd(pidfd_open(pid, PidfdFlags::empty())?);
         // waitid on a pidfd that is not our child fails with ECHILD: proof we got the right one.
-        fd.peek_exit()?;
+        fd.observe_exit(false)?;
         Ok(fd)
     }
 
@@ -37,20 +37,9 @@ impl PidFd {
         Ok(pidfd_send_signal(&self.0, sys::rustix_signal(signal))?)
     }
 
-    /// `waitid(P_PIDFD, WEXITED | WNOHANG | WNOWAIT)`: the exit status if the child exited,
-    /// leaving it a zombie.
-    pub(crate) fn peek_exit(&self) -> io::Result<Option<ExitStatus>> {
-        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-        let status = waitid(WaitId::PidFd(self.0.as_fd()), options)?;
-        Ok(status.as_ref().and_then(super::exit_status))
-    }
-
-    /// `waitid(P_PIDFD, WEXITED | WNOHANG)`: the exit status if the child exited, reaping it
-    /// in the same call.
-    pub(crate) fn reap_exit(&self) -> io::Result<Option<ExitStatus>> {
-        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
-        let status = waitid(WaitId::PidFd(self.0.as_fd()), options)?;
-        Ok(status.as_ref().and_then(super::exit_status))
+    /// `waitid(P_PIDFD)`: see [`super::observe_exit`].
+    pub(crate) fn observe_exit(&self, reap: bool) -> io::Result<Option<ExitStatus>> {
+        super::observe_exit(WaitId::PidFd(self.0.as_fd()), reap)
     }
 
     /// `poll(2)` until the pidfd is readable (the child exited) or `deadline` passes.

@@ -12,7 +12,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use rustix::process::{kill_process, waitid, WaitId, WaitIdOptions};
+use rustix::process::{kill_process, WaitId};
 
 use crate::signal::Signal;
 use crate::sys;
@@ -108,23 +108,9 @@ pub(crate) fn send(pid: u32, signal: Signal) -> io::Result<()> {
     Ok(kill_process(pid, sys::rustix_signal(signal))?)
 }
 
-/// `waitid(P_PID, WEXITED | WNOHANG | WNOWAIT)`.
-pub(crate) fn peek_exit(pid: u32) -> io::Result<Option<ExitStatus>> {
-    let pid = super::pid(pid)?;
-    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-    let status = waitid(WaitId::Pid(pid), options)?;
-    Ok(status.as_ref().and_then(super::exit_status))
-}
-
-/// `waitid(P_PID, WEXITED | WNOHANG)`: the exit status if the child exited, reaping it in
-/// the same call.
-pub(crate) fn reap_exit(pid: u32) -> io::Result<Option<ExitStatus>> {
-    let pid = super::pid(pid)?;
-    let status = waitid(
-        WaitId::Pid(pid),
-        WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-    )?;
-    Ok(status.as_ref().and_then(super::exit_status))
+/// `waitid(P_PID)`: see [`super::observe_exit`].
+pub(crate) fn observe_exit(pid: u32, reap: bool) -> io::Result<Option<ExitStatus>> {
+    super::observe_exit(WaitId::Pid(super::pid(pid)?), reap)
 }
 
 /// Errors out if the host set `SIGCHLD` to `SIG_IGN` (children would be reaped by the kernel).
