@@ -2,6 +2,7 @@
 //! blocking close path, the background reaper, or the tokio face.
 
 use std::io;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::ladder::Ladder;
@@ -106,16 +107,22 @@ impl Climb {
     /// costs more (~35 µs measured) than the teardown it would share.
     ///
     /// Reading `statm` costs ~6 µs (procfs builds the child's `/proc/PID` entries on first
-    /// use), a third of a whole spawn + close's overhead over std's. So first a cheaper test
-    /// (~0.3 µs): its CPU clock. Resident memory of its own is memory the child faulted in and
-    /// the kernel zeroed on its CPU time; a child that has used less than
-    /// [`RELEASE_MIN_CPU`] cannot have reached [`RELEASE_MIN_RESIDENT`], and gets no `statm` read.
+    /// use), a third of a whole spawn + close's overhead over std's. So first cheaper tests.
+    /// Resident memory of its own is memory the child faulted in and the kernel zeroed on its
+    /// CPU time; a child that has used less than [`RELEASE_MIN_CPU`] cannot have reached
+    /// [`RELEASE_MIN_RESIDENT`], and gets no `statm` read. Its CPU clock (~0.3 µs, a system
+    /// call) tells; before it, its age: a process cannot have used more CPU time than it has
+    /// existed times the CPUs there are, so a child closed right after its spawn needs no call.
     fn worth_releasing(&self, process: &Process) -> bool {
         if !self.release_memory
             || !self.release_inline
             || self.release.is_some()
             || process.pidfd().is_none()
         {
+            return false;
+        }
+        let most_cpu = possible_cpus().map(|cpus| process.max_age() * cpus);
+        if most_cpu.is_some_and(|most| most < RELEASE_MIN_CPU) {
             return false;
         }
         let cpu = crate::sys::process_cpu_time(process.pid());
@@ -220,6 +227,25 @@ pub(crate) const RELEASE_MIN_RESIDENT: u64 = 64 << 20;
 /// free those anyway).
 pub(crate) const RELEASE_MIN_CPU: Duration = Duration::from_micros(500);
 
+/// How many CPUs this machine can ever run a process on: one more than the highest number in
+/// `/sys/devices/system/cpu/possible` (which counts CPUs that may be hot-plugged later, unlike
+/// "online" or any affinity mask), read once. `None` where there is no such file.
+fn possible_cpus() -> Option<u32> {
+    static CPUS: OnceLock<Option<u32>> = OnceLock::new();
+    *CPUS.get_or_init(|| {
+        let list = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
+        highest_cpu_in_list(&list)?.checked_add(1)
+    })
+}
+
+/// The highest CPU number in a kernel CPU list such as `"0-3,8-11\n"`.
+fn highest_cpu_in_list(list: &str) -> Option<u32> {
+    list.trim()
+        .split([',', '-'])
+        .map(|n| n.parse::<u32>().ok())
+        .try_fold(None::<u32>, |max, n| Some(max.max(Some(n?))))?
+}
+
 /// `at + wait`, saturating: a grace too long for the clock (`Duration::MAX`) means "a century",
 /// never an overflow panic.
 pub(crate) fn later(at: Instant, wait: Duration) -> Instant {
@@ -235,5 +261,31 @@ fn release_skip_reason(e: &io::Error) -> String {
         Some(libc::EINVAL) => "EINVAL: the child was not dying or had no memory left".into(),
         Some(libc::ESRCH) => "ESRCH: the child was already gone".into(),
         _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_give_their_highest_number() {
+        assert_eq!(highest_cpu_in_list("0\n"), Some(0));
+        assert_eq!(highest_cpu_in_list("0-1\n"), Some(1));
+        assert_eq!(highest_cpu_in_list("0-3,8-11\n"), Some(11));
+        assert_eq!(highest_cpu_in_list("8-11,0-3"), Some(11));
+        assert_eq!(highest_cpu_in_list(""), None);
+        assert_eq!(highest_cpu_in_list("0-x"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn possible_cpus_cover_every_cpu_we_may_run_on() {
+        let possible = possible_cpus().expect("/sys/devices/system/cpu/possible");
+        let ours = std::thread::available_parallelism().unwrap().get() as u32;
+        assert!(
+            possible >= ours,
+            "possible {possible} < our affinity's {ours}"
+        );
     }
 }

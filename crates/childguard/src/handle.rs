@@ -226,6 +226,7 @@ impl Builder {
         }
         // The Command (holding the child's ends of the socket) is dropped right after the fork,
         // in whichever thread forked, so our process keeps only its own end.
+        let spawn_began = Instant::now();
         let spawned = if self.exit_with_parent {
             spawner::spawn(self.command)
         } else {
@@ -233,14 +234,15 @@ impl Builder {
             command.spawn()
         };
         let mut child = spawned.map_err(|e| fail(ErrorKind::Spawn, e))?;
-        let process = match Process::adopt(child.id(), self.process_group, self.portable) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(fail(ErrorKind::Pidfd, e));
-            }
-        };
+        let process =
+            match Process::adopt(child.id(), spawn_began, self.process_group, self.portable) {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(fail(ErrorKind::Pidfd, e));
+                }
+            };
         let mut handle = ChildHandle {
             program: Some(program.clone()),
             socket,

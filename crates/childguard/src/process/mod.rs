@@ -19,7 +19,7 @@ pub(crate) mod sigchld;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::process::ExitStatus;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::signal::Signal;
 
@@ -46,6 +46,8 @@ enum Mechanism {
 #[derive(Debug)]
 pub(crate) struct Process {
     pid: u32,
+    /// Taken before the fork: the child is no older than this.
+    spawn_began: Instant,
     leads_group: bool,
     mechanism: Mechanism,
     life: Life,
@@ -63,10 +65,18 @@ impl Process {
     /// `pid` still names our child and `pidfd_open` cannot hit a recycled pid. The pidfd is
     /// then verified with `waitid(WNOWAIT)`, which fails with `ECHILD` for anything that is
     /// not our child.
-    pub(crate) fn adopt(pid: u32, leads_group: bool, portable: bool) -> io::Result<Process> {
+    ///
+    /// `spawn_began`: an instant before the fork that made the child.
+    pub(crate) fn adopt(
+        pid: u32,
+        spawn_began: Instant,
+        leads_group: bool,
+        portable: bool,
+    ) -> io::Result<Process> {
         let mechanism = Self::mechanism_for(pid, portable)?;
         Ok(Process {
             pid,
+            spawn_began,
             leads_group,
             mechanism,
             life: Life::Running,
@@ -98,6 +108,11 @@ impl Process {
 
     pub(crate) fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// An upper bound on how long the child has existed.
+    pub(crate) fn max_age(&self) -> Duration {
+        self.spawn_began.elapsed()
     }
 
     pub(crate) fn exited_at(&self) -> Option<Instant> {
@@ -326,7 +341,6 @@ pub(crate) fn pid(pid: u32) -> io::Result<rustix::process::Pid> {
 mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
-    use std::time::Duration;
 
     fn proc_state(pid: u32) -> Option<char> {
         group::state_and_group(pid).map(|(state, _)| state)
@@ -341,9 +355,11 @@ mod tests {
                 if leads_group {
                     cmd.process_group(0);
                 }
+                let spawn_began = Instant::now();
                 let child = cmd.spawn().expect("spawning true");
                 let pid = child.id();
-                let mut process = Process::adopt(pid, leads_group, portable).expect(&case);
+                let mut process =
+                    Process::adopt(pid, spawn_began, leads_group, portable).expect(&case);
                 let deadline = Instant::now() + Duration::from_secs(10);
                 while process.check_exit().expect(&case).is_none() {
                     assert!(Instant::now() < deadline, "{case}: `true` did not exit");
