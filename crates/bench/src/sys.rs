@@ -1,4 +1,4 @@
-//! The bench's only `unsafe`: looking at fd flags by number.
+//! The bench's only `unsafe`: looking at fd flags by number, and at `SIGCHLD`'s disposition.
 
 use std::os::fd::BorrowedFd;
 
@@ -28,4 +28,24 @@ pub fn close_on_exec_inherited_fds() -> Vec<i32> {
         }
     }
     changed
+}
+
+/// Whether fd number `fd` is open without close-on-exec: `fcntl(2)` `F_GETFD` on a raw number,
+/// which may not be open (`EBADF` then: not inheritable).
+pub fn is_inheritable(fd: i32) -> bool {
+    // SAFETY: F_GETFD only reads the fd's flags; a number that is not open fails with EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    flags >= 0 && flags & libc::FD_CLOEXEC == 0
+}
+
+/// `sigaction(2)` with a null new action: is `SIGCHLD` ignored (children reaped by the kernel)?
+pub fn sigchld_ignored() -> std::io::Result<bool> {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a null new action only reads the disposition, into a zeroed buffer that lives
+    // across the call.
+    if unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), old.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: sigaction returned 0, so it filled `old`.
+    Ok(unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN)
 }

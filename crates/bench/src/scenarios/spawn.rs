@@ -15,7 +15,9 @@
 //!   std `fork()` instead of `posix_spawn`'s `clone3(CLONE_VM | CLONE_VFORK)`; childguard
 //!   installs one only when it must: an inheritable fd to sweep, `exit_with_parent`, socket
 //!   activation), ours vs std while one inheritable fd is open (ours then sweeps, via fork), and
-//!   ours vs std with both pinned to one CPU (what we add, with no second CPU to hide it).
+//!   ours vs std with both pinned to one CPU (what we add, with no second CPU to hide it), and
+//!   the floor under that: std plus childguard's system calls made directly (`floor.rs`), vs
+//!   std, on one CPU.
 //!
 //! The four main sides are interleaved within each repetition, in a fresh random order each
 //! time, so drift hits all and no side always follows the same other side. The two diagnostic rows run afterwards, each in its own phase of ours and its
@@ -32,7 +34,7 @@ use std::time::Instant;
 use childguard::{ChildHandle, Ending, Ladder, Signal, SocketMode};
 use tokio::runtime::Runtime;
 
-use super::Settings;
+use super::{floor, Settings};
 use crate::fixture;
 use crate::row::Row;
 use crate::stats::{median, Shuffle};
@@ -81,7 +83,10 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     let (ours_forked, forked) =
         paired(reps.div_ceil(2), &|| ours_sync(&ladder), &|| std_once(true))?;
     let (ours_leaky, std_leaky) = with_leaky_fd(reps.div_ceil(2), &ladder)?;
-    let (ours_one_cpu, std_one_cpu) = on_one_cpu(reps.div_ceil(2), &ladder)?;
+    let one_cpu = reps.div_ceil(2);
+    let (ours_one_cpu, std_one_cpu) = on_one_cpu(one_cpu, &|| ours_sync(&ladder))?;
+    let fd_dir = floor::FdDir::open()?;
+    let (floor_one_cpu, std_floor) = on_one_cpu(one_cpu, &|| floor::once(ARGS, &fd_dir))?;
     Ok(vec![
         Row {
             scenario: "spawn",
@@ -133,19 +138,32 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
                 .into(),
             unit: "us",
         },
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_floor_one_cpu_us",
+            ours: floor_one_cpu,
+            baseline: std_floor,
+            baseline_name: "diagnostic, no childguard code: 'ours' is std spawn + kill + wait \
+                            plus exactly the system calls childguard's spawn + close adds (fd \
+                            check, pidfd_open + check, waitids, shutdown, pidfd signal, poll), \
+                            made directly; both pinned to one CPU. The floor under the \
+                            one_cpu row"
+                .into(),
+            unit: "us",
+        },
     ])
 }
 
-/// Ours vs std with this thread (and so every child it spawns) pinned to the CPU it is on.
+/// `ours` vs std with this thread (and so every child it spawns) pinned to the CPU it is on.
 /// With two CPUs free, the scheduler often starts the child on the other one, where its exec
 /// overlaps what we do after the spawn; on one CPU every µs we add shows.
-fn on_one_cpu(reps: usize, ladder: &Ladder) -> Result<(f64, f64)> {
+fn on_one_cpu(reps: usize, ours: &dyn Fn() -> Result<f64>) -> Result<(f64, f64)> {
     use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
     let all = sched_getaffinity(None)?;
     let mut one = CpuSet::new();
     one.set(sched_getcpu());
     sched_setaffinity(None, &one)?;
-    let medians = paired(reps, &|| ours_sync(ladder), &|| std_once(false));
+    let medians = paired(reps, ours, &|| std_once(false));
     sched_setaffinity(None, &all)?;
     medians
 }
