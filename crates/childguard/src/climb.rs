@@ -121,7 +121,7 @@ impl Climb {
         {
             return false;
         }
-        let most_cpu = possible_cpus().map(|cpus| process.max_age() * cpus);
+        let most_cpu = possible_cpus().map(|cpus| process.max_age().saturating_mul(cpus));
         if most_cpu.is_some_and(|most| most < RELEASE_MIN_CPU) {
             return false;
         }

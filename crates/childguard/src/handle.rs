@@ -224,9 +224,9 @@ impl Builder {
                 },
             );
         }
+        let spawn_began = Instant::now();
         // The Command (holding the child's ends of the socket) is dropped right after the fork,
         // in whichever thread forked, so our process keeps only its own end.
-        let spawn_began = Instant::now();
         let spawned = if self.exit_with_parent {
             spawner::spawn(self.command)
         } else {
