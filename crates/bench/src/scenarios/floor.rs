@@ -63,12 +63,16 @@ pub fn once(args: &[&str], dir: &FdDir) -> Result<f64> {
     drop(ours);
     waitid(WaitId::PidFd(pidfd.as_fd()), nohang)?;
     pidfd_send_signal(&pidfd, Signal::KILL)?;
-    let grace = rustix::time::Timespec::try_from(Duration::from_secs(1))?;
+    let deadline = Instant::now() + Duration::from_secs(1);
     loop {
+        let left = deadline.saturating_duration_since(Instant::now());
         let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
-        poll(&mut fds, Some(&grace))?;
+        poll(&mut fds, Some(&rustix::time::Timespec::try_from(left)?))?;
         if waitid(WaitId::PidFd(pidfd.as_fd()), nohang)?.is_some() {
             break;
+        }
+        if left.is_zero() {
+            return Err("floor: the child outlived SIGKILL by 1 s".into());
         }
     }
     drop(pidfd);
