@@ -1,7 +1,5 @@
 //! The bench's only `unsafe`: looking at fd flags by number, and at `SIGCHLD`'s disposition.
 
-use std::os::fd::BorrowedFd;
-
 /// Marks every fd `>= 3` that lacks close-on-exec (inherited from whatever started the
 /// bench, e.g. a shell or CI harness) close-on-exec, via `fcntl(2)` `F_GETFD`/`F_SETFD`.
 /// Returns the fds it changed. The bench relies on no inherited fd.
@@ -15,16 +13,14 @@ pub fn close_on_exec_inherited_fds() -> Vec<i32> {
         .collect();
     let mut changed = Vec::new();
     for raw in fds {
-        // SAFETY: the fd number was just listed as open in our own table, and the borrow does
-        // not outlive this iteration; an fd closed meanwhile (read_dir's own) makes fcntl fail
-        // with EBADF, which we skip.
-        let fd = unsafe { BorrowedFd::borrow_raw(raw) };
-        if let Ok(flags) = rustix::io::fcntl_getfd(fd) {
-            if !flags.contains(rustix::io::FdFlags::CLOEXEC)
-                && rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC).is_ok()
-            {
-                changed.push(raw);
-            }
+        // An fd closed since the listing (read_dir's own) has no flags: skipped.
+        let Some(flags) = fd_flags(raw).filter(|f| f & libc::FD_CLOEXEC == 0) else {
+            continue;
+        };
+        // SAFETY: F_SETFD only sets the flags of fd number `raw`, ours; a number closed
+        // meanwhile fails with EBADF.
+        if unsafe { libc::fcntl(raw, libc::F_SETFD, flags | libc::FD_CLOEXEC) } == 0 {
+            changed.push(raw);
         }
     }
     changed
@@ -33,9 +29,14 @@ pub fn close_on_exec_inherited_fds() -> Vec<i32> {
 /// Whether fd number `fd` is open without close-on-exec: `fcntl(2)` `F_GETFD` on a raw number,
 /// which may not be open (`EBADF` then: not inheritable).
 pub fn is_inheritable(fd: i32) -> bool {
+    fd_flags(fd).is_some_and(|flags| flags & libc::FD_CLOEXEC == 0)
+}
+
+/// `fcntl(2)` `F_GETFD` on fd number `fd`; `None` if it is not open.
+fn fd_flags(fd: i32) -> Option<i32> {
     // SAFETY: F_GETFD only reads the fd's flags; a number that is not open fails with EBADF.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    flags >= 0 && flags & libc::FD_CLOEXEC == 0
+    (flags >= 0).then_some(flags)
 }
 
 /// `sigaction(2)` with a null new action: is `SIGCHLD` ignored (children reaped by the kernel)?

@@ -7,7 +7,6 @@
 //! too long to afford (then say so in `baseline_name`), and lower is better in every row.
 
 mod big;
-mod floor;
 mod libnbd;
 mod overhead;
 mod precision;

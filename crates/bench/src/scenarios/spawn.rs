@@ -16,7 +16,7 @@
 //!   installs one only when it must: an inheritable fd to sweep, `exit_with_parent`, socket
 //!   activation), ours vs std while one inheritable fd is open (ours then sweeps, via fork), and
 //!   ours vs std with both pinned to one CPU (what we add, with no second CPU to hide it), and
-//!   the floor under that: std plus childguard's system calls made directly (`floor.rs`), vs
+//!   the floor under that: std plus childguard's system calls made directly (`spawn/floor.rs`), vs
 //!   std, on one CPU.
 //!
 //! The four main sides are interleaved within each repetition, in a fresh random order each
@@ -28,17 +28,19 @@
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use childguard::{ChildHandle, Ending, Ladder, Signal, SocketMode};
 use tokio::runtime::Runtime;
 
-use super::{floor, Settings};
+use super::Settings;
 use crate::fixture;
 use crate::row::Row;
 use crate::stats::{median, Shuffle};
 use crate::Result;
+
+mod floor;
 
 const ARGS: &[&str] = &["--ignore-eof"];
 const LADDER: &str = "KILL:1s";
@@ -86,7 +88,7 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     let one_cpu = reps.div_ceil(2);
     let (ours_one_cpu, std_one_cpu) = on_one_cpu(one_cpu, &|| ours_sync(&ladder))?;
     let fd_dir = floor::FdDir::open()?;
-    let (floor_one_cpu, std_floor) = on_one_cpu(one_cpu, &|| floor::once(ARGS, &fd_dir))?;
+    let (floor_one_cpu, std_floor) = on_one_cpu(one_cpu, &|| floor::once(&fd_dir))?;
     Ok(vec![
         Row {
             scenario: "spawn",
@@ -243,18 +245,21 @@ fn ours_async(rt: &Runtime, ladder: &Ladder) -> Result<f64> {
     })
 }
 
-fn socketpair() -> Result<(UnixStream, OwnedFd)> {
+/// The program every baseline runs, its stdin and stdout on the child's end of a fresh
+/// socketpair; with our end.
+fn command_on_socketpair() -> Result<(Command, UnixStream)> {
     let (ours, theirs) = UnixStream::pair()?;
-    Ok((ours, OwnedFd::from(theirs)))
+    let theirs = OwnedFd::from(theirs);
+    let mut cmd = fixture::command(ARGS)?;
+    cmd.stdin(Stdio::from(theirs.try_clone()?))
+        .stdout(Stdio::from(theirs));
+    Ok((cmd, ours))
 }
 
 /// std spawn + kill + wait; `hooked`: with a no-op `pre_exec` hook.
 fn std_once(hooked: bool) -> Result<f64> {
     let start = Instant::now();
-    let (ours, theirs) = socketpair()?;
-    let mut cmd = fixture::command(ARGS)?;
-    cmd.stdin(Stdio::from(theirs.try_clone()?))
-        .stdout(Stdio::from(theirs));
+    let (mut cmd, ours) = command_on_socketpair()?;
     if hooked {
         // SAFETY: the hook does nothing, so it is trivially async-signal-safe.
         unsafe {
@@ -272,10 +277,8 @@ fn std_once(hooked: bool) -> Result<f64> {
 fn tokio_once(rt: &Runtime) -> Result<f64> {
     rt.block_on(async {
         let start = Instant::now();
-        let (ours, theirs) = socketpair()?;
-        let mut cmd = tokio::process::Command::from(fixture::command(ARGS)?);
-        cmd.stdin(Stdio::from(theirs.try_clone()?))
-            .stdout(Stdio::from(theirs));
+        let (cmd, ours) = command_on_socketpair()?;
+        let mut cmd = tokio::process::Command::from(cmd);
         let mut child = cmd.spawn()?;
         drop(cmd);
         child.kill().await?;

@@ -18,8 +18,6 @@
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::UnixStream;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags};
@@ -27,7 +25,6 @@ use rustix::fs::{self, Mode, OFlags, RawDir, SeekFrom};
 use rustix::process::{pidfd_open, pidfd_send_signal, waitid, PidfdFlags, Signal, WaitId};
 use rustix::process::{Pid, WaitIdOptions};
 
-use crate::fixture;
 use crate::sys;
 use crate::Result;
 
@@ -41,16 +38,13 @@ impl FdDir {
     }
 }
 
-/// One spawn + close of `args` through std plus childguard's system calls; µs taken.
-pub fn once(args: &[&str], dir: &FdDir) -> Result<f64> {
+/// One spawn + close of the baselines' program through std plus childguard's system calls;
+/// µs taken.
+pub fn once(dir: &FdDir) -> Result<f64> {
     let start = Instant::now();
     let _ = sys::sigchld_ignored();
     inheritable_check(dir)?;
-    let (ours, theirs) = UnixStream::pair()?;
-    let theirs = OwnedFd::from(theirs);
-    let mut cmd = fixture::command(args)?;
-    cmd.stdin(Stdio::from(theirs.try_clone()?))
-        .stdout(Stdio::from(theirs));
+    let (mut cmd, ours) = super::command_on_socketpair()?;
     let child = cmd.spawn()?;
     drop(cmd);
     let pid = Pid::from_raw(child.id() as i32).ok_or("spawned pid 0")?;
