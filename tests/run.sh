@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The README's test command: installs the real servers and tools the tests run against (when
+# missing), then runs the whole suite. `.ci/run` calls this script, so the two cannot drift.
+#
+#   bash tests/run.sh                 # install what is missing, then `cargo test --workspace`
+#   bash tests/run.sh -- --test close # extra arguments go to `cargo test`
+#
+# Installing needs root (or sudo) and Debian's apt. With CHILDGUARD_SKIP_PEERS=1 nothing is
+# installed, and the tests that need a missing peer say they were skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# One line per peer: the command (or python module) the tests look for, and its Debian package.
+# Add a peer here, nowhere else.
+peers=(
+    "nbdkit          nbdkit"
+    "qemu-nbd        qemu-utils"
+    "nbdsh           libnbd-bin"
+    "py:nbd          python3-libnbd"
+    "strace          strace"
+    "pg:initdb       postgresql"
+    "redis-server    redis-server"
+    "memcached       memcached"
+    "nginx           nginx-light"
+    "valgrind        valgrind"
+)
+
+present() {
+    case "$1" in
+        # Debian's python3-* modules go into the system python, which a pyenv/venv python3
+        # earlier on PATH lacks.
+        py:*) /usr/bin/python3 -c "import ${1#py:}" 2>/dev/null ;;
+        # Debian keeps the server binaries off PATH, under the major version.
+        pg:*) compgen -G "/usr/lib/postgresql/*/bin/${1#pg:}" >/dev/null ;;
+        *) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] ;;
+    esac
+}
+
+missing=()
+for line in "${peers[@]}"; do
+    read -r probe package <<<"$line"
+    present "$probe" || missing+=("$package")
+done
+
+if [ ${#missing[@]} -gt 0 ] && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
+    echo "tests/run.sh: installing ${missing[*]}" >&2
+    sudo=()
+    if [ "$(id -u)" != 0 ]; then
+        command -v sudo >/dev/null || {
+            echo "tests/run.sh: need root or sudo to apt-get install ${missing[*]}" \
+                 "(or set CHILDGUARD_SKIP_PEERS=1 to skip the tests against real servers)" >&2
+            exit 1
+        }
+        sudo=(sudo)
+    fi
+    command -v apt-get >/dev/null || {
+        echo "tests/run.sh: no apt-get here; install ${missing[*]} by hand" \
+             "(or set CHILDGUARD_SKIP_PEERS=1)" >&2
+        exit 1
+    }
+    # policy-rc.d exit 101: the packages' own services are not started (the tests start their
+    # servers themselves, on private sockets and ports).
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+        "${sudo[@]}" chmod 755 /usr/sbin/policy-rc.d
+        trap '"${sudo[@]}" rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+    for line in "${peers[@]}"; do
+        read -r probe package <<<"$line"
+        present "$probe" || { echo "tests/run.sh: $package installed but $probe not found" >&2; exit 1; }
+    done
+fi
+
+[ "${1:-}" = "--" ] && shift
+exec cargo test --workspace "$@"
