@@ -277,6 +277,34 @@ fn sigchld_ignored_by_the_host_is_a_clear_error() {
     eprintln!("SIGCHLD=SIG_IGN after spawn: {r}");
 }
 
+/// The host gives `SIGCHLD` the `SA_NOCLDWAIT` flag (in the driver): children are then reaped
+/// by the kernel exactly as with `SIG_IGN` (`waitid` gets `ECHILD`, the pid is free for reuse
+/// while we would still `kill`/`killpg` it), so the spawn is refused with the same error kind,
+/// naming the flag and the program, before any fork. Set after a spawn: the status is lost and
+/// the close says so.
+#[test]
+fn sigchld_nocldwait_by_the_host_is_a_clear_error() {
+    let _serial = serial();
+    let out = driver("sigchld-nocldwait");
+    let refused = out
+        .lines()
+        .find(|l| l.starts_with("REFUSED "))
+        .unwrap_or_else(|| panic!("spawn with SA_NOCLDWAIT on SIGCHLD was not refused:\n{out}"));
+    assert_eq!(value(refused, "kind"), Some("SigchldIgnored"), "{refused}");
+    assert!(
+        refused.contains("SA_NOCLDWAIT") && refused.contains("cg-slowserver"),
+        "{refused}"
+    );
+    assert!(out.contains("CHILDREN after-refusal=0"), "{out}");
+    let r = driver_report(&out, "nocldwait-after-spawn");
+    assert!(r["status"].is_null(), "{r}");
+    assert!(
+        r["notes"].to_string().contains("exit status lost"),
+        "the report does not say the status was lost: {r}"
+    );
+    assert!(r["reaped_ms"].is_number(), "{r}");
+}
+
 /// A `waitpid(-1)` elsewhere in the host reaps our child (in the driver). What we do: the
 /// close notices `ECHILD`, reports the status as lost (a note), sends no further signal (the
 /// pid may name a stranger by now), and returns at once. `no_stranger.rs` checks the same

@@ -25,7 +25,8 @@ pub enum ErrorKind {
     Signal,
     /// Waiting for or reaping the child.
     Wait,
-    /// The host process set `SIGCHLD` to `SIG_IGN`, so children are reaped by the kernel.
+    /// The host process set `SIGCHLD` to `SIG_IGN`, or gave it the `SA_NOCLDWAIT` flag, so
+    /// children are reaped by the kernel.
     SigchldIgnored,
     /// A configuration value (ladder, name, path) was rejected.
     Config,

@@ -16,11 +16,23 @@ pub(crate) fn rustix_signal(signal: Signal) -> rustix::process::Signal {
     unsafe { rustix::process::Signal::from_raw_unchecked(signal.as_raw()) }
 }
 
-/// `sigaction(2)` with a null new action: is `SIGCHLD`'s disposition `SIG_IGN`?
+/// Whether the host's `SIGCHLD` disposition makes the kernel reap children by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SigchldReaping {
+    /// Children become zombies until waited for, as we need.
+    Ours,
+    /// The handler is `SIG_IGN`.
+    Ignored,
+    /// The `SA_NOCLDWAIT` flag is set (whatever the handler).
+    NoChildWait,
+}
+
+/// `sigaction(2)` with a null new action: does `SIGCHLD`'s disposition (`SIG_IGN`, or the
+/// `SA_NOCLDWAIT` flag) make the kernel reap children itself?
 ///
-/// With `SIG_IGN` the kernel reaps children itself: their status is lost and their pid may be
+/// Either way an exited child never becomes a zombie: its status is lost and its pid may be
 /// reused while we still think we own it.
-pub(crate) fn sigchld_is_ignored() -> io::Result<bool> {
+pub(crate) fn sigchld_reaping() -> io::Result<SigchldReaping> {
     let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
     // SAFETY: a null `act` only reads the current disposition into `old`, which is a valid,
     // zeroed `sigaction` buffer that lives across the call.
@@ -30,7 +42,13 @@ pub(crate) fn sigchld_is_ignored() -> io::Result<bool> {
     }
     // SAFETY: sigaction returned 0, so it filled `old`.
     let old = unsafe { old.assume_init() };
-    Ok(old.sa_sigaction == libc::SIG_IGN)
+    Ok(if old.sa_sigaction == libc::SIG_IGN {
+        SigchldReaping::Ignored
+    } else if old.sa_flags & libc::SA_NOCLDWAIT != 0 {
+        SigchldReaping::NoChildWait
+    } else {
+        SigchldReaping::Ours
+    })
 }
 
 /// What the child does between `fork` and `exec`. Built before the fork; the closure that

@@ -10,6 +10,7 @@
 //! - `emfile`: spawns under `RLIMIT_NOFILE` = open fds + k, for k = 0..=8, on the plain and
 //!   the hooked (pre_exec, so fork) spawn path.
 //! - `sigchld-ignored`: spawns with `SIGCHLD` = `SIG_IGN`, then sets it after a spawn.
+//! - `sigchld-nocldwait`: the same with `SA_NOCLDWAIT` on `SIGCHLD` (handler `SIG_DFL`).
 //! - `steal`: a `waitpid(-1)` reaps our child before the close, and during the ladder.
 //!
 //! Output: one fact a line, `WORD key=value …`; close reports as JSON after `REPORT tag `.
@@ -31,9 +32,12 @@ fn main() {
         "strangers" => strangers(),
         "emfile" => emfile(),
         "sigchld-ignored" => sigchld_ignored(),
+        "sigchld-nocldwait" => sigchld_nocldwait(),
         "steal" => steal(),
         _ => {
-            eprintln!("usage: cg-signal-driver strangers|emfile|sigchld-ignored|steal");
+            eprintln!(
+                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal"
+            );
             std::process::exit(2);
         }
     }
@@ -439,6 +443,52 @@ fn sigchld_ignored() {
     set_sigchld(libc::SIG_IGN);
     close("ignored-after-spawn", h);
     set_sigchld(libc::SIG_DFL);
+}
+
+/// `sigaction(2)`: `SIGCHLD` with handler `SIG_DFL` and, if `nocldwait`, the `SA_NOCLDWAIT`
+/// flag.
+fn set_sigchld_nocldwait(nocldwait: bool) {
+    // SAFETY: an all-zero sigaction is a valid value (SIG_DFL, empty mask, no flags).
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = libc::SIG_DFL;
+    if nocldwait {
+        action.sa_flags = libc::SA_NOCLDWAIT;
+    }
+    // SAFETY: installs SIG_DFL (no handler code) from a valid struct; the old action is not
+    // wanted; this thread is the only one changing dispositions in this process.
+    let rc = unsafe { libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut()) };
+    assert_eq!(
+        rc,
+        0,
+        "sigaction(SIGCHLD): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// The host gives `SIGCHLD` the `SA_NOCLDWAIT` flag (handler `SIG_DFL`): the kernel then reaps
+/// children itself, as with `SIG_IGN`. Before a spawn: refused; after one: the status is lost,
+/// nothing is signalled, nothing panics.
+fn sigchld_nocldwait() {
+    set_sigchld_nocldwait(true);
+    match build(slowserver(&[]), "EOF:1s,KILL:1s", Opts::default()) {
+        Ok(h) => {
+            println!("SPAWNED-WHILE-NOCLDWAIT pid={:?}", h.id());
+            close("nocldwait", h);
+        }
+        Err(e) => println!("REFUSED kind={:?} io={:?} msg={e}", e.kind(), e.io_kind()),
+    }
+    println!("CHILDREN after-refusal={}", our_children().len());
+    set_sigchld_nocldwait(false);
+
+    let h = spawn(
+        "nocldwait-after-spawn",
+        &["--ignore", "HUP", "--ignore-eof"],
+        "HUP:20ms,KILL:1s",
+        Opts::default(),
+    );
+    set_sigchld_nocldwait(true);
+    close("nocldwait-after-spawn", h);
+    set_sigchld_nocldwait(false);
 }
 
 /// Somebody else's `waitpid(-1)` reaps our child: before the close (with both mechanisms), and

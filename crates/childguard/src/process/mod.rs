@@ -61,10 +61,10 @@ impl Process {
     /// Takes over the unreaped child `pid`.
     ///
     /// Invariant relied on: between `fork` and this call nobody reaps the child (we hold its
-    /// `std::process::Child`, and `SIGCHLD` is not `SIG_IGN` — checked before spawning), so
-    /// `pid` still names our child and `pidfd_open` cannot hit a recycled pid. The pidfd is
-    /// then verified with `waitid(WNOWAIT)`, which fails with `ECHILD` for anything that is
-    /// not our child.
+    /// `std::process::Child`, and `SIGCHLD` is neither `SIG_IGN` nor `SA_NOCLDWAIT` — checked
+    /// before spawning), so `pid` still names our child and `pidfd_open` cannot hit a recycled
+    /// pid. The pidfd is then verified with `waitid(WNOWAIT)`, which fails with `ECHILD` for
+    /// anything that is not our child.
     ///
     /// `spawn_began`: an instant before the fork that made the child.
     pub(crate) fn adopt(

@@ -113,15 +113,22 @@ pub(crate) fn observe_exit(pid: u32, reap: bool) -> io::Result<Option<ExitStatus
     super::observe_exit(WaitId::Pid(super::pid(pid)?), reap)
 }
 
-/// Errors out if the host set `SIGCHLD` to `SIG_IGN` (children would be reaped by the kernel).
+/// Errors out if the host's `SIGCHLD` disposition has the kernel reap children itself:
+/// `SIG_IGN`, or the `SA_NOCLDWAIT` flag (with any handler). A child is then never a zombie:
+/// `waitid` gives `ECHILD`, the status is lost, and the pid may be recycled while we would
+/// still signal it by number (`kill`, `killpg` on its group).
 pub(crate) fn check_not_ignored() -> io::Result<()> {
-    if sys::sigchld_is_ignored()? {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "SIGCHLD is set to SIG_IGN in this process, so the kernel reaps children itself: their \
-             exit status is lost and their pid can be reused while we hold it; restore SIG_DFL \
-             (or install a handler) before spawning",
-        ));
-    }
-    Ok(())
+    let why = match sys::sigchld_reaping()? {
+        sys::SigchldReaping::Ours => return Ok(()),
+        sys::SigchldReaping::Ignored => "SIGCHLD is set to SIG_IGN in this process",
+        sys::SigchldReaping::NoChildWait => "SIGCHLD has the SA_NOCLDWAIT flag in this process",
+    };
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "{why}, so the kernel reaps children itself: their exit status is lost and their \
+             pid can be reused while we hold it; restore SIG_DFL (or install a handler) \
+             without SA_NOCLDWAIT before spawning"
+        ),
+    ))
 }
