@@ -173,6 +173,17 @@ impl Climb {
     /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) bounded by
     /// the current deadline.
     pub(crate) fn run_blocking(&mut self, process: &mut Process) -> io::Result<bool> {
+        self.run_blocking_with(process, |process, deadline| process.wait_until(deadline))
+    }
+
+    /// [`run_blocking`](Climb::run_blocking) with the wait between steps done by `wait`, which
+    /// must return by the deadline it is given, and may return earlier (the loop re-checks):
+    /// [`ChildHandle::output`](crate::ChildHandle::output) reads the child's pipes meanwhile.
+    pub(crate) fn run_blocking_with(
+        &mut self,
+        process: &mut Process,
+        mut wait: impl FnMut(&Process, Instant) -> io::Result<()>,
+    ) -> io::Result<bool> {
         self.release_inline();
         loop {
             if process.is_gone()? {
@@ -181,7 +192,7 @@ impl Climb {
             if !self.advance(process, Instant::now())? {
                 return Ok(false);
             }
-            process.wait_until(self.deadline)?;
+            wait(process, self.deadline)?;
         }
     }
 

@@ -16,6 +16,7 @@ use crate::process::{sigchld, Process};
 use crate::reaper::{self, Job};
 use crate::report::{CloseReport, Ending};
 use crate::signal::Signal;
+use crate::stdio::Pipes;
 use crate::{spawner, sys};
 
 /// How the child is connected to us.
@@ -234,6 +235,8 @@ impl Builder {
             command.spawn()
         };
         let mut child = spawned.map_err(|e| fail(ErrorKind::Spawn, e))?;
+        // Our ends of the pipes the Command asked for: kept, never dropped with `child`.
+        let pipes = Pipes::take_from(&mut child);
         let process =
             match Process::adopt(child.id(), spawn_began, self.process_group, self.portable) {
                 Ok(p) => p,
@@ -253,6 +256,7 @@ impl Builder {
             last_kill: None,
             closed: false,
             socket_dir: None,
+            pipes,
         };
         if let Some((dir, listener)) = pending {
             let connected = match handle.process.as_mut() {
@@ -328,6 +332,8 @@ pub struct ChildHandle {
     closed: bool,
     /// Socket activation: the socket file and its private directory, removed on close.
     socket_dir: Option<SocketDir>,
+    /// The stdio pipes the Command asked for (see [`crate::stdio`]).
+    pipes: Pipes,
 }
 
 impl ChildHandle {
@@ -361,7 +367,13 @@ impl ChildHandle {
             last_kill: None,
             closed: false,
             socket_dir: None,
+            pipes: Pipes::default(),
         }
+    }
+
+    /// The stdio pipes the Command asked for, for the accessors in [`crate::stdio`].
+    pub(crate) fn pipes_mut(&mut self) -> &mut Pipes {
+        &mut self.pipes
     }
 
     /// Our end of the socket, if the handle has one.
@@ -505,6 +517,9 @@ impl ChildHandle {
         // The handle is done with its program name: the report carries it from here.
         let mut report = CloseReport::new(self.program.take(), process.as_ref().map(Process::pid));
         shut_down_and_close(self.socket.take(), started, &mut report);
+        // Our end of a piped stdin goes with the socket: EOF for a server reading it. Its
+        // stdout/stderr stay open until the handle is gone (see `crate::stdio`).
+        drop(self.pipes.stdin.take());
         remove_socket_dir(self.socket_dir.take(), &mut report);
         let child = process.map(|p| {
             (

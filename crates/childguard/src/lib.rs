@@ -35,14 +35,17 @@ mod process;
 mod program;
 pub mod reaper;
 mod report;
+mod output;
 mod signal;
 mod spawner;
+mod stdio;
 mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
 pub use error::{Error, ErrorKind, Result};
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
+pub use output::Output;
 pub use ladder::{Ladder, LadderParseError, Rung, DEFAULT_GRACE, LADDER_ENV, MAX_GRACE};
 pub use report::{CloseReport, Ending, MemoryRelease, SentSignal};
 pub use signal::{Signal, SignalParseError};
