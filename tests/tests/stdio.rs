@@ -51,7 +51,11 @@ fn piped_server_lives_on_writes_its_file_and_its_output_is_readable() {
         .read_line(&mut err_line)
         .unwrap();
     assert_eq!(err_line, "to stderr\n");
-    assert_eq!(handle.try_wait().unwrap(), None, "the server must still run");
+    assert_eq!(
+        handle.try_wait().unwrap(),
+        None,
+        "the server must still run"
+    );
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
     assert_eq!(report.status.and_then(|s| s.signal()), Some(libc::SIGTERM));
@@ -65,7 +69,11 @@ fn piped_stdin_stdout_stderr_round_trip_and_takes_are_the_callers() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut handle = ChildHandle::builder(cmd).spawn().expect("spawn");
-    handle.stdin().expect("stdin kept").write_all(b"a\nb\n").unwrap();
+    handle
+        .stdin()
+        .expect("stdin kept")
+        .write_all(b"a\nb\n")
+        .unwrap();
     let mut stdout = handle.take_stdout().expect("stdout kept");
     assert!(handle.stdout().is_none() && handle.take_stdout().is_none());
     let mut got = [0u8; 12];
@@ -77,7 +85,12 @@ fn piped_stdin_stdout_stderr_round_trip_and_takes_are_the_callers() {
     assert_eq!(out.stderr, b"err a\nerr b\n");
     assert!(out.stdout.is_empty(), "stdout was taken: {:?}", out.stdout);
     assert!(!out.timed_out);
-    assert_eq!(out.status().and_then(|s| s.code()), Some(0), "{}", out.report);
+    assert_eq!(
+        out.status().and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        out.report
+    );
     let mut rest = Vec::new();
     stdout.read_to_end(&mut rest).unwrap();
     assert!(rest.is_empty());
@@ -128,7 +141,12 @@ fn output_times_out_then_climbs_while_still_reading() {
     let out = handle.output(Duration::from_millis(300)).unwrap();
     assert!(out.timed_out);
     assert_eq!(out.report.ended_by, rung(0, Signal::HUP), "{}", out.report);
-    assert_eq!(out.status().and_then(|s| s.code()), Some(3), "{}", out.report);
+    assert_eq!(
+        out.status().and_then(|s| s.code()),
+        Some(3),
+        "{}",
+        out.report
+    );
     assert_eq!(out.stdout, b"up\nbye\n");
     assert_eq!(out.stderr.len(), 300_000);
 }

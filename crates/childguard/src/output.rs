@@ -95,9 +95,9 @@ impl ChildHandle {
         let climbed = match (closing.earlier_exit.take(), child.as_mut()) {
             (Some(e), _) => Err(e),
             (None, None) => Ok(true),
-            (None, Some((process, climb))) => climb.run_blocking_with(process, |process, until| {
-                drain.wait(process, until)
-            }),
+            (None, Some((process, climb))) => {
+                climb.run_blocking_with(process, |process, until| drain.wait(process, until))
+            }
         };
         let report = closing.finish(child, climbed)?;
         // The child is gone (or handed on): take what it left, bounded as step 3.
@@ -153,7 +153,10 @@ struct Drain {
 
 impl Drain {
     fn open(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
-        self.streams.iter().filter_map(|s| s.fd.as_ref()).map(AsFd::as_fd)
+        self.streams
+            .iter()
+            .filter_map(|s| s.fd.as_ref())
+            .map(AsFd::as_fd)
     }
 
     /// Waits until a pipe is readable, the child's state may have changed, or `deadline`;
