@@ -1,6 +1,8 @@
 //! Shared helpers for childguard's integration tests: finding the fixture binaries, spawning
 //! slowserver over a socketpair, and looking at `/proc` for leaks.
 
+#![deny(unsafe_code)]
+
 pub mod nbd;
 
 use std::io::Read;

@@ -9,10 +9,14 @@
 //! [`stats`] the order statistics; [`fixture`] spawns the server both ways; one file per
 //! scenario under `scenarios/`, listed in [`scenarios::ALL`].
 
+// Every `unsafe` block of the bench is in `sys`.
+#![deny(unsafe_code)]
+
 mod fixture;
 mod row;
 mod scenarios;
 mod stats;
+#[allow(unsafe_code)]
 mod sys;
 
 use std::ffi::OsString;

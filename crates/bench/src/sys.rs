@@ -1,4 +1,5 @@
-//! The bench's only `unsafe`: looking at fd flags by number, and at `SIGCHLD`'s disposition.
+//! The bench's only `unsafe`: looking at fd flags by number, at `SIGCHLD`'s disposition, and
+//! the no-op `pre_exec` hook of the hooked spawn baseline.
 
 /// Marks every fd `>= 3` that lacks close-on-exec (inherited from whatever started the
 /// bench, e.g. a shell or CI harness) close-on-exec, via `fcntl(2)` `F_GETFD`/`F_SETFD`.
@@ -49,4 +50,14 @@ pub fn sigchld_ignored() -> std::io::Result<bool> {
     }
     // SAFETY: sigaction returned 0, so it filled `old`.
     Ok(unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN)
+}
+
+/// `Command::pre_exec` with a hook that does nothing: forces std onto its `fork` path (the
+/// hooked spawn baseline) without changing what the child does.
+pub fn install_noop_pre_exec(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook does nothing, so it is trivially async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| Ok(()));
+    }
 }

@@ -24,6 +24,9 @@
 //! See [`ChildHandle`] for the close timeline, [`Ladder`] for the rung syntax, and
 //! `docs/design.md` for the invariants and the races avoided.
 
+// Every `unsafe` block of the crate is in `sys`, one thin wrapper per system call.
+#![deny(unsafe_code)]
+
 mod activation;
 mod climb;
 mod error;
@@ -39,6 +42,7 @@ mod report;
 mod signal;
 mod spawner;
 mod stdio;
+#[allow(unsafe_code)]
 mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;

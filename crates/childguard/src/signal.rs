@@ -68,7 +68,10 @@ impl Signal {
     /// `SIGQUIT`.
     pub const QUIT: Signal = Signal(libc::SIGQUIT);
 
-    /// The signal with this number, if the platform has one.
+    /// The signal with this number, if the platform has one: a signal with a name here, or on
+    /// Linux a real-time signal from libc's `SIGRTMIN()` to `SIGRTMAX()`. The numbers between
+    /// the kernel's first real-time signal (32) and libc's `SIGRTMIN()` are libc's own (glibc
+    /// uses them for threads and timers) and are refused.
     pub fn from_raw(signo: i32) -> Option<Signal> {
         if NAMES.iter().any(|&(_, n)| n == signo) || is_realtime(signo) {
             Some(Signal(signo))
@@ -212,6 +215,34 @@ mod tests {
             let rt = Signal::from_raw(libc::SIGRTMIN()).unwrap();
             assert_eq!(rt.to_string().parse(), Ok(rt));
         }
+    }
+
+    #[test]
+    fn every_named_signal_converts_through_rustix_safe_constructor() {
+        // `sys::rustix_signal` builds only real-time signals unchecked; every name we accept
+        // must be one rustix names itself.
+        for &(name, n) in NAMES {
+            let rustix = rustix::process::Signal::from_named_raw(n);
+            assert_eq!(rustix.map(|s| s.as_raw()), Some(n), "{name}");
+            assert_eq!(crate::sys::rustix_signal(Signal(n)).unwrap().as_raw(), n);
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn real_time_signals_convert_and_libc_reserved_ones_are_refused() {
+        for n in [libc::SIGRTMIN(), libc::SIGRTMIN() + 1, libc::SIGRTMAX()] {
+            let signal = Signal::from_raw(n).unwrap();
+            assert_eq!(signal.name(), None);
+            assert_eq!(crate::sys::rustix_signal(signal).unwrap().as_raw(), n);
+        }
+        // The kernel's real-time numbers below libc's SIGRTMIN() belong to libc.
+        for n in 32..libc::SIGRTMIN() {
+            assert_eq!(Signal::from_raw(n), None, "{n}");
+            let err = crate::sys::rustix_signal(Signal(n)).unwrap_err();
+            assert!(err.to_string().contains("real-time"), "{n}: {err}");
+        }
+        assert_eq!(Signal::from_raw(libc::SIGRTMAX() + 1), None);
     }
 
     #[test]

@@ -9,11 +9,47 @@ use std::process::Command;
 use crate::signal::Signal;
 
 /// Converts our validated [`Signal`] into rustix's type.
-pub(crate) fn rustix_signal(signal: Signal) -> rustix::process::Signal {
-    // SAFETY: `Signal` only holds numbers the platform names or real-time signals in
-    // SIGRTMIN..=SIGRTMAX (checked in `Signal::from_raw`); rustix asks only that the number is a
-    // valid signal, which the kernel also re-checks.
-    unsafe { rustix::process::Signal::from_raw_unchecked(signal.as_raw()) }
+///
+/// A named signal (`HUP`, `TERM` …) goes through rustix's safe `Signal::from_named_raw`. A
+/// real-time signal is the one case rustix cannot name, and is built explicitly here: see
+/// [`realtime_signal`].
+pub(crate) fn rustix_signal(signal: Signal) -> io::Result<rustix::process::Signal> {
+    match rustix::process::Signal::from_named_raw(signal.as_raw()) {
+        Some(named) => Ok(named),
+        None => realtime_signal(signal.as_raw()),
+    }
+}
+
+/// A real-time signal (`SIGRTMIN()..=SIGRTMAX()` as libc reports them) as rustix's type.
+///
+/// rustix's `Signal::from_raw_unchecked` forbids sending a signal the C library reserves for
+/// itself: glibc keeps the kernel's first real-time numbers (32 and 33) for its threads and
+/// timers and reports `SIGRTMIN()` above them, so the numbers from `SIGRTMIN()` to
+/// `SIGRTMAX()` are exactly those libc leaves to programs (rustix-libc-wrappers' `Signal::rt`
+/// builds them the same way). The range is checked here, at the call, not only when the
+/// [`Signal`] was made.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn realtime_signal(signo: i32) -> io::Result<rustix::process::Signal> {
+    if !(libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&signo) {
+        return Err(unknown_signal(signo));
+    }
+    // SAFETY: `signo` is in libc's SIGRTMIN()..=SIGRTMAX() (checked just above): a valid,
+    // non-zero signal number that libc does not reserve, which is what `from_raw_unchecked`
+    // asks of a signal that is then sent.
+    Ok(unsafe { rustix::process::Signal::from_raw_unchecked(signo) })
+}
+
+/// Elsewhere [`Signal`] holds named signals only.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn realtime_signal(signo: i32) -> io::Result<rustix::process::Signal> {
+    Err(unknown_signal(signo))
+}
+
+fn unknown_signal(signo: i32) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("signal {signo} is neither a named signal nor a real-time one"),
+    )
 }
 
 /// Whether the host's `SIGCHLD` disposition makes the kernel reap children by itself.

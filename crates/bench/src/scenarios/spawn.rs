@@ -27,7 +27,6 @@
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -261,10 +260,7 @@ fn std_once(hooked: bool) -> Result<f64> {
     let start = Instant::now();
     let (mut cmd, ours) = command_on_socketpair()?;
     if hooked {
-        // SAFETY: the hook does nothing, so it is trivially async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| Ok(()));
-        }
+        crate::sys::install_noop_pre_exec(&mut cmd);
     }
     let mut child = cmd.spawn()?;
     drop(cmd);

@@ -34,7 +34,7 @@ pub(crate) fn signal(pgid: u32, signal: Signal) -> io::Result<bool> {
         ));
     }
     let pgid = super::pid(pgid)?;
-    match kill_process_group(pgid, sys::rustix_signal(signal)) {
+    match kill_process_group(pgid, sys::rustix_signal(signal)?) {
         Ok(()) => Ok(true),
         Err(rustix::io::Errno::SRCH) => Ok(false),
         Err(e) => Err(e.into()),

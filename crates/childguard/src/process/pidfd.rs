@@ -34,7 +34,7 @@ impl PidFd {
 
     /// `pidfd_send_signal(2)`.
     pub(crate) fn send(&self, signal: Signal) -> io::Result<()> {
-        Ok(pidfd_send_signal(&self.0, sys::rustix_signal(signal))?)
+        Ok(pidfd_send_signal(&self.0, sys::rustix_signal(signal)?)?)
     }
 
     /// `waitid(P_PIDFD)`: see [`super::observe_exit`].

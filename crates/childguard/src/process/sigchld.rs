@@ -105,7 +105,7 @@ impl Notifier {
 /// `kill(2)` on our unreaped child.
 pub(crate) fn send(pid: u32, signal: Signal) -> io::Result<()> {
     let pid = super::pid(pid)?;
-    Ok(kill_process(pid, sys::rustix_signal(signal))?)
+    Ok(kill_process(pid, sys::rustix_signal(signal)?)?)
 }
 
 /// `waitid(P_PID)`: see [`super::observe_exit`].
