@@ -523,14 +523,14 @@ fn two_hundred_handles_closed_from_eight_threads() {
     // Warm up the process-wide fds made on first use (the reaper, woken by the KILL rung's
     // memory release; the portable mechanism's notifier): they are not a leak.
     let (h, _) = spawn_slow(&["--ignore-eof"], "KILL:1s", false);
-    h.close().unwrap();
+    let _ = h.close().unwrap();
     let warm = ChildHandle::builder(slowserver(&[]))
         .socket(SocketMode::Stdio)
         .force_portable(true)
         .ladder("EOF:1s,KILL:1s".parse().unwrap())
         .spawn()
         .unwrap();
-    warm.close().unwrap();
+    let _ = warm.close().unwrap();
     let fds_before = fd_count();
 
     let spawn_started = Instant::now();
@@ -635,7 +635,7 @@ fn two_hundred_handles_closed_from_eight_threads() {
 fn no_fd_outlives_the_close() {
     let _serial = serial();
     let (h, _) = spawn_slow(&["--ignore-eof"], "KILL:1s", false);
-    h.close().unwrap();
+    let _ = h.close().unwrap();
     assert!(childguard::reaper::drain(
         Instant::now() + Duration::from_secs(1)
     ));
@@ -673,7 +673,7 @@ fn spawn_returns_holding_only_our_end_of_the_socket() {
     for exit_with_parent in [false, true] {
         // Warm up (the spawner thread).
         let (h, _) = spawn_slow(&[], "EOF:1s,KILL:1s", false);
-        h.close().unwrap();
+        let _ = h.close().unwrap();
         // The window is a few microseconds: many tries, so that a regression shows.
         for i in 0..if exit_with_parent { 1000 } else { 200 } {
             let before = fd_count();
@@ -688,7 +688,7 @@ fn spawn_returns_holding_only_our_end_of_the_socket() {
                 stray.push((exit_with_parent, i, held));
             }
             read_ready(&handle);
-            handle.close().unwrap();
+            let _ = handle.close().unwrap();
         }
     }
     assert!(

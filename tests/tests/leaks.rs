@@ -20,7 +20,7 @@ fn failed_spawns_leak_no_fd_and_no_zombie() {
     // Warm up lazily created process-wide state (fd_count already leaves out childguard's
     // /proc/self/fd handle, the one process-wide fd a plain spawn creates).
     let (h, _) = spawn_slow(&[], "EOF:1s,KILL:1s", false);
-    h.close().unwrap();
+    let _ = h.close().unwrap();
     let before = fd_count();
 
     let err = spawn_err(Command::new("/nonexistent/childguard-no-such-program"));
@@ -56,7 +56,7 @@ fn failed_spawns_leak_no_fd_and_no_zombie() {
         true,
     );
     assert!(fd_count() > before, "the handle holds its socket and pidfd");
-    h.close().unwrap();
+    let _ = h.close().unwrap();
     assert_eq!(fd_count(), before, "close leaked an fd");
     assert_eq!(proc_state(ready.pid), None);
 }

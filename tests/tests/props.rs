@@ -1057,7 +1057,7 @@ fn extreme_graces_do_not_panic() {
         "kill(TERM, 1s), then close with ladder TERM:MAX,KILL:1s".into(),
         survives(term_forever, &["--ignore-eof"], |mut h| {
             let _ = h.kill(Signal::TERM, Duration::from_secs(1)).expect("kill");
-            h.close().expect("close");
+            let _ = h.close().expect("close");
         }),
     );
     let one_second = || "KILL:1s".parse::<Ladder>().unwrap();

@@ -136,12 +136,9 @@ pub fn climb(
         let at = started.elapsed();
         // Sends the signal (and CONT); `Some` if CMD is already gone right after (KILL).
         let gone = handle.kill(rung.signal, Duration::ZERO)?.is_some();
-        climbed.sent.push(SentSignal {
-            signal: rung.signal,
-            at,
-            rung: index,
-            to_group,
-        });
+        climbed
+            .sent
+            .push(SentSignal::new(rung.signal, at, index, to_group));
         let exited = match gone {
             true => Some(started.elapsed()),
             false => {

@@ -63,6 +63,7 @@ pub enum Reap {
 
 /// Configures and spawns a [`ChildHandle`]. Made by [`ChildHandle::builder`].
 #[derive(Debug)]
+#[must_use = "a Builder spawns nothing until .spawn() is called"]
 pub struct Builder {
     command: Command,
     socket: SocketMode,

@@ -60,6 +60,7 @@ pub enum MemoryRelease {
 /// One signal the close path sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct SentSignal {
     /// The signal.
     pub signal: Signal,
@@ -72,12 +73,69 @@ pub struct SentSignal {
     pub to_group: bool,
 }
 
+impl SentSignal {
+    /// A signal sent at `at` (since the close began) by ladder rung `rung`, to the whole
+    /// process group if `to_group`. For drivers that climb a ladder of their own (the CLI).
+    pub fn new(signal: Signal, at: Duration, rung: usize, to_group: bool) -> SentSignal {
+        SentSignal {
+            signal,
+            at,
+            rung,
+            to_group,
+        }
+    }
+}
+
 /// The timeline of one close. Offsets are measured from the moment the close began.
 ///
-/// `Display` prints one line, e.g.
-/// `slowserver[4242]: shutdown +0.0ms, HUP +0.1ms, exited +0.4ms (signal 1, rung 0 HUP), reaped +0.4ms`.
+/// `Display` prints one line: `program[pid]:`, then the shutdown, each signal, the exit and
+/// the reap in the order they happened (an exit seen before a signal to surviving group
+/// members comes first), then what has no time (memory release, hand-off, survivors), and the
+/// total. For a child that exits on the first rung:
+///
+/// ```
+/// use std::process::Command;
+/// use childguard::{ChildHandle, SocketMode};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut cmd = Command::new("sleep");
+/// cmd.arg("60");
+/// let handle = ChildHandle::builder(cmd)
+///     .socket(SocketMode::Stdio)
+///     .process_group(true)
+///     .ladder("TERM:5s,KILL:1s".parse()?)
+///     .spawn()?;
+/// let pid = handle.id().unwrap();
+/// let line = handle.close()?.to_string();
+/// // e.g. "sleep[4242]: shutdown +0.0ms, TERM (group) +0.1ms, exited +0.4ms (signal TERM,
+/// // ended by rung 0 TERM), reaped +0.4ms; total 0.4ms"
+/// // Each time (`+0.4ms`, and the total's `0.4ms`) as `T`, keeping what follows it.
+/// let masked: Vec<String> = line
+///     .split(' ')
+///     .map(|word| {
+///         let time = word.trim_end_matches([',', ';']);
+///         let number = time.trim_start_matches('+').trim_end_matches("ms");
+///         match time.ends_with("ms") && number.parse::<f64>().is_ok() {
+///             true => format!("T{}", &word[time.len()..]),
+///             false => word.to_string(),
+///         }
+///     })
+///     .collect();
+/// assert_eq!(
+///     masked.join(" "),
+///     format!(
+///         "sleep[{pid}]: shutdown T, TERM (group) T, exited T (signal TERM, ended by rung 0 TERM), \
+///          reaped T; total T"
+///     )
+/// );
+/// # Ok(()) }
+/// ```
+///
+/// The struct is `#[non_exhaustive]`: new fields may be added; read them by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+#[must_use = "a close report says whether the child was reaped or handed to the background reaper"]
 pub struct CloseReport {
     /// The program spawned (`None` for a socket-only handle).
     pub program: Option<String>,
@@ -186,13 +244,15 @@ impl fmt::Display for CloseReport {
             (Some(p), None) => write!(f, "{p}:")?,
             (None, _) => f.write_str("socket:")?,
         }
-        let mut parts: Vec<String> = Vec::new();
+        // The timed steps, sorted by when they happened (a stable sort: equal times keep the
+        // order shutdown, signals, exit, reap).
+        let mut timed: Vec<(Duration, String)> = Vec::new();
         if let Some(at) = self.shutdown {
-            parts.push(format!("shutdown {}", Ms(at)));
+            timed.push((at, format!("shutdown {}", Ms(at))));
         }
         for s in &self.signals {
             let group = if s.to_group { " (group)" } else { "" };
-            parts.push(format!("{}{group} {}", s.signal, Ms(s.at)));
+            timed.push((s.at, format!("{}{group} {}", s.signal, Ms(s.at))));
         }
         if let Some(at) = self.exited {
             let status = self
@@ -200,16 +260,18 @@ impl fmt::Display for CloseReport {
                 .as_ref()
                 .map(describe_status)
                 .unwrap_or_else(|| "status lost".into());
-            parts.push(format!(
-                "exited {} ({status}, ended by {})",
-                Ms(at),
-                self.ended_by
+            timed.push((
+                at,
+                format!("exited {} ({status}, ended by {})", Ms(at), self.ended_by),
             ));
-        } else if self.pid.is_some() {
-            parts.push(format!("not exited ({})", self.ended_by));
         }
         if let Some(at) = self.reaped {
-            parts.push(format!("reaped {}", Ms(at)));
+            timed.push((at, format!("reaped {}", Ms(at))));
+        }
+        timed.sort_by_key(|&(at, _)| at);
+        let mut parts: Vec<String> = timed.into_iter().map(|(_, part)| part).collect();
+        if self.exited.is_none() && self.pid.is_some() {
+            parts.push(format!("not exited ({})", self.ended_by));
         }
         match &self.memory_release {
             Some(MemoryRelease::Released { took }) => parts.push(format!(
@@ -296,5 +358,58 @@ mod status {
                 out.end()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: f64) -> Duration {
+        Duration::from_secs_f64(n / 1000.0)
+    }
+
+    #[test]
+    fn display_lists_steps_in_the_order_they_happened() {
+        use std::os::unix::process::ExitStatusExt;
+        // The leader exited before the close's signals, which went to surviving group members.
+        let mut report = CloseReport::new(Some("server".into()), Some(42));
+        report.shutdown = Some(ms(0.01));
+        report.exited = Some(Duration::ZERO);
+        report.ended_by = Ending::BeforeClose;
+        report.status = Some(ExitStatus::from_raw(0));
+        report
+            .signals
+            .push(SentSignal::new(Signal::TERM, ms(1.2), 0, true));
+        report.reaped = Some(ms(1.5));
+        report.total = ms(1.6);
+        assert_eq!(
+            report.to_string(),
+            "server[42]: exited +0.0ms (exit 0, ended by before close), shutdown +0.0ms, \
+             TERM (group) +1.2ms, reaped +1.5ms; total 1.6ms"
+        );
+    }
+
+    #[test]
+    fn display_keeps_the_step_order_for_equal_times() {
+        let mut report = CloseReport::new(Some("server".into()), Some(7));
+        report.shutdown = Some(Duration::ZERO);
+        report
+            .signals
+            .push(SentSignal::new(Signal::KILL, Duration::ZERO, 0, false));
+        report.exited = Some(Duration::ZERO);
+        report.reaped = Some(Duration::ZERO);
+        report.ended_by = Ending::Rung {
+            index: 0,
+            signal: Signal::KILL,
+        };
+        let line = report.to_string();
+        assert!(
+            line.starts_with(
+                "server[7]: shutdown +0.0ms, KILL +0.0ms, exited +0.0ms (status lost, ended by \
+                 rung 0 KILL), reaped +0.0ms"
+            ),
+            "{line}"
+        );
     }
 }
