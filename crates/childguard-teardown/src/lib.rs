@@ -122,7 +122,10 @@ impl Teardown {
     /// Whether the helper is still there, waiting for this process to end.
     ///
     /// False if it was killed (then this process will free its own memory at exit, as without
-    /// [`enable`]), and in a forked child (which has no helper).
+    /// [`enable`]), and in a forked child (which has no helper). The first call that finds the
+    /// helper killed also reaps it (it is our child, with exit signal 0, so no plain `wait`
+    /// sees it): ask once in a while if the helper may be killed, or it stays a zombie until
+    /// this process exits.
     pub fn is_alive(&self) -> bool {
         #[cfg(target_os = "linux")]
         {

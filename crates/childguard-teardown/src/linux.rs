@@ -70,10 +70,33 @@ fn start() -> Result<Teardown, Error> {
     })
 }
 
+/// The helper this process has reaped after it was killed (`(helper, parent)`), so that it is
+/// reaped once: after the reap its pid is free and may name someone else.
+static REAPED: Mutex<Option<(u32, u32)>> = Mutex::new(None);
+
 /// Whether the helper of `teardown` is still there, waiting (false in a forked child, which has
 /// no helper).
+///
+/// A helper that is gone was killed (it leaves only after its parent, i.e. us): its exit
+/// signal is 0, so nothing else reaps it and it would stay a zombie for the life of this
+/// process. The first call that sees it gone reaps it.
 pub(crate) fn is_alive(teardown: &Teardown) -> bool {
-    sys::getpid() as u32 == teardown.parent && teardown.block.state() == STATE_READY
+    if current_pid() != teardown.parent {
+        return false;
+    }
+    if teardown.block.state() == STATE_READY {
+        return true;
+    }
+    // Not READY after it was READY: the kernel cleared the word as the helper exited
+    // (`CLONE_CHILD_CLEARTID`). Until we reap it, its pid is still ours.
+    let mut reaped = REAPED.lock().unwrap_or_else(PoisonError::into_inner);
+    let this = (teardown.helper, teardown.parent);
+    if *reaped != Some(this) {
+        // `ECHILD`: someone else waited for it with `__WALL`; either way it is gone.
+        let _ = sys::reap(teardown.helper);
+        *reaped = Some(this);
+    }
+    false
 }
 
 /// The calling process's pid.

@@ -8,8 +8,9 @@
 #![cfg(target_os = "linux")]
 
 use std::fs;
+use std::io::Write;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ const PROBE: &str = env!("CARGO_BIN_EXE_teardown-probe");
 struct Probe {
     child: Child,
     stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
     pid: u32,
     helper: u32,
     second: u32,
@@ -35,9 +37,8 @@ impl Probe {
             .expect("spawn teardown-probe");
         let stdin = child.stdin.take();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read READY line");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).expect("read READY line");
         let field = |name: &str| -> u32 {
             line.split_whitespace()
                 .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))
@@ -53,7 +54,21 @@ impl Probe {
             helper: field("helper"),
             second: field("second"),
             stdin,
+            stdout,
             child,
+        }
+    }
+
+    /// Asks the probe for `Teardown::is_alive()`.
+    fn is_alive(&mut self) -> bool {
+        let stdin = self.stdin.as_mut().expect("probe stdin open");
+        writeln!(stdin, "is-alive").expect("write to probe");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read ALIVE line");
+        match line.trim() {
+            "ALIVE true" => true,
+            "ALIVE false" => false,
+            other => panic!("probe answered {other:?}"),
         }
     }
 
@@ -203,6 +218,47 @@ fn helper_leaves_after_its_parent_is_sigkilled() {
         took.is_some(),
         "helper {helper} still alive 1 s after its parent was killed"
     );
+}
+
+#[test]
+fn a_helper_killed_while_its_parent_lives_is_reaped_by_is_alive() {
+    let mut probe = Probe::start(&[]);
+    let helper = probe.helper;
+    let before = check_running_helper(&probe);
+    assert!(probe.is_alive());
+    let status = Command::new("kill")
+        .args(["-KILL", &helper.to_string()])
+        .status()
+        .expect("run kill(1)");
+    assert!(status.success(), "kill -KILL {helper}: {status}");
+    // Precondition: the helper is dead and, being the probe's child with exit signal 0, a
+    // zombie nobody else reaps.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = stat(helper).expect("the killed helper vanished before anyone reaped it");
+        assert_eq!(now.start_time, before.start_time);
+        if now.state == 'Z' {
+            assert_eq!(now.ppid, probe.pid, "{now:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "helper {helper} not dead 10 s after SIGKILL"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!probe.is_alive());
+    // Reaped by that call: no zombie left in /proc (or the pid already names someone else).
+    let after = stat(helper);
+    assert!(
+        after
+            .as_ref()
+            .is_none_or(|s| s.start_time != before.start_time),
+        "killed helper {helper} left a zombie: {after:?}"
+    );
+    // Asking again reaps nothing twice, and still says no.
+    assert!(!probe.is_alive());
+    probe.finish();
 }
 
 #[test]

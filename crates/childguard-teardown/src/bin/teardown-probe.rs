@@ -12,10 +12,11 @@
 //! READY pid=<pid> helper=<pid or 0> second=<pid or 0>
 //! ```
 //!
-//! and exits 0 at EOF on stdin. Errors go to stderr with exit status 1; usage errors exit 2.
+//! then answers each `is-alive` line on stdin with `ALIVE true` or `ALIVE false`
+//! ([`Teardown::is_alive`]), and exits 0 at EOF on stdin. Errors go to stderr with exit status 1; usage errors exit 2.
 
 use std::hint;
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Write};
 use std::process;
 use std::thread;
 
@@ -66,8 +67,14 @@ fn main() {
     )
     .and_then(|()| out.flush());
 
-    // Wait for EOF on stdin (or an error), keeping the memory.
-    let _ = io::stdin().lock().read_to_end(&mut Vec::new());
+    // Answer `is-alive` lines until EOF on stdin (or an error), keeping the memory.
+    for line in io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim() == "is-alive" {
+            let alive = first.is_some_and(|t| t.is_alive());
+            let _ = writeln!(out, "ALIVE {alive}").and_then(|()| out.flush());
+        }
+    }
     hint::black_box(&memory);
     process::exit(0)
 }
