@@ -9,6 +9,8 @@ pub struct Error {
     kind: ErrorKind,
     program: Option<String>,
     source: io::Error,
+    /// The captured output's tail, for errors after the fork (see [`Error::output_tail`]).
+    output_tail: Option<String>,
 }
 
 /// The step that failed.
@@ -40,7 +42,20 @@ impl Error {
             kind,
             program: program.map(str::to_owned),
             source,
+            output_tail: None,
         }
+    }
+
+    /// Attaches the tail of the child's captured output (an empty tail is left out).
+    pub(crate) fn with_output_tail(mut self, tail: Option<String>) -> Error {
+        self.output_tail = tail.filter(|t| !t.is_empty());
+        self
+    }
+
+    /// With [`Builder::capture`](crate::Builder::capture), for an error after the fork: the
+    /// tail of what the child wrote (`Display` shows its last lines; this is all of it).
+    pub fn output_tail(&self) -> Option<&str> {
+        self.output_tail.as_deref()
     }
 
     /// The failed step.
@@ -77,9 +92,18 @@ impl fmt::Display for Error {
             ErrorKind::Connect => "connecting to",
         };
         match &self.program {
-            Some(p) => write!(f, "{what} `{p}`: {}", self.source),
-            None => write!(f, "{what} socket: {}", self.source),
+            Some(p) => write!(f, "{what} `{p}`: {}", self.source)?,
+            None => write!(f, "{what} socket: {}", self.source)?,
         }
+        if let Some(tail) = &self.output_tail {
+            let lines: Vec<&str> = tail.lines().collect();
+            let shown = &lines[lines.len().saturating_sub(ERROR_TAIL_LINES)..];
+            write!(f, "; last output:")?;
+            for line in shown {
+                write!(f, "\n  {line}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -94,6 +118,9 @@ impl From<Error> for io::Error {
         io::Error::new(e.source.kind(), e)
     }
 }
+
+/// How many of the tail's last lines an error's `Display` shows.
+const ERROR_TAIL_LINES: usize = 10;
 
 /// Shorthand for `Result<T, childguard::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -9,6 +9,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::activation::{self, SocketDir};
+use crate::capture::{Capture, Captured};
 use crate::climb::{later, Climb};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ladder::{Ladder, Rung};
@@ -77,6 +78,7 @@ pub struct Builder {
     release_memory: bool,
     connect_timeout: Duration,
     runtime_dir: Option<PathBuf>,
+    capture: Option<Capture>,
 }
 
 /// The default of [`Builder::connect_timeout`].
@@ -142,6 +144,15 @@ impl Builder {
         self
     }
 
+    /// Capture the server's output (see [`Capture`]): drained from the fork on by one thread
+    /// shared by all handles, so the server never blocks on a full pipe; its bounded tail is in
+    /// [`ChildHandle::output_tail`], in errors after the fork, and in
+    /// [`CloseReport::output_tail`].
+    pub fn capture(mut self, capture: Capture) -> Builder {
+        self.capture = Some(capture);
+        self
+    }
+
     /// After a `SIGKILL` rung, call `process_mrelease(2)` on a child with at least 64 MiB
     /// resident (Linux 5.15; default on). The memory of a big child is then freed by two CPUs
     /// at once — its own exit path and the thread that sent the kill — so the exit, and the
@@ -192,6 +203,15 @@ impl Builder {
         let socket = self
             .connect_stdio()
             .map_err(|e| fail(ErrorKind::Socket, e))?;
+        if let Some(capture) = &self.capture {
+            let stdout_is_socket = self.socket == SocketMode::Stdio;
+            capture
+                .prepare(&mut self.command, stdout_is_socket)
+                .map_err(|e| match e.kind() {
+                    io::ErrorKind::InvalidInput => fail(ErrorKind::Config, e),
+                    _ => fail(ErrorKind::Spawn, e),
+                })?;
+        }
         let (activation_exec, pending) = match &self.socket {
             SocketMode::Activation { name } => {
                 let prepared = activation::prepare(
@@ -237,7 +257,7 @@ impl Builder {
         };
         let mut child = spawned.map_err(|e| fail(ErrorKind::Spawn, e))?;
         // Our ends of the pipes the Command asked for: kept, never dropped with `child`.
-        let pipes = Pipes::take_from(&mut child);
+        let mut pipes = Pipes::take_from(&mut child);
         let process =
             match Process::adopt(child.id(), spawn_began, self.process_group, self.portable) {
                 Ok(p) => p,
@@ -257,8 +277,19 @@ impl Builder {
             last_kill: None,
             closed: false,
             socket_dir: None,
-            pipes,
+            capture: None,
+            pipes: Pipes::default(),
         };
+        if let Some(capture) = &self.capture {
+            match capture.start(&mut pipes, &program, child.id()) {
+                Ok(captured) => handle.capture = Some(captured),
+                Err(e) => {
+                    handle.abandon();
+                    return Err(fail(ErrorKind::Spawn, e));
+                }
+            }
+        }
+        handle.pipes = pipes;
         if let Some((dir, listener)) = pending {
             let connected = match handle.process.as_mut() {
                 Some(process) => {
@@ -270,8 +301,8 @@ impl Builder {
             match connected {
                 Ok(stream) => handle.socket = Some(stream),
                 Err(e) => {
-                    handle.abandon();
-                    return Err(fail(ErrorKind::Connect, e));
+                    let tail = handle.abandon();
+                    return Err(fail(ErrorKind::Connect, e).with_output_tail(tail));
                 }
             }
         }
@@ -335,6 +366,8 @@ pub struct ChildHandle {
     socket_dir: Option<SocketDir>,
     /// The stdio pipes the Command asked for (see [`crate::stdio`]).
     pipes: Pipes,
+    /// [`Builder::capture`]: the handle's side of the shared capture thread.
+    capture: Option<Captured>,
 }
 
 impl ChildHandle {
@@ -352,6 +385,7 @@ impl ChildHandle {
             release_memory: true,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             runtime_dir: None,
+            capture: None,
         }
     }
 
@@ -369,6 +403,7 @@ impl ChildHandle {
             closed: false,
             socket_dir: None,
             pipes: Pipes::default(),
+            capture: None,
         }
     }
 
@@ -388,14 +423,21 @@ impl ChildHandle {
         self.socket_dir.as_ref().map(SocketDir::path)
     }
 
-    /// Ends a child whose activation connect failed: `SIGKILL` (to the group with
-    /// `process_group`) and reap, bounded like any close; the socket directory goes too.
-    fn abandon(mut self) {
+    /// With [`Builder::capture`]: the tail of the child's output as it stands (complete lines,
+    /// oldest first, bounded by [`Capture::tail_bytes`]/[`Capture::tail_lines`]).
+    pub fn output_tail(&self) -> Option<String> {
+        self.capture.as_ref().map(Captured::tail_text)
+    }
+
+    /// Ends a child whose start failed (activation connect, capture, readiness): `SIGKILL` (to
+    /// the group with `process_group`) and reap, bounded like any close; the socket directory
+    /// goes too. Returns the output tail, for the error.
+    pub(crate) fn abandon(mut self) -> Option<String> {
         if let Ok(ladder) = Ladder::new([Rung::new(Signal::KILL, Duration::from_secs(1))]) {
             self.ladder = ladder;
         }
         self.reap = Reap::Blocking;
-        let _ = self.close_path();
+        self.close_path().ok().and_then(|r| r.output_tail)
     }
 
     /// The child's pid, if there is a child.
@@ -533,6 +575,7 @@ impl ChildHandle {
             report,
             child,
             earlier_exit,
+            capture: self.capture.take(),
         }
     }
 }
@@ -546,6 +589,8 @@ pub(crate) struct Closing {
     pub(crate) child: Option<(Process, Climb)>,
     /// Noting an earlier exit failed: skip the ladder, report this error.
     pub(crate) earlier_exit: Option<io::Error>,
+    /// The output capture, whose tail goes into the report.
+    capture: Option<Captured>,
 }
 
 impl Closing {
@@ -561,9 +606,23 @@ impl Closing {
             let program = self.report.program.as_deref();
             outcome.map_err(|e| Error::new(ErrorKind::Wait, program, e))?;
         }
+        if let Some(capture) = self.capture.take() {
+            // The child is gone: what it wrote is in the pipes. Let the capture thread read it
+            // (microseconds) so the tail ends with its last words — but never wait on an
+            // async runtime's thread, where the tail is taken as it stands.
+            if !on_async_runtime() {
+                capture.sync(Instant::now() + CAPTURE_SYNC_MAX);
+            }
+            self.report.output_tail = Some(capture.tail_text());
+        }
         Ok(finish(self.report, self.started))
     }
 }
+
+/// The longest a close waits for the capture thread to read what the exited child left. It
+/// answers in microseconds; the bound is for a thread held up by a slow line callback (or a
+/// panic hook printing a backtrace), and adds to the close's bound only with a capture.
+const CAPTURE_SYNC_MAX: Duration = Duration::from_secs(1);
 
 pub(crate) fn no_child() -> Error {
     Error::new(

@@ -28,6 +28,7 @@
 #![deny(unsafe_code)]
 
 mod activation;
+mod capture;
 mod climb;
 mod error;
 mod exec_check;
@@ -47,6 +48,7 @@ mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
+pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES};
 pub use error::{Error, ErrorKind, Result};
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use ladder::{Ladder, LadderParseError, Rung, DEFAULT_GRACE, LADDER_ENV, MAX_GRACE};

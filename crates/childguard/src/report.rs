@@ -176,6 +176,9 @@ pub struct CloseReport {
     /// The memory release asked for after a `SIGKILL` rung, if any (see
     /// [`Builder::release_memory_on_kill`](crate::Builder::release_memory_on_kill)).
     pub memory_release: Option<MemoryRelease>,
+    /// With [`Builder::capture`](crate::Builder::capture): the tail of the child's output,
+    /// read up to its exit (`None` without capture).
+    pub output_tail: Option<String>,
     /// Things worth knowing that are not errors (status lost, `ESRCH` on a signal …).
     pub notes: Vec<String>,
 }
@@ -198,6 +201,7 @@ impl CloseReport {
             socket_may_be_held: false,
             total: Duration::ZERO,
             memory_release: None,
+            output_tail: None,
             notes: Vec::new(),
         }
     }

@@ -1,0 +1,162 @@
+//! [`Tail`]: the last lines of a server's output, bounded in bytes and in lines.
+
+use std::collections::VecDeque;
+
+/// The last complete lines (each ending in `\n`), never more than `max_bytes` bytes nor
+/// `max_lines` lines. When a line pushes it over the byte bound, the oldest bytes go, so the
+/// first line kept may be cut at its start (it is then still the *end* of that line).
+#[derive(Debug)]
+pub(crate) struct Tail {
+    bytes: VecDeque<u8>,
+    newlines: usize,
+    max_bytes: usize,
+    max_lines: usize,
+}
+
+impl Tail {
+    pub(crate) fn new(max_bytes: usize, max_lines: usize) -> Tail {
+        Tail {
+            bytes: VecDeque::with_capacity(max_bytes.min(64 << 10)),
+            newlines: 0,
+            max_bytes,
+            max_lines,
+        }
+    }
+
+    /// Appends `line` (without its `\n`) and a `\n`, then drops the oldest bytes and lines
+    /// beyond the bounds.
+    pub(crate) fn push_line(&mut self, line: &[u8]) {
+        if self.max_bytes == 0 || self.max_lines == 0 {
+            return;
+        }
+        // Only the last `max_bytes` of a long line can stay: skip copying the rest.
+        let keep = line.len().min(self.max_bytes - 1);
+        self.bytes.extend(&line[line.len() - keep..]);
+        self.bytes.push_back(b'\n');
+        self.newlines += 1;
+        self.trim();
+    }
+
+    /// Appends `lines`, complete lines each ending in `\n` (the whole of `lines` ends in one),
+    /// as [`push_line`](Tail::push_line) would one by one, but touching only the part that can
+    /// stay: the capture thread's fast path for a chunk of log nobody watches line by line.
+    pub(crate) fn push_lines(&mut self, lines: &[u8]) {
+        debug_assert_eq!(lines.last(), Some(&b'\n'));
+        if self.max_bytes == 0 || self.max_lines == 0 {
+            return;
+        }
+        let kept = &lines[lines.len() - lines.len().min(self.max_bytes)..];
+        self.newlines += count_newlines(kept);
+        self.bytes.extend(kept);
+        self.trim();
+    }
+
+    /// Drops the oldest bytes beyond `max_bytes`, then the oldest lines beyond `max_lines`.
+    fn trim(&mut self) {
+        if self.bytes.len() > self.max_bytes {
+            let excess = self.bytes.len() - self.max_bytes;
+            let (a, b) = self.bytes.as_slices();
+            let in_a = excess.min(a.len());
+            self.newlines -= count_newlines(&a[..in_a]) + count_newlines(&b[..excess - in_a]);
+            self.bytes.drain(..excess);
+        }
+        if self.newlines > self.max_lines {
+            // Drop through the (newlines - max_lines)-th newline from the front.
+            let mut extra = self.newlines - self.max_lines;
+            let end = self.bytes.iter().position(|&b| {
+                extra -= usize::from(b == b'\n');
+                extra == 0
+            });
+            if let Some(end) = end {
+                self.bytes.drain(..=end);
+                self.newlines = self.max_lines;
+            }
+        }
+    }
+
+    /// The kept text, invalid UTF-8 replaced.
+    pub(crate) fn text(&self) -> String {
+        let (a, b) = self.bytes.as_slices();
+        let mut all = Vec::with_capacity(a.len() + b.len());
+        all.extend_from_slice(a);
+        all.extend_from_slice(b);
+        String::from_utf8_lossy(&all).into_owned()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+fn count_newlines(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b == b'\n').count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pushing_lines_at_once_keeps_what_pushing_them_one_by_one_keeps() {
+        let text: Vec<u8> = (0..500)
+            .flat_map(|i| format!("line number {i}\n").into_bytes())
+            .collect();
+        for (bytes, lines) in [(1000, 1000), (64, 1000), (1000, 7), (30, 2), (1, 1)] {
+            let mut one = Tail::new(bytes, lines);
+            let mut bulk = Tail::new(bytes, lines);
+            for line in text.split_inclusive(|&b| b == b'\n') {
+                one.push_line(&line[..line.len() - 1]);
+            }
+            for chunk in text
+                .split_inclusive(|&b| b == b'\n')
+                .collect::<Vec<_>>()
+                .chunks(37)
+            {
+                bulk.push_lines(&chunk.concat());
+            }
+            assert_eq!(
+                one.text(),
+                bulk.text(),
+                "bounds {bytes} bytes, {lines} lines"
+            );
+            assert_eq!(one.newlines, bulk.newlines);
+        }
+    }
+
+    #[test]
+    fn keeps_the_last_lines_within_both_bounds() {
+        let mut t = Tail::new(1000, 3);
+        for i in 0..10 {
+            t.push_line(format!("line {i}").as_bytes());
+        }
+        assert_eq!(t.text(), "line 7\nline 8\nline 9\n");
+        let mut t = Tail::new(16, 100);
+        for i in 0..10 {
+            t.push_line(format!("line {i}").as_bytes());
+        }
+        // The last 16 bytes of everything pushed: the oldest line kept is cut at its start.
+        assert_eq!(t.text(), "7\nline 8\nline 9\n");
+        assert_eq!(t.len(), 16);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_bound_keeps_its_end() {
+        let mut t = Tail::new(8, 10);
+        t.push_line(b"abcdefghijklmnop");
+        assert_eq!(t.text(), "jklmnop\n");
+        assert_eq!(t.len(), 8);
+        t.push_line(b"xy");
+        assert_eq!(t.text(), "mnop\nxy\n");
+    }
+
+    #[test]
+    fn zero_bounds_keep_nothing() {
+        let mut t = Tail::new(0, 10);
+        t.push_line(b"x");
+        assert_eq!(t.text(), "");
+        let mut t = Tail::new(10, 0);
+        t.push_line(b"x");
+        assert_eq!(t.text(), "");
+    }
+}
