@@ -31,7 +31,7 @@ fn the_tail_keeps_the_last_lines_and_the_report_has_the_last_words() {
     let script = "trap 'echo goodbye >&2; exit 0' TERM; i=0; \
                   while [ $i -lt 50 ]; do echo \"line $i\"; i=$((i+1)); done; \
                   echo up >&2; while :; do sleep 0.05; done";
-    let mut handle = ChildHandle::builder(sh(script))
+    let handle = ChildHandle::builder(sh(script))
         .capture(Capture::both().tail_lines(3))
         .ladder(ladder("TERM:10s,KILL:1s"))
         .spawn()
