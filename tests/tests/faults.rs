@@ -31,8 +31,14 @@ fn pidfd_signal(pin: &OwnedFd, signal: rustix::process::Signal) {
 
 /// Runs `cg-signal-driver MODE` and returns its stdout (asserting it exited 0 and ended clean).
 fn driver(mode: &str) -> String {
+    driver_with(&[mode])
+}
+
+/// [`driver`] with arguments after the mode.
+fn driver_with(args: &[&str]) -> String {
+    let mode = args.join(" ");
     let out = Command::new(bin("cg-signal-driver"))
-        .arg(mode)
+        .args(args)
         .output()
         .expect("running cg-signal-driver");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -303,6 +309,81 @@ fn sigchld_nocldwait_by_the_host_is_a_clear_error() {
         "the report does not say the status was lost: {r}"
     );
     assert!(r["reaped_ms"].is_number(), "{r}");
+}
+
+/// `pidfd_open` works but `waitid(P_PIDFD)` is `EINVAL` (Linux 5.3), or a seccomp profile
+/// answers `EPERM`, or either is `ENOSYS`, or the fd table is full (`EMFILE`): failpoints in
+/// the driver make the call fail. Every spawn must still work, supervised by the portable
+/// mechanism (`kill`, `waitid(P_PID)`, `SIGCHLD`), and close through the ladder — blocking and
+/// in the background reaper — with a report that says which mechanism it used and why. A
+/// failure that holds for the process (not `EMFILE`) is remembered: the next spawn, with the
+/// failpoint disarmed, is still portable; after `EMFILE` it has its pidfd again.
+#[test]
+fn any_pidfd_failure_falls_back_to_the_portable_mechanism() {
+    let _serial = serial();
+    let cases = [
+        ("waitid", "EINVAL"),
+        ("waitid", "EPERM"),
+        ("waitid", "ENOSYS"),
+        ("open", "EINVAL"),
+        ("open", "EPERM"),
+        ("open", "ENOSYS"),
+        ("open", "EMFILE"),
+    ];
+    for (point, errno) in cases {
+        let case = format!("{point} {errno}");
+        let out = driver_with(&["pidfd-fails", point, errno]);
+        assert!(
+            !out.contains("SPAWN-ERROR"),
+            "{case}: the spawn failed instead of falling back:\n{out}"
+        );
+        let step = if point == "open" {
+            "pidfd_open"
+        } else {
+            "waitid(P_PIDFD)"
+        };
+        for tag in ["blocking", "background"] {
+            let r = driver_report(&out, tag);
+            let notes = r["notes"].to_string();
+            assert!(
+                notes.contains("supervised without a pidfd") && notes.contains(step),
+                "{case} {tag}: the report does not say the child fell back, nor why: {r}"
+            );
+            let signals: Vec<&str> = r["signals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["signal"].as_str().unwrap())
+                .collect();
+            assert_eq!(signals[0], "HUP", "{case} {tag}: {r}");
+        }
+        // The blocking close sent TERM through kill(2) and saw the exit through SIGCHLD.
+        let r = driver_report(&out, "blocking");
+        assert_eq!(r["ended_by"]["kind"], "rung", "{case}: {r}");
+        assert_eq!(r["ended_by"]["signal"], "TERM", "{case}: {r}");
+        assert!(r["reaped_ms"].is_number(), "{case}: {r}");
+        assert!(
+            r["total_ms"].as_f64().unwrap() < 4000.0,
+            "{case}: TERM did not end it: {r}"
+        );
+        assert_eq!(r["ended_by"]["kind"], "rung", "{case}: {r}");
+        let background = driver_report(&out, "background");
+        assert!(
+            background["handed_to_reaper"] == true,
+            "{case}: {background}"
+        );
+        assert!(out.contains("DRAINED-BACKGROUND true"), "{case}:\n{out}");
+        let disarmed = driver_report(&out, "disarmed");
+        let still_portable = disarmed["notes"]
+            .to_string()
+            .contains("supervised without a pidfd");
+        assert_eq!(
+            still_portable,
+            errno != "EMFILE",
+            "{case}: after disarming, the next spawn should {} fall back: {disarmed}",
+            if errno == "EMFILE" { "not" } else { "still" }
+        );
+    }
 }
 
 /// A `waitpid(-1)` elsewhere in the host reaps our child (in the driver). What we do: the

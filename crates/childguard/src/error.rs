@@ -21,7 +21,9 @@ pub enum ErrorKind {
     Socket,
     /// `fork`/`exec` of the program failed (not found, not executable, out of fds …).
     Spawn,
-    /// Obtaining or verifying the child's pidfd.
+    /// Taking the spawned child over: its pidfd failed (any such failure falls back to the
+    /// portable `kill` + `SIGCHLD` mechanism) and that mechanism's `SIGCHLD` notifier could not
+    /// be started either. The child was killed and reaped.
     Pidfd,
     /// Sending a signal.
     Signal,
@@ -84,7 +86,7 @@ impl fmt::Display for Error {
         let what = match self.kind {
             ErrorKind::Socket => "setting up the socket for",
             ErrorKind::Spawn => "spawning",
-            ErrorKind::Pidfd => "opening a pidfd for",
+            ErrorKind::Pidfd => "starting to supervise",
             ErrorKind::Signal => "signalling",
             ErrorKind::Wait => "waiting for",
             ErrorKind::SigchldIgnored => "cannot supervise",

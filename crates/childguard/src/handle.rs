@@ -559,6 +559,9 @@ impl ChildHandle {
         let started = Instant::now();
         // The handle is done with its program name: the report carries it from here.
         let mut report = CloseReport::new(self.program.take(), process.as_ref().map(Process::pid));
+        report
+            .notes
+            .extend(process.as_ref().and_then(Process::fallback_note));
         shut_down_and_close(self.socket.take(), started, &mut report);
         // Our end of a piped stdin goes with the socket: EOF for a server reading it. Its
         // stdout/stderr stay open until the handle is gone (see `crate::stdio`).

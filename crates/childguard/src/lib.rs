@@ -32,6 +32,8 @@ mod capture;
 mod climb;
 mod error;
 mod exec_check;
+#[doc(hidden)]
+pub mod failpoint;
 mod handle;
 mod inheritable;
 mod ladder;

@@ -12,6 +12,9 @@
 //! - `sigchld-ignored`: spawns with `SIGCHLD` = `SIG_IGN`, then sets it after a spawn.
 //! - `sigchld-nocldwait`: the same with `SA_NOCLDWAIT` on `SIGCHLD` (handler `SIG_DFL`).
 //! - `steal`: a `waitpid(-1)` reaps our child before the close, and during the ladder.
+//! - `pidfd-fails POINT ERRNO`: failpoint `POINT` (`open`: the child's `pidfd_open`, `waitid`:
+//!   `waitid(P_PIDFD)`) fails with `ERRNO` (`EINVAL`, `EPERM`, `ENOSYS`, `EMFILE`); spawns
+//!   and closes (blocking and background), then disarms it and spawns again.
 //!
 //! Output: one fact a line, `WORD key=value …`; close reports as JSON after `REPORT tag `.
 //! The last line is `END children=N fds=N`: the driver's unreaped children and open fds.
@@ -26,7 +29,8 @@ use childguard_tests::{is_own_fd_table, our_children, read_ready, slowserver};
 use rustix::process::{Resource, Rlimit, WaitOptions};
 
 fn main() {
-    let mode = std::env::args().nth(1).unwrap_or_default();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().cloned().unwrap_or_default();
     println!("DRIVER pid={}", std::process::id());
     match mode.as_str() {
         "strangers" => strangers(),
@@ -34,9 +38,10 @@ fn main() {
         "sigchld-ignored" => sigchld_ignored(),
         "sigchld-nocldwait" => sigchld_nocldwait(),
         "steal" => steal(),
+        "pidfd-fails" => pidfd_fails(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal"
+                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|pidfd-fails POINT ERRNO"
             );
             std::process::exit(2);
         }
@@ -535,4 +540,50 @@ fn steal() {
             break;
         }
     }
+}
+
+/// `pidfd_open` or `waitid(P_PIDFD)` fails (as on Linux 5.3, or under a seccomp profile): every
+/// spawn must still work, on the portable mechanism, and its report must say so. Each close
+/// needs a signal (HUP is ignored, so TERM ends it), sent by `kill`, its exit seen on
+/// `SIGCHLD`: once blocking, once in the background reaper. Then the point is disarmed and a
+/// third spawn shows whether the failure was remembered for the process.
+fn pidfd_fails(args: &[String]) {
+    use childguard::failpoint::{self, Point};
+    let [point, errno] = args else {
+        panic!("pidfd-fails POINT ERRNO, got {args:?}");
+    };
+    let point = match point.as_str() {
+        "open" => Point::PidfdOpen,
+        "waitid" => Point::WaitidPidfd,
+        other => panic!("unknown failpoint {other}"),
+    };
+    let errno = match errno.as_str() {
+        "EINVAL" => libc::EINVAL,
+        "EPERM" => libc::EPERM,
+        "ENOSYS" => libc::ENOSYS,
+        "EMFILE" => libc::EMFILE,
+        other => panic!("unknown errno {other}"),
+    };
+    failpoint::set(point, errno);
+    let stubborn = ["--ignore", "HUP", "--ignore-eof"];
+    for (tag, background) in [("blocking", false), ("background", true)] {
+        let o = Opts {
+            background,
+            ..Opts::default()
+        };
+        match build(slowserver(&stubborn), "HUP:50ms,TERM:5s", o) {
+            Ok(h) => {
+                owned(tag, &h, o);
+                read_ready(&h);
+                close(tag, h);
+            }
+            Err(e) => println!("SPAWN-ERROR tag={tag} kind={:?} msg={e}", e.kind()),
+        }
+    }
+    // The background close returned after HUP; its TERM and reap are the reaper's.
+    let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
+    println!("DRAINED-BACKGROUND {drained}");
+    failpoint::clear(point);
+    let h = spawn("disarmed", &[], "EOF:5s,KILL:1s", Opts::default());
+    close("disarmed", h);
 }

@@ -3,8 +3,9 @@
 //! Two mechanisms, one file each:
 //! - [`pidfd`] (Linux ≥ 5.4): signal through `pidfd_send_signal`, wait by polling the pidfd,
 //!   reap through `waitid(P_PIDFD)`.
-//! - [`sigchld`] (other Unix, or a kernel without pidfd): `kill` + `waitid(P_PID)` woken by a
-//!   process-wide `SIGCHLD` notifier built on signal-hook.
+//! - [`sigchld`] (other Unix, or wherever `pidfd_open` or `waitid(P_PIDFD)` fails: an old
+//!   kernel, a seccomp profile): `kill` + `waitid(P_PID)` woken by a process-wide `SIGCHLD`
+//!   notifier built on signal-hook.
 //!
 //! In both, a group leader is first observed with `WNOWAIT`, so it stays a zombie (and its pid
 //! and process-group id stay ours) until [`Process::reap`]. That is what makes signalling the
@@ -39,8 +40,16 @@ pub(crate) enum Life {
 enum Mechanism {
     #[cfg(target_os = "linux")]
     Pidfd(pidfd::PidFd),
-    Sigchld,
+    /// The portable mechanism; on Linux, with the pidfd failure that sent us here (`None`:
+    /// asked for with `force_portable`).
+    Sigchld(Option<Fallback>),
 }
+
+/// Why a child on Linux is supervised without a pidfd.
+#[cfg(target_os = "linux")]
+type Fallback = pidfd::Unusable;
+#[cfg(not(target_os = "linux"))]
+type Fallback = std::convert::Infallible;
 
 /// A spawned child and, with `process_group`, the group it leads.
 #[derive(Debug)]
@@ -86,24 +95,49 @@ impl Process {
         })
     }
 
+    /// Race avoided (no pidfd after all): `pidfd_open` can work while `waitid(P_PIDFD)` does
+    /// not (Linux 5.3: `EINVAL`), and a seccomp profile may answer `EPERM` to either. Any
+    /// failure of the two sends this child to the portable mechanism rather than failing the
+    /// spawn; a failure that holds for the whole process is remembered, so later spawns go
+    /// there at once (see [`pidfd::PidFd::open_child`]).
     #[cfg(target_os = "linux")]
     fn mechanism_for(pid: u32, portable: bool) -> io::Result<Mechanism> {
-        if !portable {
+        let fallback = if portable {
+            None
+        } else {
             match pidfd::PidFd::open_child(pid) {
                 Ok(fd) => return Ok(Mechanism::Pidfd(fd)),
-                // Kernel older than 5.3: fall back to SIGCHLD.
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {}
-                Err(e) => return Err(e),
+                Err(unusable) => Some(unusable),
             }
-        }
+        };
         sigchld::notifier()?;
-        Ok(Mechanism::Sigchld)
+        Ok(Mechanism::Sigchld(fallback))
     }
 
     #[cfg(not(target_os = "linux"))]
     fn mechanism_for(_pid: u32, _portable: bool) -> io::Result<Mechanism> {
         sigchld::notifier()?;
-        Ok(Mechanism::Sigchld)
+        Ok(Mechanism::Sigchld(None))
+    }
+
+    /// Says which mechanism supervises the child, when it is not the one asked for: a child
+    /// on Linux that fell back to `kill` + `SIGCHLD` because pidfds failed. `None` otherwise.
+    pub(crate) fn fallback_note(&self) -> Option<String> {
+        match &self.mechanism {
+            #[cfg(target_os = "linux")]
+            Mechanism::Sigchld(Some(f)) => Some(format!(
+                "supervised without a pidfd (kill + waitid(P_PID), woken by SIGCHLD): {} failed \
+                 with {}{}",
+                f.step,
+                io::Error::from_raw_os_error(f.errno),
+                if f.cached {
+                    ", taken as holding for this whole process"
+                } else {
+                    ""
+                }
+            )),
+            _ => None,
+        }
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -124,7 +158,7 @@ impl Process {
     }
 
     pub(crate) fn uses_pidfd(&self) -> bool {
-        !matches!(self.mechanism, Mechanism::Sigchld)
+        !matches!(self.mechanism, Mechanism::Sigchld(_))
     }
 
     /// The leader's status once it has exited (reaped or not).
@@ -158,7 +192,7 @@ impl Process {
         let sent = match &self.mechanism {
             #[cfg(target_os = "linux")]
             Mechanism::Pidfd(fd) => fd.send(signal),
-            Mechanism::Sigchld => sigchld::send(self.pid, signal),
+            Mechanism::Sigchld(_) => sigchld::send(self.pid, signal),
         };
         match sent {
             Ok(()) => Ok(true),
@@ -178,7 +212,7 @@ impl Process {
             let observed = match &self.mechanism {
                 #[cfg(target_os = "linux")]
                 Mechanism::Pidfd(fd) => fd.observe_exit(reap),
-                Mechanism::Sigchld => {
+                Mechanism::Sigchld(_) => {
                     // Read the generation first: a SIGCHLD after this read wakes our next wait.
                     self.sigchld_seen = sigchld::notifier()?.generation();
                     sigchld::observe_exit(self.pid, reap)
@@ -232,7 +266,7 @@ impl Process {
         match &self.mechanism {
             #[cfg(target_os = "linux")]
             Mechanism::Pidfd(fd) => fd.wait_readable(deadline),
-            Mechanism::Sigchld => {
+            Mechanism::Sigchld(_) => {
                 sigchld::notifier()?.wait_change_from(self.sigchld_seen, deadline);
                 Ok(())
             }
@@ -258,7 +292,7 @@ impl Process {
         match &self.mechanism {
             #[cfg(target_os = "linux")]
             Mechanism::Pidfd(fd) => vec![fd.as_fd()],
-            Mechanism::Sigchld => Vec::new(),
+            Mechanism::Sigchld(_) => Vec::new(),
         }
     }
 
@@ -267,7 +301,7 @@ impl Process {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn wait_on(&self) -> WaitOn<'_> {
         match &self.mechanism {
-            Mechanism::Sigchld if self.is_running() => WaitOn::Sigchld(self.sigchld_seen),
+            Mechanism::Sigchld(_) if self.is_running() => WaitOn::Sigchld(self.sigchld_seen),
             _ => WaitOn::Fds(self.wait_fds()),
         }
     }
@@ -279,7 +313,7 @@ impl Process {
             let reaped = match &self.mechanism {
                 #[cfg(target_os = "linux")]
                 Mechanism::Pidfd(fd) => fd.observe_exit(true),
-                Mechanism::Sigchld => sigchld::observe_exit(self.pid, true),
+                Mechanism::Sigchld(_) => sigchld::observe_exit(self.pid, true),
             };
             self.life = match reaped {
                 Ok(_) => Life::Reaped(status),

@@ -1,0 +1,77 @@
+//! Fault injection for the reliability tests (feature `failpoints`; off unless a build asks
+//! for it, and then inert until a test arms a point).
+//!
+//! A failpoint sits right in front of one system call (or one step made of system calls) on
+//! a path ordinary tests never take — a kernel whose `waitid` knows no `P_PIDFD`, a seccomp
+//! profile that answers `EPERM`, a thread that cannot be started — and, when armed, makes that
+//! call fail with the chosen `errno` instead of making it. Nothing else is mocked: the kernel
+//! still does everything else, so a test sees what a program would see on a host where that
+//! call fails.
+//!
+//! Armed process-wide: tests that arm one run in a process of their own (`cg-signal-driver`).
+//! Without the feature every check is `Ok(())` and compiles away.
+
+use std::io;
+
+/// A place where a system call can be made to fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Point {
+    /// `pidfd_open(2)` of a child we just spawned (`process/pidfd.rs`).
+    PidfdOpen,
+    /// `waitid(2)` with `P_PIDFD` on a child's pidfd, the verifying call at adoption among
+    /// them (`process/pidfd.rs`).
+    WaitidPidfd,
+}
+
+#[cfg(feature = "failpoints")]
+mod armed {
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    use super::Point;
+
+    const POINTS: usize = 2;
+    static ERRNO: [AtomicI32; POINTS] = [const { AtomicI32::new(0) }; POINTS];
+
+    fn index(point: Point) -> usize {
+        match point {
+            Point::PidfdOpen => 0,
+            Point::WaitidPidfd => 1,
+        }
+    }
+
+    pub(super) fn get(point: Point) -> i32 {
+        ERRNO[index(point)].load(Ordering::SeqCst)
+    }
+
+    pub(super) fn set(point: Point, errno: i32) {
+        ERRNO[index(point)].store(errno, Ordering::SeqCst);
+    }
+}
+
+/// Arms `point`: from now on the call fails with `errno` (0 disarms it).
+#[cfg(feature = "failpoints")]
+pub fn set(point: Point, errno: i32) {
+    armed::set(point, errno);
+}
+
+/// Disarms `point`: the call is made again.
+#[cfg(feature = "failpoints")]
+pub fn clear(point: Point) {
+    armed::set(point, 0);
+}
+
+/// `Err(errno)` if `point` is armed, else `Ok(())`. Called right before the system call.
+#[cfg(feature = "failpoints")]
+pub(crate) fn check(point: Point) -> io::Result<()> {
+    match armed::get(point) {
+        0 => Ok(()),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn check(_point: Point) -> io::Result<()> {
+    Ok(())
+}
