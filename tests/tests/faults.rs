@@ -386,6 +386,32 @@ fn any_pidfd_failure_falls_back_to_the_portable_mechanism() {
     }
 }
 
+/// The `SIGCHLD` notifier thread of the portable mechanism cannot be started (failpoint
+/// `NotifierStart`, `EAGAIN`, in the driver): that spawn fails cleanly (child killed and
+/// reaped), and the failure is not remembered — the next portable spawn starts the thread and
+/// is closed through its ladder, its exit seen on `SIGCHLD`.
+#[test]
+fn a_failed_notifier_start_is_retried_on_the_next_spawn() {
+    let _serial = serial();
+    let out = driver("notifier-retry");
+    let failed = out
+        .lines()
+        .find(|l| l.starts_with("SPAWN-ERROR tag=while-failing "))
+        .unwrap_or_else(|| panic!("the failpoint did not fail the first spawn:\n{out}"));
+    assert_eq!(value(failed, "kind"), Some("Pidfd"), "{failed}");
+    assert_eq!(value(failed, "errno"), Some("Some(11)"), "{failed}");
+    assert!(out.contains("CHILDREN after-failed-start=0"), "{out}");
+    assert!(
+        !out.contains("SPAWN-ERROR tag=retried"),
+        "the failed start was remembered: the next spawn failed too:\n{out}"
+    );
+    let r = driver_report(&out, "retried");
+    assert_eq!(r["ended_by"]["kind"], "rung", "{r}");
+    assert_eq!(r["ended_by"]["signal"], "TERM", "{r}");
+    assert!(r["reaped_ms"].is_number(), "{r}");
+    assert!(r["total_ms"].as_f64().unwrap() < 4000.0, "{r}");
+}
+
 /// A `waitpid(-1)` elsewhere in the host reaps our child (in the driver). What we do: the
 /// close notices `ECHILD`, reports the status as lost (a note), sends no further signal (the
 /// pid may name a stranger by now), and returns at once. `no_stranger.rs` checks the same

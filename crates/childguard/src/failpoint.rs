@@ -22,6 +22,9 @@ pub enum Point {
     /// `waitid(2)` with `P_PIDFD` on a child's pidfd, the verifying call at adoption among
     /// them (`process/pidfd.rs`).
     WaitidPidfd,
+    /// Starting the `SIGCHLD` notifier thread of the portable mechanism
+    /// (`process/sigchld.rs`: `pthread_create`).
+    NotifierStart,
 }
 
 #[cfg(feature = "failpoints")]
@@ -30,13 +33,14 @@ mod armed {
 
     use super::Point;
 
-    const POINTS: usize = 2;
+    const POINTS: usize = 3;
     static ERRNO: [AtomicI32; POINTS] = [const { AtomicI32::new(0) }; POINTS];
 
     fn index(point: Point) -> usize {
         match point {
             Point::PidfdOpen => 0,
             Point::WaitidPidfd => 1,
+            Point::NotifierStart => 2,
         }
     }
 

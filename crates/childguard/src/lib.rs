@@ -38,6 +38,7 @@ mod handle;
 mod inheritable;
 mod ladder;
 mod output;
+mod per_process;
 mod process;
 mod program;
 pub mod reaper;

@@ -15,6 +15,8 @@
 //! - `pidfd-fails POINT ERRNO`: failpoint `POINT` (`open`: the child's `pidfd_open`, `waitid`:
 //!   `waitid(P_PIDFD)`) fails with `ERRNO` (`EINVAL`, `EPERM`, `ENOSYS`, `EMFILE`); spawns
 //!   and closes (blocking and background), then disarms it and spawns again.
+//! - `notifier-retry`: the `SIGCHLD` notifier thread cannot be started for the first portable
+//!   spawn; the next one starts it.
 //!
 //! Output: one fact a line, `WORD key=value …`; close reports as JSON after `REPORT tag `.
 //! The last line is `END children=N fds=N`: the driver's unreaped children and open fds.
@@ -39,9 +41,10 @@ fn main() {
         "sigchld-nocldwait" => sigchld_nocldwait(),
         "steal" => steal(),
         "pidfd-fails" => pidfd_fails(&args[1..]),
+        "notifier-retry" => notifier_retry(),
         _ => {
             eprintln!(
-                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|pidfd-fails POINT ERRNO"
+                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|pidfd-fails POINT ERRNO|notifier-retry"
             );
             std::process::exit(2);
         }
@@ -586,4 +589,47 @@ fn pidfd_fails(args: &[String]) {
     failpoint::clear(point);
     let h = spawn("disarmed", &[], "EOF:5s,KILL:1s", Opts::default());
     close("disarmed", h);
+}
+
+/// The `SIGCHLD` notifier's thread cannot be started (`EAGAIN`, as under `RLIMIT_NPROC` or a
+/// full `pids.max`) for the first spawn on the portable mechanism: that spawn fails cleanly.
+/// Then the thread can be started again: the next spawn must start it and work — a failed
+/// start is not remembered.
+fn notifier_retry() {
+    use childguard::failpoint::{self, Point};
+    let o = Opts {
+        portable: true,
+        ..Opts::default()
+    };
+    failpoint::set(Point::NotifierStart, libc::EAGAIN);
+    match build(slowserver(&[]), "EOF:5s,KILL:1s", o) {
+        Ok(h) => {
+            owned("while-failing", &h, o);
+            close("while-failing", h);
+        }
+        Err(e) => println!(
+            "SPAWN-ERROR tag=while-failing kind={:?} errno={:?} msg={e}",
+            e.kind(),
+            e.raw_os_error()
+        ),
+    }
+    println!("CHILDREN after-failed-start={}", our_children().len());
+    failpoint::clear(Point::NotifierStart);
+    // HUP is ignored: TERM must be sent by kill(2) and its exit seen through SIGCHLD.
+    match build(
+        slowserver(&["--ignore", "HUP", "--ignore-eof"]),
+        "HUP:50ms,TERM:5s",
+        o,
+    ) {
+        Ok(h) => {
+            owned("retried", &h, o);
+            read_ready(&h);
+            close("retried", h);
+        }
+        Err(e) => println!(
+            "SPAWN-ERROR tag=retried kind={:?} errno={:?} msg={e}",
+            e.kind(),
+            e.raw_os_error()
+        ),
+    }
 }

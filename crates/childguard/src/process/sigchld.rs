@@ -8,12 +8,14 @@
 
 use std::io;
 use std::process::ExitStatus;
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{mpsc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use rustix::process::{kill_process, WaitId};
 
+use crate::failpoint::Point;
+use crate::per_process::PerProcess;
 use crate::signal::Signal;
 use crate::sys;
 
@@ -26,37 +28,58 @@ pub(crate) struct Notifier {
     wakers: Mutex<Vec<Waker>>,
 }
 
-static NOTIFIER: OnceLock<Result<Notifier, i32>> = OnceLock::new();
+/// This process's notifier, once its thread runs (see [`crate::per_process`] for `fork()`).
+static NOTIFIER: PerProcess<Notifier> = PerProcess::new();
 
-/// The process-wide notifier, started on first use. Fails if `SIGCHLD` is `SIG_IGN`.
+/// The process-wide notifier, started on first use.
+///
+/// A start that fails (no thread can be created: `RLIMIT_NPROC`, `pids.max`, memory) leaves
+/// nothing behind and is tried again on the next use: only a running notifier is published,
+/// and the caller gets the error (a spawn that needs the notifier fails cleanly).
+///
+/// Race avoided (two first uses at once): both may start a thread; only one notifier is
+/// published, and the loser's thread is told to end (its channel closes) before it ever
+/// reads a signal, dropping its signal-hook registration. No lock is held across the start,
+/// so a `fork()` in the middle of one cannot leave the child a lock it waits on forever.
 pub(crate) fn notifier() -> io::Result<&'static Notifier> {
-    let started = NOTIFIER.get_or_init(|| {
-        let mut signals = signal_hook::iterator::Signals::new([libc::SIGCHLD])
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-        std::thread::Builder::new()
-            .name("childguard-sigchld".into())
-            .spawn(move || {
-                for _ in signals.forever() {
-                    if let Some(n) = NOTIFIER.get().and_then(|r| r.as_ref().ok()) {
-                        *n.generation.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-                        n.changed.notify_all();
-                        let wakers = std::mem::take(
-                            &mut *n.wakers.lock().unwrap_or_else(|p| p.into_inner()),
-                        );
-                        wakers.into_iter().for_each(Waker::wake);
-                    }
-                }
-            })
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EAGAIN))?;
-        Ok(Notifier {
-            generation: Mutex::new(0),
-            changed: Condvar::new(),
-            wakers: Mutex::new(Vec::new()),
-        })
-    });
-    match started {
-        Ok(n) => Ok(n),
-        Err(errno) => Err(io::Error::from_raw_os_error(*errno)),
+    if let Some(n) = NOTIFIER.get() {
+        return Ok(n);
+    }
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGCHLD])?;
+    // The thread waits to be told which notifier it feeds (or that it lost the race).
+    let (go, start) = mpsc::channel::<&'static Notifier>();
+    crate::failpoint::check(Point::NotifierStart)?;
+    std::thread::Builder::new()
+        .name("childguard-sigchld".into())
+        .spawn(move || {
+            let Ok(n) = start.recv() else { return };
+            for _ in signals.forever() {
+                n.count_one();
+            }
+        })?;
+    let fresh = Notifier {
+        generation: Mutex::new(0),
+        changed: Condvar::new(),
+        wakers: Mutex::new(Vec::new()),
+    };
+    match NOTIFIER.publish(fresh) {
+        Ok(n) => {
+            // Signals that came before this send wait in signal-hook's pipe: none is lost.
+            let _ = go.send(n);
+            Ok(n)
+        }
+        // Dropping `go` ends our thread.
+        Err((_, theirs)) => Ok(theirs),
+    }
+}
+
+impl Notifier {
+    /// One `SIGCHLD` came: a new generation, every waiter woken.
+    fn count_one(&self) {
+        *self.generation.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.changed.notify_all();
+        let wakers = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(|p| p.into_inner()));
+        wakers.into_iter().for_each(Waker::wake);
     }
 }
 

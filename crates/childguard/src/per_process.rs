@@ -1,0 +1,76 @@
+//! Process-wide values that belong to the process that made them: the spawner, the reaper and
+//! the `SIGCHLD` notifier, each served by a thread of its own.
+//!
+//! Race avoided (`fork()` without `exec`): a child made by `fork()` gets a copy of every
+//! global, but only the thread that forked. A global that points at a thread of the parent
+//! then points at nothing: requests sent to it are never answered (an `exit_with_parent`
+//! spawn blocks forever, a hand-off is never climbed, `drain()` waits for jobs that are the
+//! parent's). So each value here is stamped with the pid of the process that made it, as the
+//! kept `/proc/self/fd` handle of `inheritable.rs` is, and a process that finds another pid's
+//! stamp starts its own.
+//!
+//! The old value is abandoned, never touched again: none of its locks is taken (a thread of
+//! the parent may have held one at the moment of the fork, and it would stay locked forever
+//! here — which is also why the slot itself is an atomic pointer, not a lock), no thread is
+//! joined (none exists here), and none of its fds is closed. Those fds are this child's
+//! copies of the parent's: an `epoll` instance, sockets and pipes shared with the parent,
+//! whose threads still use them. Closing our copies would be harmless to the parent but
+//! would need the values' owners (a dead thread's stack holds some), and using them would not:
+//! an `epoll_ctl` on the shared instance changes the parent's registrations. They stay open,
+//! close-on-exec, for the life of the child: a few fds per generation of forks.
+//!
+//! Left open: a pid is only unique among live processes. A grandchild that gets, by pid
+//! reuse, the pid of an ancestor that made a value and has died since, inherits that value and
+//! takes it for its own — if no process in between replaced it. Only a fork generation
+//! counter bumped in a `pthread_atfork` child handler would close that (and not for raw
+//! `clone`); we accept it as the kernel makes it: about one chance in `pid_max` per such fork.
+
+use crate::sys::Published;
+
+/// A value owned by the process that published it.
+#[derive(Debug)]
+pub(crate) struct PerProcess<T: 'static> {
+    slot: Published<Stamped<T>>,
+}
+
+#[derive(Debug)]
+struct Stamped<T> {
+    pid: u32,
+    value: T,
+}
+
+impl<T: Send + Sync + 'static> PerProcess<T> {
+    pub(crate) const fn new() -> PerProcess<T> {
+        PerProcess {
+            slot: Published::new(),
+        }
+    }
+
+    /// This process's value, if it has published one (a value inherited through `fork()` is
+    /// not this process's).
+    pub(crate) fn get(&self) -> Option<&'static T> {
+        let me = std::process::id();
+        self.slot
+            .load()
+            .filter(|stamped| stamped.pid == me)
+            .map(|stamped| &stamped.value)
+    }
+
+    /// Publishes `value` as this process's, unless another thread of this process published
+    /// one first: then `value` comes back with the winner, for the caller to undo what it
+    /// started for it.
+    pub(crate) fn publish(&self, value: T) -> Result<&'static T, (T, &'static T)> {
+        let me = std::process::id();
+        let mut new = Box::new(Stamped { pid: me, value });
+        loop {
+            let current = self.slot.load();
+            if let Some(ours) = current.filter(|stamped| stamped.pid == me) {
+                return Err((new.value, &ours.value));
+            }
+            match self.slot.replace(current, new) {
+                Ok(published) => return Ok(&published.value),
+                Err(back) => new = back,
+            }
+        }
+    }
+}
