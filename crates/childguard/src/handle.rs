@@ -348,6 +348,9 @@ impl Builder {
 /// A [`kill`](ChildHandle::kill) before the close counts as a rung already taken: the close
 /// resumes after the first rung sending that signal, once its grace (from the kill) ran out.
 ///
+/// [`detach`](ChildHandle::detach) gives the child up instead of closing it: it keeps running,
+/// you keep the socket, and the shared reaper still reaps it when it exits.
+///
 /// With the `tokio` feature, a handle dropped (not closed) inside a tokio runtime closes as with
 /// [`Reap::Background`] whatever the builder said, so that no grace period blocks an executor
 /// thread: shutdown, close, the first due rung, and the rest is climbed by the shared
@@ -580,6 +583,29 @@ impl ChildHandle {
             earlier_exit,
             capture: self.capture.take(),
         }
+    }
+}
+
+impl ChildHandle {
+    /// For [`detach`](ChildHandle::detach): takes the child, our socket and the activation
+    /// directory out of the handle and marks it closed, so that its drop does nothing but
+    /// close the stdio pipes it still holds.
+    pub(crate) fn take_for_detach(&mut self) -> crate::detach::Parts {
+        self.closed = true;
+        crate::detach::Parts {
+            program: self.program.clone(),
+            process: self.process.take(),
+            socket: self.socket.take(),
+            socket_dir: self.socket_dir.take(),
+        }
+    }
+
+    /// Undoes [`take_for_detach`](ChildHandle::take_for_detach) after a failed detach.
+    pub(crate) fn untake(&mut self, parts: crate::detach::Parts) {
+        self.closed = false;
+        self.process = parts.process;
+        self.socket = parts.socket;
+        self.socket_dir = parts.socket_dir;
     }
 }
 

@@ -30,6 +30,7 @@
 mod activation;
 mod capture;
 mod climb;
+mod detach;
 mod error;
 mod exec_check;
 #[doc(hidden)]
@@ -52,6 +53,7 @@ mod sys;
 pub mod tokio;
 
 pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES};
+pub use detach::DetachError;
 pub use error::{Error, ErrorKind, Result};
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use ladder::{Ladder, LadderParseError, Rung, DEFAULT_GRACE, LADDER_ENV, MAX_GRACE};
