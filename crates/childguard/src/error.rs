@@ -34,6 +34,12 @@ pub enum ErrorKind {
     SigchldIgnored,
     /// A configuration value (ladder, name, path) was rejected.
     Config,
+    /// Making the child's cgroup or placing the child in it ([`Containment`]): no cgroup v2,
+    /// a parent that is not writable or not delegated, cgroup v2's no-internal-processes rule
+    /// (`EBUSY`), a limit. The message names the path and the reason.
+    ///
+    /// [`Containment`]: crate::Containment
+    Containment,
     /// Connecting to a socket-activated server.
     Connect,
 }
@@ -92,6 +98,7 @@ impl fmt::Display for Error {
             ErrorKind::SigchldIgnored => "cannot supervise",
             ErrorKind::Config => "invalid configuration for",
             ErrorKind::Connect => "connecting to",
+            ErrorKind::Containment => "containing",
         };
         match &self.program {
             Some(p) => write!(f, "{what} `{p}`: {}", self.source)?,

@@ -117,8 +117,9 @@ impl Survivors {
     }
 }
 
+/// A pidfd is readable once its process has exited.
 #[cfg(target_os = "linux")]
-fn is_readable(fd: &OwnedFd) -> bool {
+pub(crate) fn is_readable(fd: &OwnedFd) -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut pfd = [PollFd::new(fd, PollFlags::IN)];
     let zero = rustix::event::Timespec {

@@ -1,0 +1,68 @@
+//! The processes in a cgroup, as pidfds that are known to name members.
+//!
+//! Race avoided (pid reuse): `cgroup.procs` lists pids, and a pid read there may exit, be
+//! reaped and be handed to a stranger before we act on it. Each pid is therefore opened as a
+//! pidfd first (which pins that exact process), and only then checked to be in our cgroup
+//! (`/proc/PID/cgroup`) and still alive (its pidfd not yet readable): a stranger that got a
+//! recycled pid is in another cgroup, and is never signalled.
+//!
+//! Race left (fork): a member may fork between the listing and the signal; the new process
+//! is not signalled by this pass. That is acceptable for the catchable rungs of
+//! `KillMode::ControlGroup` (the next rung lists again); the `KILL` rung does not list at all
+//! (`cgroup.kill` is atomic against forks, see [`super::kill`]).
+
+use std::io;
+use std::os::fd::OwnedFd;
+
+use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags};
+
+use super::create::Cgroup;
+use crate::signal::Signal;
+use crate::sys;
+
+/// The pids `cgroup.procs` lists now (processes, not threads; zombies are not listed).
+pub(crate) fn pids(cgroup: &Cgroup) -> io::Result<Vec<u32>> {
+    let path = cgroup.dir().join("cgroup.procs");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| super::create::explain(&path, "reading", e))?;
+    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
+/// Every live member of `cgroup`, opened as a pidfd and verified (see the module docs).
+pub(crate) fn open_all(cgroup: &Cgroup) -> io::Result<Vec<(u32, OwnedFd)>> {
+    let mut members = Vec::new();
+    for pid in pids(cgroup)? {
+        let Some(raw) = rustix::process::Pid::from_raw(pid as i32) else {
+            continue;
+        };
+        let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else {
+            continue; // gone meanwhile
+        };
+        if is_member(pid, cgroup) && !crate::process::group::is_readable(&fd) {
+            members.push((pid, fd));
+        }
+    }
+    Ok(members)
+}
+
+/// Sends `signal` to every member (by pidfd). Returns how many it reached.
+pub(crate) fn signal_each(cgroup: &Cgroup, signal: Signal) -> io::Result<usize> {
+    let mut reached = 0;
+    for (_, fd) in open_all(cgroup)? {
+        match pidfd_send_signal(&fd, sys::rustix_signal(signal)) {
+            Ok(()) => reached += 1,
+            Err(rustix::io::Errno::SRCH) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(reached)
+}
+
+/// Whether `/proc/PID/cgroup` puts `pid` in `cgroup`.
+fn is_member(pid: u32, cgroup: &Cgroup) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .ok()
+        .is_some_and(|text| {
+            super::mount::unified_path(&text).map(|p| p.trim_end()) == Some(cgroup.hierarchy_path())
+        })
+}

@@ -1,0 +1,173 @@
+//! Where cgroup v2 is: the `cgroup2` mount from `/proc/self/mountinfo`, and this process's
+//! own cgroup from the `0::` line of `/proc/self/cgroup`.
+//!
+//! Never assumed: a pure-v2 host mounts the hierarchy at `/sys/fs/cgroup`, a hybrid one (v1
+//! controllers beside it) at `/sys/fs/cgroup/unified`, and a container may mount it anywhere,
+//! with a mount root other than `/` (a cgroup namespace).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The directory of this process's own cgroup v2: the mount point plus our path in the
+/// hierarchy (relative to the mount's root).
+pub(crate) fn own_cgroup_dir() -> io::Result<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let (root, mount_point) = cgroup2_mount(&mountinfo).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "no cgroup2 file system is mounted (none in /proc/self/mountinfo)",
+        )
+    })?;
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")?;
+    let ours = unified_path(&cgroup).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "this process is in no cgroup v2 (no `0::` line in /proc/self/cgroup)",
+        )
+    })?;
+    dir_in_mount(&mount_point, &root, ours)
+}
+
+/// The first `cgroup2` mount in a mountinfo text: (root within the hierarchy, mount point).
+pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
+    mountinfo.lines().find_map(|line| {
+        // id parent major:minor root mount-point options [optional…] - fstype source super
+        let (before, after) = line.split_once(" - ")?;
+        if after.split(' ').next()? != "cgroup2" {
+            return None;
+        }
+        let mut fields = before.split(' ');
+        let root = unescape(fields.nth(3)?);
+        let mount_point = unescape(fields.next()?);
+        Some((root, PathBuf::from(mount_point)))
+    })
+}
+
+/// The path after `0::` in a `/proc/self/cgroup` text (the v2 hierarchy's line).
+pub(crate) fn unified_path(cgroup: &str) -> Option<&str> {
+    cgroup.lines().find_map(|l| l.strip_prefix("0::"))
+}
+
+/// The directory of cgroup `path` (as `/proc/self/cgroup` names it) under a mount of the
+/// hierarchy's `root` at `mount_point`.
+fn dir_in_mount(mount_point: &Path, root: &str, path: &str) -> io::Result<PathBuf> {
+    let relative = if root == "/" {
+        Some(path)
+    } else {
+        path.strip_prefix(root)
+            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    let relative = relative.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "our cgroup {path} is outside the cgroup2 mount at {} (mount root {root})",
+                mount_point.display()
+            ),
+        )
+    })?;
+    let relative = relative.trim_start_matches('/');
+    if relative.split('/').any(|c| c == "..") {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("our cgroup path {path} is not a plain path"),
+        ));
+    }
+    Ok(if relative.is_empty() {
+        mount_point.to_path_buf()
+    } else {
+        mount_point.join(relative)
+    })
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(d) => {
+                let value = d.iter().fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
+                out.push(value as u8);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+    const PURE: &str = "\
+22 1 0:21 / /proc rw,nosuid - proc proc rw
+30 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate
+";
+
+    #[test]
+    fn finds_the_cgroup2_mount_on_hybrid_and_pure_hosts() {
+        assert_eq!(
+            cgroup2_mount(HYBRID),
+            Some(("/".into(), PathBuf::from("/sys/fs/cgroup/unified")))
+        );
+        // Optional fields ("shared:4") before the separator do not confuse the parser.
+        assert_eq!(
+            cgroup2_mount(PURE),
+            Some(("/".into(), PathBuf::from("/sys/fs/cgroup")))
+        );
+        assert_eq!(cgroup2_mount("31 23 0:28 / /x rw - tmpfs tmpfs rw\n"), None);
+    }
+
+    #[test]
+    fn mount_points_with_spaces_are_unescaped() {
+        let info = "41 31 0:38 / /mnt/cg\\040two rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mount(info),
+            Some(("/".into(), PathBuf::from("/mnt/cg two")))
+        );
+    }
+
+    #[test]
+    fn our_cgroup_is_the_0_line() {
+        let text = "9:name=systemd:/\n4:memory:/a/b\n0::/user.slice/session-1.scope\n";
+        assert_eq!(unified_path(text), Some("/user.slice/session-1.scope"));
+        assert_eq!(unified_path("4:memory:/a\n"), None);
+    }
+
+    #[test]
+    fn the_directory_joins_mount_and_path_minus_the_mount_root() {
+        let mp = Path::new("/sys/fs/cgroup");
+        assert_eq!(dir_in_mount(mp, "/", "/").unwrap(), mp);
+        assert_eq!(
+            dir_in_mount(mp, "/", "/a/b").unwrap(),
+            PathBuf::from("/sys/fs/cgroup/a/b")
+        );
+        assert_eq!(
+            dir_in_mount(mp, "/a", "/a/b").unwrap(),
+            PathBuf::from("/sys/fs/cgroup/b")
+        );
+        assert!(dir_in_mount(mp, "/a", "/ab").is_err());
+        assert!(dir_in_mount(mp, "/", "/a/../b").is_err());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_machine_has_a_cgroup2_dir_of_ours() {
+        let dir = own_cgroup_dir().expect("this host mounts cgroup2 (CI does)");
+        assert!(dir.join("cgroup.procs").exists(), "{}", dir.display());
+    }
+}
