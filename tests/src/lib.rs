@@ -49,6 +49,11 @@ pub struct Ready {
 /// Reads slowserver's READY line from the handle's socket, byte by byte (nothing beyond the
 /// newline is consumed).
 pub fn read_ready(handle: &ChildHandle) -> Ready {
+    read_ready_with_workers(handle).0
+}
+
+/// [`read_ready`], plus the pids of `--workers` (READY's `workers=P1,P2,…`; empty without).
+pub fn read_ready_with_workers(handle: &ChildHandle) -> (Ready, Vec<u32>) {
     let mut socket = handle.socket().expect("handle has a socket");
     socket
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -77,10 +82,23 @@ pub fn read_ready(handle: &ChildHandle) -> Ready {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no {key} in {text:?}"))
     };
-    Ready {
+    let workers = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("workers="))
+        .map(|list| {
+            list.split(',')
+                .map(|p| {
+                    p.parse()
+                        .unwrap_or_else(|_| panic!("bad workers= in {text:?}"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let ready = Ready {
         pid: field("pid="),
         grandchild: field("grandchild="),
-    }
+    };
+    (ready, workers)
 }
 
 /// Spawns slowserver `args` over a socketpair with `ladder`, and waits for READY.

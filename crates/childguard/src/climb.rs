@@ -85,7 +85,7 @@ impl Climb {
         // Sized before the kill: afterwards the child drops its memory within microseconds.
         let worth_releasing = rung.signal == Signal::KILL && self.worth_releasing(process);
         let now = Instant::now();
-        let delivered = process.signal(rung.signal)?;
+        let (delivered, reached) = process.signal_counting(rung.signal)?;
         if rung.signal.is_catchable() {
             process.signal(Signal::CONT)?;
         } else if worth_releasing && delivered {
@@ -96,6 +96,8 @@ impl Climb {
             at: now.saturating_duration_since(self.started),
             rung: self.next_rung,
             to_group: process.leads_group(),
+            to_cgroup: process.reaches_cgroup(rung.signal),
+            reached,
         });
         self.next_rung += 1;
         self.deadline = later(now, rung.grace);

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::activation::{self, SocketDir};
 use crate::capture::{Capture, Captured};
 use crate::climb::{later, Climb};
+use crate::containment::{Containment, KillMode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ladder::{Ladder, Rung};
 use crate::process::{sigchld, Process};
@@ -79,6 +80,9 @@ pub struct Builder {
     connect_timeout: Duration,
     runtime_dir: Option<PathBuf>,
     capture: Option<Capture>,
+    containment: Containment,
+    kill_mode: KillMode,
+    cgroup_parent: Option<PathBuf>,
 }
 
 /// The default of [`Builder::connect_timeout`].
@@ -165,6 +169,54 @@ impl Builder {
         self
     }
 
+    /// Give the child a cgroup v2 of its own (Linux), so that *everything* it starts goes with
+    /// it on close — workers that called `setsid`, double-forked daemons — which a process
+    /// group cannot promise (default [`Containment::None`]).
+    ///
+    /// What happens, and when:
+    /// - **`spawn()`**: a new cgroup `childguard-<our pid>-<n>` (mode 0755) is made under the
+    ///   cgroup this process runs in (found through `/proc/self/cgroup` and the cgroup2 mount
+    ///   in `/proc/self/mountinfo`, hybrid or pure v2), or under
+    ///   [`cgroup_parent`](Builder::cgroup_parent). The child moves itself into it *before it
+    ///   execs* (it writes `0` to the cgroup's `cgroup.procs`), so every descendant is born
+    ///   inside. If the cgroup cannot be made or joined, `spawn()` fails with
+    ///   [`ErrorKind::Containment`] naming the path and the reason, and leaves no directory,
+    ///   fd or zombie ([`Containment::BestEffort`] falls back to a process group instead, and
+    ///   the report says so). Containment takes std's `fork` path (a `pre_exec` hook), not
+    ///   `posix_spawn`.
+    /// - **each rung**: catchable signals go where [`kill_mode`](Builder::kill_mode) says
+    ///   (default [`KillMode::Mixed`]: the child, or its group); the `KILL` rung writes
+    ///   `cgroup.kill`, which kills every member atomically (no pid read, no fork escapes).
+    ///   [`CloseReport::signals`] says how many processes each rung reached.
+    /// - **the end**: the close is over when the cgroup is empty (`cgroup.events` says
+    ///   `populated 0`, woken by inotify), not when the child exits; the child is reaped and
+    ///   the directory removed. Members that outlive the last rung (uninterruptible sleep) are
+    ///   left to the background reaper, which removes the cgroup once they are gone;
+    ///   [`CloseReport::cgroup`] says how many were left.
+    /// - **we die**: with [`exit_with_parent`](Builder::exit_with_parent), a guardian process
+    ///   kills the whole cgroup when this process dies, even by `SIGKILL`.
+    ///
+    /// Needs write access to the parent cgroup: root, or a subtree delegated to this user
+    /// (systemd `Delegate=yes`, or a user session's `user@.service`).
+    pub fn contain(mut self, containment: Containment) -> Builder {
+        self.containment = containment;
+        self
+    }
+
+    /// With [`contain`](Builder::contain): who gets the catchable rungs (default
+    /// [`KillMode::Mixed`], as postgres asks of its unit: the leader stops its own workers).
+    pub fn kill_mode(mut self, mode: KillMode) -> Builder {
+        self.kill_mode = mode;
+        self
+    }
+
+    /// With [`contain`](Builder::contain): the cgroup directory under which the child's cgroup
+    /// is made, instead of the cgroup this process runs in (e.g. a delegated subtree).
+    pub fn cgroup_parent(mut self, dir: impl Into<PathBuf>) -> Builder {
+        self.cgroup_parent = Some(dir.into());
+        self
+    }
+
     /// Use the portable `kill` + `SIGCHLD` mechanism even where pidfds exist (for tests and
     /// comparisons).
     #[doc(hidden)]
@@ -195,11 +247,18 @@ impl Builder {
                 ),
             ));
         }
+        let (cgroup, containment_fallback) = self.make_cgroup(&program)?;
+        if containment_fallback.is_some() {
+            self.process_group = true;
+        }
         let activating = matches!(self.socket, SocketMode::Activation { .. });
         // A pre_exec hook forces std onto fork() (2-3x slower than posix_spawn): install it only
         // when it has work to do. Asked before this spawn creates its own (close-on-exec) fds,
         // which the check would only have to read past. See `inheritable` for the race left.
-        let sweep = self.exit_with_parent || activating || crate::inheritable::any_from(3);
+        let sweep = self.exit_with_parent
+            || activating
+            || cgroup.is_some()
+            || crate::inheritable::any_from(3);
         let socket = self
             .connect_stdio()
             .map_err(|e| fail(ErrorKind::Socket, e))?;
@@ -232,6 +291,11 @@ impl Builder {
             .then(|| (self.death_signal, std::process::id()));
         // With activation fd 3 is the listener; everything above stays ours.
         let first_private_fd = if activation_exec.is_some() { 4 } else { 3 };
+        let placement = cgroup
+            .as_ref()
+            .map(Placing::new)
+            .transpose()
+            .map_err(|e| fail(ErrorKind::Containment, e))?;
         if sweep {
             if activation_exec.is_none() {
                 crate::exec_check::refuse_unknown_format(&self.command)
@@ -243,6 +307,7 @@ impl Builder {
                     death_signal,
                     first_private_fd,
                     activation: activation_exec,
+                    placement: placement.as_ref().map(Placing::fds),
                 },
             );
         }
@@ -255,18 +320,39 @@ impl Builder {
             let mut command = self.command;
             command.spawn()
         };
-        let mut child = spawned.map_err(|e| fail(ErrorKind::Spawn, e))?;
+        let mut child = match (spawned, &placement, &cgroup) {
+            (Ok(child), _, _) => child,
+            (Err(e), Some(placing), Some(cgroup)) => {
+                // The cgroup is dropped (removed: the child never got to run in it).
+                return Err(match placing.failure() {
+                    Some(errno) => fail(ErrorKind::Containment, placing_error(cgroup, errno)),
+                    None => fail(ErrorKind::Spawn, e),
+                });
+            }
+            (Err(e), _, _) => return Err(fail(ErrorKind::Spawn, e)),
+        };
+        drop(placement);
         // Our ends of the pipes the Command asked for: kept, never dropped with `child`.
         let mut pipes = Pipes::take_from(&mut child);
         let process =
             match Process::adopt(child.id(), spawn_began, self.process_group, self.portable) {
                 Ok(p) => p,
                 Err(e) => {
+                    #[cfg(target_os = "linux")]
+                    if let Some(cgroup) = &cgroup {
+                        let _ = crate::containment::kill::kill_all(cgroup);
+                    }
                     let _ = child.kill();
                     let _ = child.wait();
                     return Err(fail(ErrorKind::Pidfd, e));
                 }
             };
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+        let mut process = process;
+        #[cfg(target_os = "linux")]
+        if let Some(cgroup) = cgroup {
+            process.contain(cgroup, self.kill_mode);
+        }
         let mut handle = ChildHandle {
             program: Some(program.clone()),
             socket,
@@ -279,6 +365,7 @@ impl Builder {
             socket_dir: None,
             capture: None,
             pipes: Pipes::default(),
+            containment_fallback,
         };
         if let Some(capture) = &self.capture {
             match capture.start(&mut pipes, &program, child.id()) {
@@ -307,6 +394,28 @@ impl Builder {
             }
         }
         Ok(handle)
+    }
+
+    /// Makes the child's cgroup as [`contain`](Builder::contain) asks: `(cgroup, None)`,
+    /// `(None, None)` without containment, or `(None, Some(why))` when `BestEffort` fell back.
+    fn make_cgroup(&self, program: &str) -> Result<(Option<ContainedIn>, Option<String>)> {
+        if self.containment == Containment::None {
+            return Ok((None, None));
+        }
+        #[cfg(target_os = "linux")]
+        let made = crate::containment::create::Cgroup::create(self.cgroup_parent.as_deref());
+        #[cfg(not(target_os = "linux"))]
+        let _ = (self.kill_mode, &self.cgroup_parent);
+        #[cfg(not(target_os = "linux"))]
+        let made: io::Result<ContainedIn> = Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "containment needs Linux cgroup v2",
+        ));
+        match (made, &self.containment) {
+            (Ok(cgroup), _) => Ok((Some(cgroup), None)),
+            (Err(e), Containment::BestEffort) => Ok((None, Some(e.to_string()))),
+            (Err(e), _) => Err(Error::new(ErrorKind::Containment, Some(program), e)),
+        }
     }
 
     fn connect_stdio(&mut self) -> io::Result<Option<UnixStream>> {
@@ -371,6 +480,82 @@ pub struct ChildHandle {
     pipes: Pipes,
     /// [`Builder::capture`]: the handle's side of the shared capture thread.
     capture: Option<Captured>,
+    /// `Containment::BestEffort` fell back to the process group: why.
+    containment_fallback: Option<String>,
+}
+
+/// The cgroup a contained child is made in.
+#[cfg(target_os = "linux")]
+type ContainedIn = crate::containment::create::Cgroup;
+/// No cgroups off Linux ([`Builder::make_cgroup`] never makes one).
+#[cfg(not(target_os = "linux"))]
+type ContainedIn = std::convert::Infallible;
+
+/// The placement pipe of one contained spawn: the child reports a failed `cgroup.procs` write
+/// through it (see `sys::Placement`).
+struct Placing {
+    procs: i32,
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl Placing {
+    #[cfg(target_os = "linux")]
+    fn new(cgroup: &ContainedIn) -> io::Result<Placing> {
+        use std::os::fd::AsRawFd;
+        let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
+        let (read, write) = rustix::pipe::pipe_with(flags)?;
+        Ok(Placing {
+            procs: cgroup.procs_fd().as_raw_fd(),
+            read,
+            write,
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn new(cgroup: &ContainedIn) -> io::Result<Placing> {
+        match *cgroup {}
+    }
+
+    fn fds(&self) -> sys::Placement {
+        use std::os::fd::AsRawFd;
+        sys::Placement {
+            procs: self.procs,
+            report: self.write.as_raw_fd(),
+        }
+    }
+
+    /// After a failed spawn: the errno of a failed placement, if that is what failed.
+    fn failure(&self) -> Option<i32> {
+        let mut errno = [0u8; 4];
+        match rustix::io::read(&self.read, &mut errno) {
+            Ok(4) => Some(i32::from_ne_bytes(errno)),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Placing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placing")
+            .field("procs", &self.procs)
+            .finish()
+    }
+}
+
+/// The error of a child that could not join its cgroup.
+#[cfg(target_os = "linux")]
+fn placing_error(cgroup: &ContainedIn, errno: i32) -> io::Error {
+    crate::containment::create::explain(
+        &cgroup.dir().join("cgroup.procs"),
+        "placing the child in its cgroup",
+        io::Error::from_raw_os_error(errno),
+    )
+}
+
+#[cfg(not(target_os = "linux"))]
+fn placing_error(cgroup: &ContainedIn, _errno: i32) -> io::Error {
+    match *cgroup {}
 }
 
 impl ChildHandle {
@@ -389,6 +574,9 @@ impl ChildHandle {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             runtime_dir: None,
             capture: None,
+            containment: Containment::None,
+            kill_mode: KillMode::default(),
+            cgroup_parent: None,
         }
     }
 
@@ -407,6 +595,7 @@ impl ChildHandle {
             socket_dir: None,
             pipes: Pipes::default(),
             capture: None,
+            containment_fallback: None,
         }
     }
 
@@ -565,6 +754,7 @@ impl ChildHandle {
         report
             .notes
             .extend(process.as_ref().and_then(Process::fallback_note));
+        report.containment_fallback = self.containment_fallback.take();
         shut_down_and_close(self.socket.take(), started, &mut report);
         // Our end of a piped stdin goes with the socket: EOF for a server reading it. Its
         // stdout/stderr stay open until the handle is gone (see `crate::stdio`).
@@ -717,14 +907,22 @@ fn reap_or_hand_off(
     report: &mut CloseReport,
 ) -> io::Result<()> {
     report.group_survivors = process.survivor_pids();
-    // Only a handle that had a socket can have it held by someone else.
-    report.socket_may_be_held =
-        report.shutdown.is_some() && (!process.leads_group() || !cfg!(target_os = "linux"));
+    let contained = process.cgroup_report().is_some();
+    // Only a handle that had a socket can have it held by someone else. A contained child's
+    // descendants are all in its cgroup, which the close waits to be empty.
+    report.socket_may_be_held = report.shutdown.is_some()
+        && !contained
+        && (!process.leads_group() || !cfg!(target_os = "linux"));
     let ladder_done = matches!(climbed, Ok(false)) && climb.is_exhausted(Instant::now());
-    if matches!(climbed, Ok(true)) || (ladder_done && !process.is_running()) {
+    if matches!(climbed, Ok(true))
+        || (ladder_done && !process.is_running() && !process.waits_for_cgroup())
+    {
         // Gone — or only group members outlived the ladder: release the leader now.
         report.outlived_ladder = !report.group_survivors.is_empty();
-        report.status = process.reap()?;
+        let reaped = process.reap();
+        // Also when the reap (or the cgroup's removal) failed: the report says where it is.
+        report.cgroup = process.cgroup_report();
+        report.status = reaped?;
         report.reaped = Some(started.elapsed());
         if report.status.is_none() {
             report
@@ -735,6 +933,8 @@ fn reap_or_hand_off(
     }
     report.outlived_ladder = ladder_done;
     report.handed_to_reaper = true;
+    // Before the hand-off: members left in the cgroup (D state) are counted now.
+    report.cgroup = process.cgroup_report();
     if !ladder_done {
         report.ended_by = Ending::InBackground;
     }
@@ -757,7 +957,13 @@ fn reap_or_hand_off(
             job.process
                 .wait_until(Instant::now() + Duration::from_secs(1))?;
         }
-        report.status = job.process.reap()?;
+        while job.process.waits_for_cgroup() {
+            job.process
+                .wait_until(Instant::now() + Duration::from_secs(1))?;
+        }
+        let reaped = job.process.reap();
+        report.cgroup = job.process.cgroup_report();
+        report.status = reaped?;
         report.reaped = Some(started.elapsed());
     }
     climbed.map(drop)

@@ -355,7 +355,9 @@ fn step(job: &mut Job, now: Instant) -> bool {
             }
         }
         // Leader exited but group members outlived every rung: release the leader now.
-        if job.climb.is_none() && !job.process.is_running() {
+        // A contained child's cgroup must be empty first (members in D state): then the
+        // leader is reaped and the cgroup removed.
+        if job.climb.is_none() && !job.process.is_running() && !job.process.waits_for_cgroup() {
             job.process.reap()?;
             return Ok(true);
         }

@@ -71,6 +71,14 @@ pub struct SentSignal {
     pub rung: usize,
     /// Whether it went to the whole process group.
     pub to_group: bool,
+    /// Whether it went to every process in the child's cgroup
+    /// ([`Containment`](crate::Containment): the `KILL` rung through `cgroup.kill`, or every
+    /// rung with [`KillMode::ControlGroup`](crate::KillMode::ControlGroup)).
+    pub to_cgroup: bool,
+    /// How many processes it reached, when that is known: the members of a contained child's
+    /// cgroup (counted just before), 1 or 0 for a child alone. `None` for a process group
+    /// (`killpg` does not say).
+    pub reached: Option<usize>,
 }
 
 impl SentSignal {
@@ -82,6 +90,8 @@ impl SentSignal {
             at,
             rung,
             to_group,
+            to_cgroup: false,
+            reached: None,
         }
     }
 }
@@ -179,6 +189,12 @@ pub struct CloseReport {
     /// With [`Builder::capture`](crate::Builder::capture): the tail of the child's output,
     /// read up to its exit (`None` without capture).
     pub output_tail: Option<String>,
+    /// Containment: the child's cgroup, whether the close removed it, and how many processes
+    /// were still in it when the close returned (`None`: not contained).
+    pub cgroup: Option<crate::containment::CgroupReport>,
+    /// With [`Containment::BestEffort`](crate::Containment::BestEffort): why no cgroup could
+    /// be made, so the child was contained by its process group only.
+    pub containment_fallback: Option<String>,
     /// Things worth knowing that are not errors (status lost, `ESRCH` on a signal …).
     pub notes: Vec<String>,
 }
@@ -202,6 +218,8 @@ impl CloseReport {
             total: Duration::ZERO,
             memory_release: None,
             output_tail: None,
+            cgroup: None,
+            containment_fallback: None,
             notes: Vec::new(),
         }
     }
@@ -255,8 +273,16 @@ impl fmt::Display for CloseReport {
             timed.push((at, format!("shutdown {}", Ms(at))));
         }
         for s in &self.signals {
-            let group = if s.to_group { " (group)" } else { "" };
-            timed.push((s.at, format!("{}{group} {}", s.signal, Ms(s.at))));
+            let group = match (s.to_cgroup, s.to_group) {
+                (true, _) => " (cgroup)",
+                (false, true) => " (group)",
+                (false, false) => "",
+            };
+            let reached = match s.reached {
+                Some(n) if s.to_cgroup => format!(" reached {n}"),
+                _ => String::new(),
+            };
+            timed.push((s.at, format!("{}{group}{reached} {}", s.signal, Ms(s.at))));
         }
         if let Some(at) = self.exited {
             let status = self
@@ -289,6 +315,18 @@ impl fmt::Display for CloseReport {
         }
         if self.handed_to_reaper {
             parts.push("handed to background reaper".into());
+        }
+        if let Some(cg) = &self.cgroup {
+            parts.push(match (cg.removed, cg.members_left) {
+                (true, _) => format!("cgroup {} emptied and removed", cg.path.display()),
+                (false, n) => format!(
+                    "cgroup {} still has {n} member(s); the reaper removes it once empty",
+                    cg.path.display()
+                ),
+            });
+        }
+        if let Some(why) = &self.containment_fallback {
+            parts.push(format!("not contained ({why}): process group only"));
         }
         if !self.group_survivors.is_empty() {
             parts.push(format!("group survivors {:?}", self.group_survivors));

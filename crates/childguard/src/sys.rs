@@ -150,6 +150,21 @@ pub(crate) struct ChildSetup {
     pub first_private_fd: i32,
     /// Socket activation: the hook places the listener on fd 3 and `execve`s itself.
     pub activation: Option<ActivationExec>,
+    /// Containment: the child moves itself into its cgroup first of all.
+    pub placement: Option<Placement>,
+}
+
+/// The fds, opened before the fork and close-on-exec, through which the child joins its
+/// cgroup (see `containment`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placement {
+    /// The new cgroup's `cgroup.procs`, opened write-only by the parent. The kernel checks
+    /// a migration against the credentials the file was *opened* with (Linux ≥ 5.16), so the
+    /// write works after std applied `CommandExt::uid`/`gid`, which it does before our hook.
+    pub procs: i32,
+    /// Write end of a pipe: on failure the child writes its errno there, so the parent can
+    /// tell a placement error (ErrorKind::Containment) from an exec error.
+    pub report: i32,
 }
 
 /// Registers [`ChildSetup`] with `Command::pre_exec`.
@@ -158,6 +173,14 @@ pub(crate) struct ChildSetup {
 /// `execvp`. Errors returned here make `spawn()` fail with that error, and std reaps the child.
 pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
     let hook = move || -> io::Result<()> {
+        if let Some(placement) = setup.placement {
+            // First, so that nothing this child does (or starts) happens outside its cgroup.
+            if let Err(e) = write_raw(placement.procs, b"0") {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let _ = write_raw(placement.report, &errno.to_ne_bytes());
+                return Err(e);
+            }
+        }
         if let Some((signal, parent)) = setup.death_signal {
             set_parent_death_signal(signal)?;
             // The parent may have died between fork and prctl; the death signal would then
@@ -174,11 +197,33 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
         }
     };
     // SAFETY: the hook runs between fork and exec in a possibly multi-threaded parent's child:
-    // it only calls prctl, getppid, close_range/fcntl, getrlimit and (activation) getpid, dup2,
+    // it only calls write (to fds the parent opened and keeps open until spawn returns), prctl, getppid, close_range/fcntl, getrlimit and (activation) getpid, dup2,
     // execve and close, which are async-signal-safe; it takes no lock and does not allocate
     // (io::Error from an OS code is not boxed; ActivationExec writes into buffers it owns).
     unsafe {
         cmd.pre_exec(hook);
+    }
+}
+
+/// `write(2)` of all of `bytes` (at most a few) to the fd number `fd`, without allocating:
+/// async-signal-safe, for the child between fork and exec.
+fn write_raw(fd: i32, bytes: &[u8]) -> io::Result<()> {
+    loop {
+        // SAFETY: `bytes` is a valid buffer for its length; `fd` is an fd number the parent
+        // opened and holds across the fork, so the child's copy is open (a closed one would
+        // only fail with EBADF).
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n == bytes.len() as isize {
+            return Ok(());
+        }
+        if n >= 0 {
+            // A cgroup file takes the whole (tiny) write or fails; a pipe of ≤ PIPE_BUF too.
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
     }
 }
 

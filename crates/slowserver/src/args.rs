@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use libc::c_int;
 
+use crate::escape::{BUSY_WORKER_FLAG, DAEMON_FLAG, DAEMON_STAGE_FLAG};
 use crate::grandchild::WORKER_FLAG;
 use crate::signals;
 
@@ -33,6 +34,10 @@ Options:
   --exit-immediately CODE  exit with CODE before doing anything else
   --log FILE               append each signal received (e.g. HUP) to FILE, one a line;
                            HUP/TERM/INT then still end the process
+  --daemonize              double fork + setsid a daemon that keeps a copy of stdin (the
+                           socket) and ignores HUP/TERM; its pid is READY's grandchild=
+  --workers N              start N children that burn CPU; READY ends with workers=P1,P2,…
+  --setsid                 with --workers: each worker calls setsid (its own session)
   -h, --help               print this help
 
 Protocol (one request per line on stdin):
@@ -68,6 +73,12 @@ pub struct Config {
     pub exit_immediately: Option<i32>,
     /// `--log`.
     pub log: Option<PathBuf>,
+    /// `--daemonize`.
+    pub daemonize: bool,
+    /// `--workers`.
+    pub workers: usize,
+    /// `--setsid`.
+    pub setsid: bool,
 }
 
 /// What the process should be.
@@ -79,6 +90,12 @@ pub enum Mode {
     Help,
     /// The `--fork-grandchild` worker (hidden).
     GrandchildWorker,
+    /// `--daemonize`'s intermediate process (hidden).
+    DaemonStage,
+    /// `--daemonize`'s daemon (hidden).
+    Daemon,
+    /// A `--workers` child (hidden); `true`: call `setsid` first.
+    BusyWorker(bool),
 }
 
 /// A bad command line; its message names the offending argument.
@@ -125,6 +142,21 @@ where
         match flag {
             "-h" | "--help" => return Ok(Mode::Help),
             WORKER_FLAG => return Ok(Mode::GrandchildWorker),
+            DAEMON_STAGE_FLAG => return Ok(Mode::DaemonStage),
+            DAEMON_FLAG => return Ok(Mode::Daemon),
+            BUSY_WORKER_FLAG => {
+                let setsid = args.next().is_some_and(|a| a == "setsid");
+                return Ok(Mode::BusyWorker(setsid));
+            }
+            "--daemonize" => takes_no_value(&mut config, |c| c.daemonize = true)?,
+            "--setsid" => takes_no_value(&mut config, |c| c.setsid = true)?,
+            "--workers" => {
+                let n = number(flag, &value()?)?;
+                config.workers = usize::try_from(n)
+                    .ok()
+                    .filter(|&n| n <= 1024)
+                    .ok_or_else(|| invalid(flag, &n.to_string(), "must be 0 to 1024"))?;
+            }
             "--ignore" => config.ignore.extend(signal_list(flag, &value()?)?),
             "--ignore-eof" => takes_no_value(&mut config, |c| c.ignore_eof = true)?,
             "--delay-read" => config.delay_read = Some(duration(flag, &value()?)?),

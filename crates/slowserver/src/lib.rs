@@ -59,6 +59,7 @@
 pub const READY_PREFIX: &str = "READY ";
 
 mod args;
+mod escape;
 mod exit;
 mod grandchild;
 mod memory;
@@ -88,6 +89,9 @@ pub fn main_with(reexec_prefix: Vec<OsString>, args: Vec<OsString>) -> ! {
             process::exit(0);
         }
         Ok(Mode::GrandchildWorker) => grandchild::run_worker(),
+        Ok(Mode::DaemonStage) => escape::run_daemon_stage(),
+        Ok(Mode::Daemon) => escape::run_daemon(),
+        Ok(Mode::BusyWorker(setsid)) => escape::run_busy_worker(setsid),
         Err(err) => {
             eprintln!("slowserver: {err}");
             eprintln!("Try 'slowserver --help' for more information.");
@@ -134,11 +138,15 @@ fn run(config: &Config) -> ! {
 
     let grandchild = if config.fork_grandchild {
         grandchild::spawn().unwrap_or_else(|e| fail("--fork-grandchild", e))
+    } else if config.daemonize {
+        escape::daemonize().unwrap_or_else(|e| fail("--daemonize", e))
     } else {
         0
     };
+    let workers = escape::spawn_workers(config.workers, config.setsid)
+        .unwrap_or_else(|e| fail("--workers", e));
 
-    if announce_ready(grandchild).is_err() {
+    if announce_ready(grandchild, &workers).is_err() {
         // Nobody is listening: leave as quietly as a later write error would.
         process::exit(0);
     }
@@ -154,10 +162,15 @@ fn run(config: &Config) -> ! {
     })
 }
 
-/// Prints the single `READY pid=<pid> grandchild=<gpid or 0>` line.
-fn announce_ready(grandchild: u32) -> io::Result<()> {
+/// Prints the single `READY pid=<pid> grandchild=<gpid or 0>[ workers=<p1,p2,…>]` line.
+fn announce_ready(grandchild: u32, workers: &[u32]) -> io::Result<()> {
     let mut out = io::stdout().lock();
-    writeln!(out, "READY pid={} grandchild={grandchild}", process::id())?;
+    write!(out, "READY pid={} grandchild={grandchild}", process::id())?;
+    if !workers.is_empty() {
+        let list: Vec<String> = workers.iter().map(u32::to_string).collect();
+        write!(out, " workers={}", list.join(","))?;
+    }
+    writeln!(out)?;
     out.flush()
 }
 

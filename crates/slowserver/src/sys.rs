@@ -110,3 +110,13 @@ impl Drop for AnonMapping {
         }
     }
 }
+
+/// `setsid(2)`: a new session and process group led by the caller (which must not lead a
+/// group already).
+pub fn new_session() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments and only changes our session and group ids.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -47,9 +47,10 @@ pub(crate) fn open_all(cgroup: &Cgroup) -> io::Result<Vec<(u32, OwnedFd)>> {
 
 /// Sends `signal` to every member (by pidfd). Returns how many it reached.
 pub(crate) fn signal_each(cgroup: &Cgroup, signal: Signal) -> io::Result<usize> {
+    let signal = sys::rustix_signal(signal)?;
     let mut reached = 0;
     for (_, fd) in open_all(cgroup)? {
-        match pidfd_send_signal(&fd, sys::rustix_signal(signal)) {
+        match pidfd_send_signal(&fd, signal) {
             Ok(()) => reached += 1,
             Err(rustix::io::Errno::SRCH) => {}
             Err(e) => return Err(e.into()),

@@ -22,6 +22,11 @@ use std::os::fd::BorrowedFd;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
+#[cfg(target_os = "linux")]
+use crate::containment::{self, create::Cgroup};
+use crate::containment::CgroupReport;
+#[cfg(target_os = "linux")]
+use crate::containment::KillMode;
 use crate::signal::Signal;
 
 /// Where the child is in its life.
@@ -64,6 +69,9 @@ pub(crate) struct Process {
     survivors: group::Survivors,
     /// `SIGCHLD` generation read before the last [`Process::check_exit`] (portable mechanism).
     sigchld_seen: u64,
+    /// Containment: the child's own cgroup, and who gets the catchable rungs.
+    #[cfg(target_os = "linux")]
+    cgroup: Option<(Cgroup, KillMode)>,
 }
 
 impl Process {
@@ -92,6 +100,8 @@ impl Process {
             exited_at: None,
             survivors: group::Survivors::default(),
             sigchld_seen: 0,
+            #[cfg(target_os = "linux")]
+            cgroup: None,
         })
     }
 
@@ -177,17 +187,38 @@ impl Process {
     /// Sends `signal` to the child, or to its whole group while we still hold the group id.
     /// Returns whether anything was signalled. Never signals after the leader was reaped.
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<bool> {
+        self.signal_counting(signal).map(|(sent, _)| sent)
+    }
+
+    /// [`Process::signal`], also saying how many processes the signal reached when that is
+    /// known (a contained child's cgroup, or a child that leads no group).
+    ///
+    /// Contained ([`KillMode`]): `SIGKILL` goes to the whole cgroup through `cgroup.kill`,
+    /// whether or not the leader is still alive; a catchable signal goes to every member with
+    /// `ControlGroup`, and as without containment (the leader, or its group) with `Mixed`.
+    pub(crate) fn signal_counting(&mut self, signal: Signal) -> io::Result<(bool, Option<usize>)> {
+        #[cfg(target_os = "linux")]
+        if let Some((cgroup, mode)) = &self.cgroup {
+            if signal == Signal::KILL {
+                let n = containment::kill::kill_all(cgroup)?;
+                return Ok((n > 0, Some(n)));
+            }
+            if *mode == KillMode::ControlGroup {
+                let n = containment::members::signal_each(cgroup, signal)?;
+                return Ok((n > 0, Some(n)));
+            }
+        }
         match self.life {
-            Life::Reaped(_) | Life::Lost => return Ok(false),
+            Life::Reaped(_) | Life::Lost => return Ok((false, Some(0))),
             Life::Running | Life::Exited(_) => {}
         }
         if self.leads_group {
             // The leader is alive or an unreaped zombie, so its pid — our group id — cannot
             // have been recycled: killpg reaches only our group (never 0 or 1: see `group`).
-            return group::signal(self.pid, signal);
+            return group::signal(self.pid, signal).map(|sent| (sent, None));
         }
         if !self.is_running() {
-            return Ok(false);
+            return Ok((false, Some(0)));
         }
         let sent = match &self.mechanism {
             #[cfg(target_os = "linux")]
@@ -195,11 +226,68 @@ impl Process {
             Mechanism::Sigchld(_) => sigchld::send(self.pid, signal),
         };
         match sent {
-            Ok(()) => Ok(true),
+            Ok(()) => Ok((true, Some(1))),
             // Exited between our check and the signal: nothing to do.
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok((false, Some(0))),
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether `signal` goes to every member of the child's cgroup (contained: `KILL`, or any
+    /// signal with `KillMode::ControlGroup`).
+    pub(crate) fn reaches_cgroup(&self, signal: Signal) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some((_, mode)) = &self.cgroup {
+            return signal == Signal::KILL || *mode == KillMode::ControlGroup;
+        }
+        let _ = signal;
+        false
+    }
+
+    /// Puts the child's cgroup in our hands: from now on its close waits until the cgroup is
+    /// empty, and the rungs reach its members as `mode` says.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn contain(&mut self, cgroup: Cgroup, mode: KillMode) {
+        self.cgroup = Some((cgroup, mode));
+    }
+
+    /// Whether the cgroup of a contained child still has members (never, uncontained).
+    pub(crate) fn cgroup_populated(&self) -> io::Result<bool> {
+        #[cfg(target_os = "linux")]
+        if let Some((cgroup, _)) = &self.cgroup {
+            return Ok(cgroup.watch().read()?.populated);
+        }
+        Ok(false)
+    }
+
+    /// Containment's part of the report: the cgroup, whether it is removed, who is left.
+    pub(crate) fn cgroup_report(&self) -> Option<CgroupReport> {
+        #[cfg(target_os = "linux")]
+        if let Some((cgroup, mode)) = &self.cgroup {
+            let members_left = if cgroup.is_removed() {
+                0
+            } else {
+                containment::members::pids(cgroup).map_or(0, |p| p.len())
+            };
+            return Some(CgroupReport {
+                path: cgroup.dir().to_path_buf(),
+                kill_mode: *mode,
+                removed: cgroup.is_removed(),
+                members_left,
+            });
+        }
+        None
+    }
+
+    /// Removes a contained child's cgroup once it is empty (after the leader exited).
+    fn remove_cgroup_if_empty(&mut self) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some((cgroup, _)) = &mut self.cgroup {
+            if !cgroup.is_removed() && !cgroup.watch().read()?.populated {
+                cgroup.remove()?;
+            }
+        }
+        Ok(())
     }
 
     /// Non-blocking: has the leader exited? A group leader is left a zombie (`WNOWAIT`), so
@@ -241,11 +329,23 @@ impl Process {
         if self.is_running() {
             return Ok(false);
         }
+        #[cfg(target_os = "linux")]
+        if self.cgroup.is_some() {
+            // Contained: over when the cgroup is empty, wherever its members went.
+            return Ok(!self.cgroup_populated()?);
+        }
         if !self.leads_group || !self.holds_group_id() {
             return Ok(true);
         }
         self.survivors.refresh(self.pid)?;
         Ok(self.survivors.is_empty())
+    }
+
+    /// Whether, with the ladder used up and the leader exited, something is still to wait
+    /// for: a contained child's cgroup that has members (D state). The reaper waits for it to
+    /// empty and removes it; without containment the leader is released at once.
+    pub(crate) fn waits_for_cgroup(&self) -> bool {
+        self.cgroup_populated().unwrap_or(false)
     }
 
     fn holds_group_id(&self) -> bool {
@@ -254,12 +354,26 @@ impl Process {
 
     /// Pids of group members still alive (last seen), for the report.
     pub(crate) fn survivor_pids(&self) -> Vec<u32> {
+        #[cfg(target_os = "linux")]
+        if let Some((cgroup, _)) = &self.cgroup {
+            if cgroup.is_removed() {
+                return Vec::new();
+            }
+            let leader = self.pid;
+            return containment::members::pids(cgroup)
+                .map(|pids| pids.into_iter().filter(|&p| p != leader).collect())
+                .unwrap_or_default();
+        }
         self.survivors.pids()
     }
 
     /// Blocks until something we wait for may have changed, or `deadline` passes.
     /// Spurious wake-ups are allowed; callers re-check with [`Process::is_gone`].
     pub(crate) fn wait_until(&self, deadline: Instant) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if self.cgroup.is_some() && (self.uses_pidfd() || !self.is_running()) {
+            return pidfd::poll_until(&self.wait_fds(), deadline);
+        }
         if !self.is_running() {
             return self.survivors.wait_until(deadline);
         }
@@ -286,6 +400,16 @@ impl Process {
     /// it runs, then the survivors' pidfds. Empty for the portable mechanism, whose changes
     /// arrive as `SIGCHLD` instead.
     pub(crate) fn wait_fds(&self) -> Vec<BorrowedFd<'_>> {
+        #[cfg(target_os = "linux")]
+        if let Some((cgroup, _)) = &self.cgroup {
+            // The leader's exit (it is reaped or kept a zombie), then the cgroup emptying.
+            let mut fds = Vec::with_capacity(2);
+            if let (true, Some(pidfd)) = (self.is_running(), self.pidfd()) {
+                fds.push(pidfd);
+            }
+            fds.push(cgroup.watch().fd());
+            return fds;
+        }
         if !self.is_running() {
             return self.survivors.fds();
         }
@@ -321,6 +445,9 @@ impl Process {
                 Err(e) => return Err(e),
             };
         }
+        // A cgroup that cannot be removed (the server made cgroups inside it) is not an error
+        // of the reap: the report shows it as not removed.
+        let _ = self.remove_cgroup_if_empty();
         Ok(self.status())
     }
 }

@@ -1,0 +1,115 @@
+//! `--daemonize` and `--workers N --setsid`: descendants that leave our process group, as a
+//! daemon's double fork or a server's per-connection sessions do, so that only a cgroup (not
+//! `killpg`) reaches them.
+
+use std::env;
+use std::io::{self, BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use crate::{exit, grandchild, signals, sys};
+
+/// Hidden argument: the first fork of `--daemonize` (calls `setsid`, forks the daemon, exits).
+pub const DAEMON_STAGE_FLAG: &str = "--daemon-stage";
+/// Hidden argument: the daemon itself (ignores HUP and TERM, keeps a copy of the socket).
+pub const DAEMON_FLAG: &str = "--daemon";
+/// Hidden argument: a `--workers` child (`--busy-worker setsid` to call `setsid` first).
+pub const BUSY_WORKER_FLAG: &str = "--busy-worker";
+
+fn reexec() -> io::Result<Command> {
+    let mut cmd = Command::new(env::current_exe()?);
+    cmd.args(
+        grandchild::REEXEC_PREFIX
+            .get()
+            .map(Vec::as_slice)
+            .unwrap_or_default(),
+    );
+    Ok(cmd)
+}
+
+/// `--daemonize`: double fork + `setsid`. Returns the daemon's pid once the intermediate
+/// process has exited (and been reaped), so the daemon's parent is no longer us.
+pub fn daemonize() -> io::Result<u32> {
+    let mut stage = reexec()?
+        .arg(DAEMON_STAGE_FLAG)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(stage.stdout.take().expect("piped")).read_line(&mut line)?;
+    let status = stage.wait()?;
+    if !status.success() {
+        return Err(io::Error::other(format!("daemon stage failed: {status}")));
+    }
+    line.trim()
+        .parse()
+        .map_err(|_| io::Error::other(format!("daemon stage printed {line:?}")))
+}
+
+/// The intermediate process: new session, fork the daemon (sharing stdin, our socket), print
+/// its pid, exit.
+pub fn run_daemon_stage() -> ! {
+    let result = (|| -> io::Result<u32> {
+        sys::new_session()?;
+        let daemon = reexec()?
+            .arg(DAEMON_FLAG)
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        Ok(daemon.id())
+    })();
+    match result {
+        Ok(pid) => {
+            println!("{pid}");
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("slowserver: --daemonize: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
+/// The daemon: ignores HUP and TERM (as a daemon that re-reads its config on HUP and drains
+/// on TERM might, never finishing), holds stdin (the socket) and sleeps.
+pub fn run_daemon() -> ! {
+    signals::reset_all_to_default();
+    let _ = signals::ignore(&[libc::SIGHUP, libc::SIGTERM]);
+    exit::never()
+}
+
+/// `--workers N [--setsid]`: N children that burn CPU, each in its own session with
+/// `setsid`. Returns their pids.
+pub fn spawn_workers(n: usize, setsid: bool) -> io::Result<Vec<u32>> {
+    (0..n)
+        .map(|_| {
+            let mut cmd = reexec()?;
+            cmd.arg(BUSY_WORKER_FLAG);
+            if setsid {
+                cmd.arg("setsid");
+            }
+            let child = cmd
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()?;
+            Ok(child.id())
+        })
+        .collect()
+}
+
+/// A `--workers` child: optionally a new session, then a busy loop (default dispositions).
+pub fn run_busy_worker(setsid: bool) -> ! {
+    signals::reset_all_to_default();
+    if setsid {
+        if let Err(e) = sys::new_session() {
+            eprintln!("slowserver: --setsid: {e}");
+            std::process::exit(1);
+        }
+    }
+    let mut x = 0u64;
+    loop {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}

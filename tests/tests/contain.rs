@@ -1,0 +1,461 @@
+//! Containment (issue 13): a cgroup v2 per child, so that `setsid`'d workers and daemonized
+//! grandchildren go with the close. Real peers: slowserver's `--daemonize`/`--workers
+//! --setsid`, and postgres 15 with a busy backend.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use childguard::{ChildHandle, Containment, ErrorKind, KillMode, Ladder, Signal, SocketMode};
+use childguard_tests::{
+    eventually, fd_count, is_alive, our_children, read_ready, read_ready_with_workers, scratch,
+    slowserver,
+};
+
+/// The tests of this file count this process's fds, children and cgroups: one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The cgroup v2 directory this test process runs in (mount from mountinfo + `0::` path).
+fn own_cgroup_dir() -> PathBuf {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mount = info
+        .lines()
+        .find_map(|l| {
+            let (before, after) = l.split_once(" - ")?;
+            (after.split(' ').next()? == "cgroup2").then(|| before.split(' ').nth(4).unwrap())
+        })
+        .expect("this test needs cgroup v2 mounted (CI has it at /sys/fs/cgroup/unified)");
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let ours = cgroup.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+    Path::new(mount).join(ours.trim_start_matches('/'))
+}
+
+/// The cgroup directories this process made and has not removed, in `dir`.
+fn our_cgroups_in(dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!("childguard-{}-", std::process::id());
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// The cgroup path of `pid` (its `0::` line), if it exists.
+fn cgroup_of(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned)
+}
+
+fn contained(cmd: Command, ladder: &str, mode: KillMode) -> ChildHandle {
+    ChildHandle::builder(cmd)
+        .socket(SocketMode::Stdio)
+        .ladder(ladder.parse::<Ladder>().unwrap())
+        .contain(Containment::Cgroup)
+        .kill_mode(mode)
+        .spawn()
+        .expect("contained spawn (needs a writable cgroup v2: CI runs as root)")
+}
+
+#[test]
+fn a_daemonized_grandchild_dies_with_a_contained_close() {
+    let _serial = serial();
+    let handle = contained(
+        slowserver(&["--daemonize"]),
+        "HUP:200ms,TERM:200ms,KILL:5s",
+        KillMode::Mixed,
+    );
+    let ready = read_ready(&handle);
+    let daemon = ready.grandchild;
+    assert!(daemon > 0 && is_alive(daemon), "no daemon: {ready:?}");
+    // Precondition: the daemon left our process group and session, but not the cgroup.
+    assert_eq!(cgroup_of(daemon), cgroup_of(ready.pid));
+    let daemon_fd = childguard_tests::pidfd(daemon);
+    let report = handle.close().unwrap();
+    let cg = report.cgroup.as_ref().expect("contained");
+    assert!(cg.removed && !cg.path.exists(), "{report}");
+    assert!(
+        !is_alive(daemon) && pidfd_exited(&daemon_fd),
+        "daemon {daemon} outlived the close: {report}"
+    );
+    // Mixed: HUP reached the server alone (which exited); KILL the daemon left in the cgroup.
+    assert_eq!(report.signals[0].reached, Some(1), "{report}");
+    let kill = report.signals.iter().find(|s| s.signal == Signal::KILL);
+    let kill = kill.unwrap_or_else(|| panic!("no KILL rung: {report}"));
+    assert!(kill.to_cgroup && kill.reached == Some(1), "{report}");
+    assert!(report.group_survivors.is_empty() && !report.socket_may_be_held);
+}
+
+#[test]
+fn without_containment_the_daemon_outlives_its_process_group() {
+    let _serial = serial();
+    // The problem containment solves, shown: the same server with a process group only.
+    let (handle, ready) =
+        childguard_tests::spawn_slow(&["--daemonize"], "HUP:200ms,TERM:200ms,KILL:1s", true);
+    let daemon = ready.grandchild;
+    let daemon_fd = childguard_tests::pidfd(daemon);
+    let report = handle.close().unwrap();
+    let survived = !pidfd_exited(&daemon_fd);
+    let _ = rustix::process::pidfd_send_signal(&daemon_fd, rustix::process::Signal::KILL);
+    assert!(survived, "the daemon died without containment?! {report}");
+    assert!(report.cgroup.is_none());
+}
+
+#[test]
+fn setsid_workers_die_with_a_contained_close_in_both_kill_modes() {
+    let _serial = serial();
+    for mode in [KillMode::ControlGroup, KillMode::Mixed] {
+        let handle = contained(
+            slowserver(&["--workers", "8", "--setsid", "--ignore", "HUP"]),
+            "HUP:100ms,TERM:300ms,KILL:5s",
+            mode,
+        );
+        let (ready, workers) = read_ready_with_workers(&handle);
+        assert_eq!(workers.len(), 8);
+        let fds: Vec<_> = workers
+            .iter()
+            .map(|&w| childguard_tests::pidfd(w))
+            .collect();
+        let report = handle.close().unwrap();
+        assert!(
+            report.cgroup.as_ref().unwrap().removed,
+            "{mode:?}: {report}"
+        );
+        for (w, fd) in workers.iter().zip(&fds) {
+            assert!(pidfd_exited(fd), "{mode:?}: worker {w} outlived: {report}");
+        }
+        // server + 8 workers are in the cgroup at the first rung.
+        let first = &report.signals[0];
+        match mode {
+            KillMode::ControlGroup => {
+                assert!(first.to_cgroup && first.reached == Some(9), "{report}")
+            }
+            _ => assert!(!first.to_cgroup && first.reached == Some(1), "{report}"),
+        }
+        assert!(!is_alive(ready.pid));
+    }
+}
+
+/// Spawns with `builder`, which must fail with ErrorKind::Containment naming `needle`, and
+/// leave no fd, child or cgroup directory behind.
+fn assert_containment_error(parent: &Path, needle: &str) {
+    let fds = fd_count();
+    let err = ChildHandle::builder(slowserver(&[]))
+        .socket(SocketMode::Stdio)
+        .contain(Containment::Cgroup)
+        .cgroup_parent(parent)
+        .spawn()
+        .expect_err("spawn must fail");
+    assert_eq!(err.kind(), ErrorKind::Containment, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&parent.display().to_string()) && text.contains(needle),
+        "{text}"
+    );
+    assert_eq!(fd_count(), fds, "an fd leaked: {text}");
+    assert!(our_children().is_empty(), "a child was left: {text}");
+    if parent.exists() && parent.starts_with(own_cgroup_dir()) {
+        assert!(
+            our_cgroups_in(parent).is_empty(),
+            "a cgroup was left: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_or_unusable_cgroup_parent_is_a_clear_error_that_leaves_nothing() {
+    let _serial = serial();
+    let own = own_cgroup_dir();
+    assert_containment_error(&own.join("no-such-cgroup-parent"), "does not exist");
+    assert_containment_error(&std::env::temp_dir(), "not a cgroup v2 directory");
+    // A parent that refuses new cgroups: cgroup.max.descendants 0.
+    let full = own.join(format!("cg-test-full-{}", std::process::id()));
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("cgroup.max.descendants"), "0").unwrap();
+    assert_containment_error(&full, "cgroup.max.descendants");
+    std::fs::remove_dir(&full).unwrap();
+    // A threaded parent: the new cgroup is made ("domain invalid") but the child cannot
+    // join it — an error of the placement before exec, reported from the child.
+    let domain = own.join(format!("cg-test-threaded-{}", std::process::id()));
+    let threaded = domain.join("t");
+    std::fs::create_dir_all(&threaded).unwrap();
+    std::fs::write(threaded.join("cgroup.type"), "threaded").unwrap();
+    assert_containment_error(&threaded, "placing the child in its cgroup");
+    let left = our_cgroups_in(&threaded);
+    std::fs::remove_dir(&threaded).unwrap_or_else(|e| panic!("{left:?} left: {e}"));
+    std::fs::remove_dir(&domain).unwrap();
+}
+
+#[test]
+fn best_effort_falls_back_to_the_process_group_and_says_so() {
+    let _serial = serial();
+    let handle = ChildHandle::builder(slowserver(&[]))
+        .socket(SocketMode::Stdio)
+        .contain(Containment::BestEffort)
+        .cgroup_parent(own_cgroup_dir().join("no-such-cgroup-parent"))
+        .spawn()
+        .unwrap();
+    read_ready(&handle);
+    let report = handle.close().unwrap();
+    assert!(report.cgroup.is_none());
+    let why = report.containment_fallback.as_deref().unwrap_or_default();
+    assert!(why.contains("does not exist"), "{report}");
+    assert!(report.signals.iter().all(|s| s.to_group), "{report}");
+    assert!(
+        report.to_string().contains("process group only"),
+        "{report}"
+    );
+}
+
+#[test]
+fn two_hundred_contained_handles_from_eight_threads_leave_no_cgroup_and_no_zombie() {
+    let _serial = serial();
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(|| {
+                for _ in 0..25 {
+                    let handle = contained(slowserver(&[]), "HUP:2s,KILL:5s", KillMode::Mixed);
+                    read_ready(&handle);
+                    let report = handle.close().unwrap();
+                    assert!(report.cgroup.as_ref().unwrap().removed, "{report}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(our_cgroups_in(&own_cgroup_dir()).is_empty());
+    assert!(our_children().is_empty(), "{:?}", our_children());
+}
+
+fn pidfd_exited(fd: &std::os::fd::OwnedFd) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut pfd = [PollFd::new(fd, PollFlags::IN)];
+    let wait = Timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut pfd, Some(&wait)), Ok(n) if n > 0)
+}
+
+// ---- postgres ----
+
+/// postgres' bin directory (Debian: /usr/lib/postgresql/N/bin), or `None` to skip.
+fn postgres_bin() -> Option<PathBuf> {
+    let found = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("bin"))
+        .find(|bin| bin.join("initdb").exists() && bin.join("postgres").exists());
+    if found.is_none() && std::env::var_os("CHILDGUARD_SKIP_PEERS").is_some_and(|v| v == "1") {
+        eprintln!("postgres missing; skipped (CHILDGUARD_SKIP_PEERS=1)");
+        return None;
+    }
+    Some(
+        found.expect(
+            "postgres is missing: apt-get install postgresql (or set CHILDGUARD_SKIP_PEERS=1)",
+        ),
+    )
+}
+
+/// The unprivileged user postgres runs as (it refuses root): uid and gid of `postgres`.
+fn postgres_user() -> (u32, u32) {
+    let out = Command::new("id")
+        .args(["-u", "postgres"])
+        .output()
+        .unwrap();
+    let uid = String::from_utf8_lossy(&out.stdout).trim().parse();
+    let out = Command::new("id")
+        .args(["-g", "postgres"])
+        .output()
+        .unwrap();
+    let gid = String::from_utf8_lossy(&out.stdout).trim().parse();
+    match (uid, gid) {
+        (Ok(u), Ok(g)) => (u, g),
+        _ => panic!("no `postgres` user: .ci/run creates it (useradd --system postgres)"),
+    }
+}
+
+struct Pg {
+    bin: PathBuf,
+    data: PathBuf,
+    sockets: PathBuf,
+    uid: u32,
+    gid: u32,
+}
+
+impl Pg {
+    fn as_user(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(program));
+        cmd.uid(self.uid).gid(self.gid).env_remove("PGDATA");
+        cmd.current_dir("/");
+        cmd
+    }
+
+    fn server(&self) -> Command {
+        let mut cmd = self.as_user("postgres");
+        cmd.arg("-D")
+            .arg(&self.data)
+            .arg("-k")
+            .arg(&self.sockets)
+            .args(["-c", "listen_addresses=", "-c", "fsync=off"]);
+        cmd.stdin(Stdio::null()).stderr(Stdio::null());
+        cmd
+    }
+
+    fn psql(&self, sql: &str) -> Command {
+        let mut cmd = self.as_user("psql");
+        cmd.arg("-h")
+            .arg(&self.sockets)
+            .args(["-U", "postgres", "-d", "postgres", "-XAtq", "-c", sql]);
+        cmd
+    }
+
+    /// Waits until the server answers a query (bounded).
+    fn wait_ready(&self) {
+        let ok = eventually(Duration::from_secs(60), || {
+            self.psql("select 1")
+                .stderr(Stdio::null())
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+        assert!(ok, "postgres did not come up within 60 s");
+    }
+
+    /// One client spinning in a `DO` loop, one idle client; returns both once the busy
+    /// query is running.
+    fn clients(&self) -> (Child, Child) {
+        let busy = self
+            .psql("DO $$ BEGIN LOOP PERFORM 1; END LOOP; END $$")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut idle = self.as_user("psql");
+        idle.arg("-h")
+            .arg(&self.sockets)
+            .args(["-U", "postgres", "-d", "postgres", "-XAtq"]);
+        let idle = idle
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut idle = idle;
+        // The idle client is connected once it answers.
+        let stdin = idle.stdin.as_mut().unwrap();
+        writeln!(stdin, "select 'idle-up';").unwrap();
+        let mut line = String::new();
+        BufReader::new(idle.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "idle-up");
+        let running = eventually(Duration::from_secs(30), || {
+            let out = self
+                .psql("select count(*) from pg_stat_activity where state = 'active' and query like 'DO %'")
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim() == "1"
+        });
+        assert!(running, "the busy backend never showed in pg_stat_activity");
+        (busy, idle)
+    }
+}
+
+fn end_clients((mut busy, mut idle): (Child, Child)) {
+    let _ = busy.kill();
+    let _ = idle.kill();
+    busy.wait().unwrap();
+    idle.wait().unwrap();
+}
+
+#[test]
+fn postgres_with_a_busy_backend_leaves_no_process_and_restarts_on_the_same_data_dir() {
+    let _serial = serial();
+    let Some(bin) = postgres_bin() else { return };
+    let (uid, gid) = postgres_user();
+    let root = scratch("pg");
+    let pg = Pg {
+        bin,
+        data: root.join("data"),
+        sockets: root.join("run"),
+        uid,
+        gid,
+    };
+    for dir in [&root, &pg.data, &pg.sockets] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
+    }
+    let init = pg
+        .as_user("initdb")
+        .arg("-D")
+        .arg(&pg.data)
+        .args(["-A", "trust", "-U", "postgres", "--no-sync"])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "initdb: {}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+
+    for ladder in ["HUP:1s,TERM:2s,KILL:5s", "INT:5s,QUIT:1s,KILL:5s"] {
+        let handle = ChildHandle::builder(pg.server())
+            .ladder(ladder.parse::<Ladder>().unwrap())
+            .contain(Containment::Cgroup)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting postgres ({ladder}): {e}"));
+        pg.wait_ready();
+        let clients = pg.clients();
+        let members: Vec<u32> = {
+            let dir = own_cgroup_dir().join(
+                cgroup_of(handle.id().unwrap())
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap(),
+            );
+            std::fs::read_to_string(dir.join("cgroup.procs"))
+                .unwrap()
+                .lines()
+                .map(|l| l.parse().unwrap())
+                .collect()
+        };
+        // postmaster, its auxiliaries and the two backends.
+        assert!(members.len() >= 4, "{ladder}: members {members:?}");
+        let fds: Vec<_> = members
+            .iter()
+            .map(|&p| childguard_tests::pidfd(p))
+            .collect();
+        let report = handle.close().unwrap();
+        for (pid, fd) in members.iter().zip(&fds) {
+            assert!(
+                pidfd_exited(fd),
+                "{ladder}: postgres process {pid} survived: {report}"
+            );
+        }
+        let cg = report.cgroup.as_ref().unwrap();
+        assert!(cg.removed && !cg.path.exists(), "{ladder}: {report}");
+        end_clients(clients);
+    }
+    // Nothing holds the shared memory or the data dir: a third start comes up.
+    let handle = ChildHandle::builder(pg.server())
+        .ladder("INT:5s,KILL:5s".parse::<Ladder>().unwrap())
+        .contain(Containment::Cgroup)
+        .spawn()
+        .unwrap();
+    pg.wait_ready();
+    let report = handle.close().unwrap();
+    assert!(report.cgroup.unwrap().removed);
+    std::fs::remove_dir_all(&root).unwrap();
+}
