@@ -22,11 +22,11 @@ use std::os::fd::BorrowedFd;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-#[cfg(target_os = "linux")]
-use crate::containment::{self, create::Cgroup};
 use crate::containment::CgroupReport;
 #[cfg(target_os = "linux")]
 use crate::containment::KillMode;
+#[cfg(target_os = "linux")]
+use crate::containment::{self, create::Cgroup};
 use crate::signal::Signal;
 
 /// Where the child is in its life.
