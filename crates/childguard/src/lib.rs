@@ -32,6 +32,7 @@ mod capture;
 mod climb;
 mod detach;
 pub mod containment;
+mod containment;
 mod error;
 mod exec_check;
 #[doc(hidden)]
