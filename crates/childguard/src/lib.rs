@@ -30,9 +30,8 @@
 mod activation;
 mod capture;
 mod climb;
-mod detach;
-pub mod containment;
 mod containment;
+mod detach;
 mod error;
 mod exec_check;
 #[doc(hidden)]
@@ -55,8 +54,8 @@ mod sys;
 pub mod tokio;
 
 pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES};
-pub use detach::DetachError;
 pub use containment::{CgroupReport, Containment, KillMode};
+pub use detach::DetachError;
 pub use error::{Error, ErrorKind, Result};
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use ladder::{Ladder, LadderParseError, Rung, DEFAULT_GRACE, LADDER_ENV, MAX_GRACE};
