@@ -68,7 +68,8 @@ fn contained(cmd: Command, ladder: &str, mode: KillMode) -> ChildHandle {
 fn a_daemonized_grandchild_dies_with_a_contained_close() {
     let _serial = serial();
     let handle = contained(
-        slowserver(&["--daemonize"]),
+        // --ignore-eof: the server must still be there for the HUP (counted as reaching it).
+        slowserver(&["--daemonize", "--ignore-eof"]),
         "HUP:200ms,TERM:200ms,KILL:5s",
         KillMode::Mixed,
     );
@@ -113,7 +114,14 @@ fn setsid_workers_die_with_a_contained_close_in_both_kill_modes() {
     let _serial = serial();
     for mode in [KillMode::ControlGroup, KillMode::Mixed] {
         let handle = contained(
-            slowserver(&["--workers", "8", "--setsid", "--ignore", "HUP"]),
+            slowserver(&[
+                "--workers",
+                "8",
+                "--setsid",
+                "--ignore",
+                "HUP",
+                "--ignore-eof",
+            ]),
             "HUP:100ms,TERM:300ms,KILL:5s",
             mode,
         );
