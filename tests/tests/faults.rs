@@ -412,6 +412,43 @@ fn a_failed_notifier_start_is_retried_on_the_next_spawn() {
     assert!(r["total_ms"].as_f64().unwrap() < 4000.0, "{r}");
 }
 
+/// `fork()` without `exec` in a program that used childguard (in the driver): the spawner,
+/// the reaper (with a job of the parent's still in flight) and the `SIGCHLD` notifier all
+/// exist before the fork, so the forked child inherits globals pointing at threads it does
+/// not have. In the forked child an `exit_with_parent` spawn, a background hand-off that
+/// needs the reaper to send its TERM, a portable close woken by `SIGCHLD`, and `drain()` must
+/// all work, within a bound, leaving no child; the parent's own job is still reaped.
+#[test]
+fn a_forked_child_starts_its_own_spawner_reaper_and_notifier() {
+    let _serial = serial();
+    let out = driver("fork");
+    assert!(out.contains("IN-FLIGHT at-fork=1"), "{out}");
+    assert!(
+        !out.contains("FORKED-HUNG"),
+        "the forked child did not finish within its bound (a global pointed at a thread of \
+         the parent):\n{out}"
+    );
+    let exit = out
+        .lines()
+        .find(|l| l.starts_with("FORKED-EXIT "))
+        .unwrap_or_else(|| panic!("no FORKED-EXIT:\n{out}"));
+    assert_eq!(value(exit, "in_time"), Some("true"), "{exit}");
+    assert_eq!(value(exit, "code"), Some("Some(0)"), "{exit}\n{out}");
+    assert!(
+        out.contains("FORKED-END drained=true children=0"),
+        "the forked child's drain or reaping failed:\n{out}"
+    );
+    let spawned = driver_report(&out, "forked-spawner");
+    assert!(spawned["reaped_ms"].is_number(), "{spawned}");
+    let handed = driver_report(&out, "forked-hand-off");
+    assert_eq!(handed["handed_to_reaper"], true, "{handed}");
+    // Woken by SIGCHLD the moment TERM ends it; without a notifier thread it would wait out
+    // the whole 5 s grace.
+    let woken = driver_report(&out, "forked-notifier");
+    assert_eq!(woken["ended_by"]["signal"], "TERM", "{woken}");
+    assert!(woken["total_ms"].as_f64().unwrap() < 4000.0, "{woken}");
+}
+
 /// A `waitpid(-1)` elsewhere in the host reaps our child (in the driver). What we do: the
 /// close notices `ECHILD`, reports the status as lost (a note), sends no further signal (the
 /// pid may name a stranger by now), and returns at once. `no_stranger.rs` checks the same

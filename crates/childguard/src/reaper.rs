@@ -17,6 +17,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::climb::Climb;
+use crate::per_process::PerProcess;
 use crate::process::Process;
 
 /// Called once a job ends, with its final process (reaped, or given up after an error).
@@ -47,16 +48,21 @@ struct Reaper {
     sigchld_hooked: OnceLock<()>,
 }
 
-static REAPER: OnceLock<&'static Reaper> = OnceLock::new();
-static START: Mutex<()> = Mutex::new(());
+/// This process's reaper, once its thread runs. Per process ([`crate::per_process`]): a child
+/// made by `fork()` without `exec` inherits the parent's, whose thread it does not have, and
+/// whose jobs (the parent's children, counted in its `in_flight`) are not its own; it starts
+/// its own reaper instead, and its `drain` waits only for its own jobs.
+static REAPER: PerProcess<Reaper> = PerProcess::new();
 
 /// The reaper, started on first use. Starting can fail (no fd or thread left): the caller
-/// then keeps its job.
+/// then keeps its job, and the next hand-off tries again — only a reaper whose thread runs is
+/// published, so no job is ever queued where no thread would take it.
+///
+/// Race avoided (two first hand-offs at once): both may start a thread; one reaper is
+/// published, and the other thread is told to end (its channel closes) before it takes any
+/// job, closing its epoll fd and wake socket as it goes. No lock is held across the start, so
+/// a `fork()` in the middle of one cannot leave the forked child a lock it waits on forever.
 fn reaper() -> io::Result<&'static Reaper> {
-    if let Some(r) = REAPER.get() {
-        return Ok(r);
-    }
-    let _one_at_a_time = START.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(r) = REAPER.get() {
         return Ok(r);
     }
@@ -64,19 +70,32 @@ fn reaper() -> io::Result<&'static Reaper> {
     wake_tx.set_nonblocking(true)?;
     wake_rx.set_nonblocking(true)?;
     let poller = Poller::new(wake_rx)?;
-    // Published only once its thread runs: after a failed start, the next hand-off tries again
-    // instead of queueing jobs that no thread would ever take.
-    let r: &'static Reaper = Box::leak(Box::new(Reaper {
+    // The thread waits to be told which reaper it runs (or that it lost the race).
+    let (go, start) = std::sync::mpsc::channel::<&'static Reaper>();
+    std::thread::Builder::new()
+        .name("childguard-reaper".into())
+        .spawn(move || {
+            if let Ok(r) = start.recv() {
+                run(r, poller);
+            }
+        })?;
+    let fresh = Reaper {
         inbox: Mutex::new(Vec::new()),
         wake_tx,
         in_flight: AtomicUsize::new(0),
         idle: (Mutex::new(()), Condvar::new()),
         sigchld_hooked: OnceLock::new(),
-    }));
-    std::thread::Builder::new()
-        .name("childguard-reaper".into())
-        .spawn(move || run(r, poller))?;
-    Ok(REAPER.get_or_init(|| r))
+    };
+    match REAPER.publish(fresh) {
+        Ok(r) => {
+            // Jobs queued before the thread has read this wait in the inbox; their wake-up
+            // byte waits in the socket.
+            let _ = go.send(r);
+            Ok(r)
+        }
+        // Dropping `go` ends our thread; `_ours` closes our wake socket.
+        Err((_ours, theirs)) => Ok(theirs),
+    }
 }
 
 /// Hands a job to the reaper thread; gives it back if the reaper cannot be started.

@@ -4,24 +4,28 @@
 //! forked the child exits, not when the process does. A child spawned from a short-lived thread
 //! (a worker, a `spawn_blocking` task) would be killed as soon as that thread returns. So such
 //! children are forked by one long-lived internal thread that lives as long as the process.
+//!
+//! Race avoided (`fork()` without `exec`): in a child made by `fork()` the spawner thread does
+//! not exist, and a request sent to it would wait forever for its reply. The spawner belongs
+//! to the process that started it ([`crate::per_process`]); a forked child starts its own.
 
 use std::io;
 use std::process::{Child, Command};
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
+
+use crate::per_process::PerProcess;
 
 type Request = (Command, mpsc::Sender<io::Result<Child>>);
 
-static SPAWNER: OnceLock<Mutex<mpsc::Sender<Request>>> = OnceLock::new();
-static START: Mutex<()> = Mutex::new(());
+/// The channel to this process's spawner thread.
+static SPAWNER: PerProcess<mpsc::Sender<Request>> = PerProcess::new();
 
-fn spawner() -> io::Result<mpsc::Sender<Request>> {
+/// The spawner, started on first use. A failed start leaves nothing behind: the next use tries
+/// again. Two first uses at once may both start a thread: one channel is published, and the
+/// other thread ends as soon as its channel closes, having spawned nothing.
+fn spawner() -> io::Result<&'static mpsc::Sender<Request>> {
     if let Some(tx) = SPAWNER.get() {
-        return Ok(tx.lock().unwrap_or_else(|p| p.into_inner()).clone());
-    }
-    let _one_at_a_time = START.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(tx) = SPAWNER.get() {
-        return Ok(tx.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        return Ok(tx);
     }
     let (tx, rx) = mpsc::channel::<Request>();
     std::thread::Builder::new()
@@ -35,8 +39,11 @@ fn spawner() -> io::Result<mpsc::Sender<Request>> {
                 let _ = reply.send(spawned);
             }
         })?;
-    let _ = SPAWNER.set(Mutex::new(tx.clone()));
-    Ok(tx)
+    match SPAWNER.publish(tx) {
+        Ok(tx) => Ok(tx),
+        // Dropping ours closes the channel of the thread just started: it ends.
+        Err((_ours, theirs)) => Ok(theirs),
+    }
 }
 
 /// Spawns `cmd` from the long-lived spawner thread.

@@ -15,6 +15,9 @@
 //! - `pidfd-fails POINT ERRNO`: failpoint `POINT` (`open`: the child's `pidfd_open`, `waitid`:
 //!   `waitid(P_PIDFD)`) fails with `ERRNO` (`EINVAL`, `EPERM`, `ENOSYS`, `EMFILE`); spawns
 //!   and closes (blocking and background), then disarms it and spawns again.
+//! - `fork`: uses childguard (an `exit_with_parent` spawn, a background hand-off still in
+//!   flight, a portable spawn), then `fork()`s without `exec`; the forked child does it all
+//!   again (`FORKED …` lines) and must finish within a bound (`FORKED-EXIT …`).
 //! - `notifier-retry`: the `SIGCHLD` notifier thread cannot be started for the first portable
 //!   spawn; the next one starts it.
 //!
@@ -42,9 +45,10 @@ fn main() {
         "steal" => steal(),
         "pidfd-fails" => pidfd_fails(&args[1..]),
         "notifier-retry" => notifier_retry(),
+        "fork" => fork_without_exec(),
         _ => {
             eprintln!(
-                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|pidfd-fails POINT ERRNO|notifier-retry"
+                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|pidfd-fails POINT ERRNO|notifier-retry|fork"
             );
             std::process::exit(2);
         }
@@ -631,5 +635,131 @@ fn notifier_retry() {
             e.kind(),
             e.raw_os_error()
         ),
+    }
+}
+
+/// How long the forked child may take for all its steps (it needs well under a second).
+const FORKED_BOUND: Duration = Duration::from_secs(20);
+
+/// `fork()` without `exec` in a program that used childguard: every global it keeps (the
+/// spawner, the reaper with a job in flight, the `SIGCHLD` notifier) was started here first,
+/// so the forked child inherits them pointing at threads it does not have. The forked child
+/// must start its own and do the same work; the parent waits for it, bounded.
+fn fork_without_exec() {
+    let stubborn = ["--ignore", "HUP", "--ignore-eof"];
+    let dies_with_us = Opts {
+        exit_with_parent: true,
+        ..Opts::default()
+    };
+    // The spawner thread.
+    let h = spawn("parent-spawner", &[], "EOF:5s,KILL:1s", dies_with_us);
+    close("parent-spawner", h);
+    // The SIGCHLD notifier.
+    let portable = Opts {
+        portable: true,
+        ..Opts::default()
+    };
+    let h = spawn("parent-notifier", &stubborn, "TERM:5s", portable);
+    close("parent-notifier", h);
+    // The reaper, with a job still in flight across the fork (its KILL comes at 2 s).
+    let in_flight = Opts {
+        background: true,
+        exit_with_parent: true,
+        ..Opts::default()
+    };
+    let h = spawn("parent-in-flight", &stubborn, "HUP:2s,KILL:1s", in_flight);
+    close("parent-in-flight", h);
+    println!("IN-FLIGHT at-fork={}", childguard::reaper::in_flight());
+    std::io::stdout().flush().expect("flush before fork");
+
+    let began = Instant::now();
+    // SAFETY: fork(2) in a multithreaded process: the child has only this thread. It goes on
+    // to run Rust code that allocates and starts threads — what a program that forks without
+    // exec does, and what this test is about; glibc's fork keeps malloc usable in the child.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let code = forked_child();
+        std::io::stdout().flush().ok();
+        // SAFETY: _exit(2) ends the forked child without running the parent's atexit handlers
+        // or returning into main (which would print the parent's END lines a second time).
+        unsafe { libc::_exit(code) };
+    }
+    let pid = pid as u32;
+    println!("FORKED-PID {pid}");
+    let pin = childguard_tests::pidfd(pid);
+    let deadline = began + FORKED_BOUND;
+    let mut exited = false;
+    while Instant::now() < deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut fds = [rustix::event::PollFd::new(
+            &pin,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec::try_from(left).expect("timespec");
+        if let Ok(n) = rustix::event::poll(&mut fds, Some(&timeout)) {
+            if n > 0 {
+                exited = true;
+                break;
+            }
+        }
+    }
+    if !exited {
+        println!("FORKED-HUNG after_ms={}", began.elapsed().as_millis());
+        let _ = rustix::process::pidfd_send_signal(&pin, rustix::process::Signal::KILL);
+    }
+    let raw = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    let status = rustix::process::waitpid(Some(raw), WaitOptions::empty())
+        .expect("waitpid forked child")
+        .map(|(_, s)| s);
+    println!(
+        "FORKED-EXIT in_time={exited} ms={} code={:?} signal={:?}",
+        began.elapsed().as_millis(),
+        status.and_then(|s| s.exit_status()),
+        status.and_then(|s| s.terminating_signal()),
+    );
+}
+
+/// The forked child's steps; its exit code says whether they all did their work.
+fn forked_child() -> i32 {
+    println!("FORKED-START pid={}", std::process::id());
+    let stubborn = ["--ignore", "HUP", "--ignore-eof"];
+    let dies_with_us = Opts {
+        exit_with_parent: true,
+        ..Opts::default()
+    };
+    // 1. An exit_with_parent spawn: needs a spawner thread of this process.
+    let h = spawn("forked-spawner", &[], "EOF:5s,KILL:1s", dies_with_us);
+    close("forked-spawner", h);
+    // 2. A hand-off: HUP is ignored, so the reaper thread of this process must send TERM.
+    let background = Opts {
+        background: true,
+        exit_with_parent: true,
+        ..Opts::default()
+    };
+    let h = spawn(
+        "forked-hand-off",
+        &stubborn,
+        "HUP:100ms,TERM:5s",
+        background,
+    );
+    close("forked-hand-off", h);
+    // 3. The portable mechanism: TERM's exit is seen through the SIGCHLD notifier of this
+    //    process (without one the close would wait out the 5 s grace).
+    let portable = Opts {
+        portable: true,
+        exit_with_parent: true,
+        ..Opts::default()
+    };
+    let h = spawn("forked-notifier", &stubborn, "TERM:5s,KILL:1s", portable);
+    close("forked-notifier", h);
+    // 4. drain(): this process's jobs only, not the parent's job in flight at the fork.
+    let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
+    let children = our_children().len();
+    println!("FORKED-END drained={drained} children={children}");
+    if drained && children == 0 {
+        0
+    } else {
+        1
     }
 }
