@@ -413,32 +413,3 @@ fn ladder_from_env_and_errors() {
     assert_eq!(l, Ladder::default());
     assert_eq!(l.to_string().parse::<Ladder>().unwrap(), l);
 }
-
-#[test]
-fn kill_rung_releases_memory_of_a_big_child() {
-    let (handle, _) = spawn_slow(
-        &["--alloc", "0.25", "--ignore", "HUP", "--ignore-eof"],
-        "KILL:5s",
-        false,
-    );
-    let report = handle.close().unwrap();
-    assert_eq!(report.ended_by, rung(0, Signal::KILL), "{report}");
-    match &report.memory_release {
-        Some(childguard::MemoryRelease::Released { .. }) => {}
-        other => panic!(
-            "expected process_mrelease to run after SIGKILL (Linux ≥ 5.15): {other:?}; {report}"
-        ),
-    }
-    let json = serde_json::to_value(&report).unwrap();
-    assert_eq!(json["memory_release"]["kind"], "released");
-
-    let handle = ChildHandle::builder(slowserver(&["--ignore-eof"]))
-        .socket(SocketMode::Stdio)
-        .ladder("KILL:5s".parse().unwrap())
-        .release_memory_on_kill(false)
-        .spawn()
-        .unwrap();
-    read_ready(&handle);
-    let report = handle.close().unwrap();
-    assert_eq!(report.memory_release, None, "{report}");
-}

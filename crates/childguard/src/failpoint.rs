@@ -79,3 +79,31 @@ pub(crate) fn check(point: Point) -> io::Result<()> {
 pub(crate) fn check(_point: Point) -> io::Result<()> {
     Ok(())
 }
+
+/// Extra time every `process_mrelease(2)` takes (nanoseconds; 0: none).
+#[cfg(feature = "failpoints")]
+static MRELEASE_DELAY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// From now on every `process_mrelease(2)` returns only after its real work plus `delay`
+/// (`None`: as fast as the kernel) — as the call does at 8 GiB, where it takes ~300 ms. For
+/// the tests of the close's bound (`tests/memory_release.rs`, a test process of its own whose
+/// tests run one at a time).
+#[cfg(feature = "failpoints")]
+pub fn set_mrelease_delay(delay: Option<std::time::Duration>) {
+    use std::sync::atomic::Ordering;
+    let nanos = delay.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    MRELEASE_DELAY.store(nanos, Ordering::SeqCst);
+}
+
+/// Called by `sys::process_mrelease` right after the system call: sleeps the armed delay.
+#[cfg(feature = "failpoints")]
+pub(crate) fn after_mrelease() {
+    let nanos = MRELEASE_DELAY.load(std::sync::atomic::Ordering::SeqCst);
+    if nanos > 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(nanos));
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn after_mrelease() {}

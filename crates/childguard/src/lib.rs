@@ -44,6 +44,7 @@ mod per_process;
 mod process;
 mod program;
 pub mod reaper;
+mod release;
 mod report;
 mod signal;
 mod spawner;

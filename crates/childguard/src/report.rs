@@ -43,7 +43,7 @@ pub enum Ending {
 #[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum MemoryRelease {
-    /// The reaper thread released the child's memory; the call took this long.
+    /// A helper thread released the child's memory while it died; the call took this long.
     Released {
         /// Duration of the `process_mrelease` call.
         #[cfg_attr(feature = "serde", serde(rename = "took_ms", with = "millis"))]
@@ -55,6 +55,9 @@ pub enum MemoryRelease {
         /// Why, e.g. "ENOSYS: kernel without process_mrelease".
         reason: String,
     },
+    /// The call was still running when the close returned (the `SIGKILL` rung's grace ran out
+    /// first): its helper thread finishes it alone, then closes its copy of the pidfd.
+    Unfinished,
 }
 
 /// One signal the close path sent.
@@ -311,6 +314,7 @@ impl fmt::Display for CloseReport {
             Some(MemoryRelease::Skipped { reason }) => {
                 parts.push(format!("no memory release ({reason})"))
             }
+            Some(MemoryRelease::Unfinished) => parts.push("memory release still running".into()),
             None => {}
         }
         if self.handed_to_reaper {

@@ -551,11 +551,13 @@ pub(crate) fn process_mrelease(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result
             0 as libc::c_uint,
         )
     };
-    if rc == 0 {
+    let outcome = if rc == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
-    }
+    };
+    crate::failpoint::after_mrelease();
+    outcome
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
