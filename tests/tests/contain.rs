@@ -244,13 +244,81 @@ fn two_hundred_contained_handles_from_eight_threads_leave_no_cgroup_and_no_zombi
     assert!(our_children().is_empty(), "{:?}", our_children());
 }
 
+#[test]
+fn a_sigkilled_supervisor_takes_the_whole_contained_tree_within_1s() {
+    let _serial = serial();
+    let sup_args = [
+        "--exit-with-parent",
+        "--contain",
+        "--",
+        "--daemonize",
+        "--workers",
+        "2",
+        "--setsid",
+        "--ignore",
+        "HUP,TERM",
+        "--ignore-eof",
+    ];
+    let mut sup = Command::new(childguard_tests::bin("cg-supervisor"))
+        .arg(childguard_tests::bin("cg-slowserver"))
+        .args(sup_args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(sup.stdout.take().unwrap());
+    let (mut child, mut ready) = (String::new(), String::new());
+    out.read_line(&mut child).unwrap();
+    out.read_line(&mut ready).unwrap();
+    let leader: u32 = child
+        .trim()
+        .strip_prefix("CHILD ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let field = |key: &str| ready.split_whitespace().find_map(|w| w.strip_prefix(key));
+    let mut tree = vec![leader, field("grandchild=").unwrap().parse().unwrap()];
+    tree.extend(
+        field("workers=")
+            .unwrap()
+            .split(',')
+            .map(|p| p.parse::<u32>().unwrap()),
+    );
+    assert_eq!(tree.len(), 4, "{ready}");
+    let fds: Vec<_> = tree.iter().map(|&p| childguard_tests::pidfd(p)).collect();
+    let cgroup = own_cgroup_dir().join(cgroup_of(leader).unwrap().rsplit('/').next().unwrap());
+    assert!(cgroup.exists());
+    sup.kill().unwrap();
+    sup.wait().unwrap();
+    let started = std::time::Instant::now();
+    for (pid, fd) in tree.iter().zip(&fds) {
+        let left = Duration::from_secs(1).saturating_sub(started.elapsed());
+        let gone = pidfd_exited_within(fd, left);
+        if !gone {
+            for fd in &fds {
+                let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+            }
+        }
+        assert!(
+            gone,
+            "{pid} outlived its SIGKILLed supervisor by 1 s (tree {tree:?})"
+        );
+    }
+    // The guardian removes the emptied directory too.
+    assert!(
+        eventually(Duration::from_secs(10), || !cgroup.exists()),
+        "{} left",
+        cgroup.display()
+    );
+}
+
 fn pidfd_exited(fd: &std::os::fd::OwnedFd) -> bool {
+    pidfd_exited_within(fd, Duration::from_secs(1))
+}
+
+fn pidfd_exited_within(fd: &std::os::fd::OwnedFd, wait: Duration) -> bool {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let mut pfd = [PollFd::new(fd, PollFlags::IN)];
-    let wait = Timespec {
-        tv_sec: 1,
-        tv_nsec: 0,
-    };
+    let wait = Timespec::try_from(wait).unwrap();
     matches!(poll(&mut pfd, Some(&wait)), Ok(n) if n > 0)
 }
 

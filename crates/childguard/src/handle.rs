@@ -414,6 +414,13 @@ impl Builder {
             io::ErrorKind::Unsupported,
             "containment needs Linux cgroup v2",
         ));
+        #[cfg(target_os = "linux")]
+        let made = made.and_then(|mut cgroup| {
+            if self.exit_with_parent {
+                cgroup.guard()?;
+            }
+            Ok(cgroup)
+        });
         match (made, &self.containment) {
             (Ok(cgroup), _) => Ok((Some(cgroup), None)),
             (Err(e), Containment::BestEffort) => Ok((None, Some(e.to_string()))),

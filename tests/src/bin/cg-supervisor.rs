@@ -1,8 +1,9 @@
 //! A supervising process for the "supervisor dies" tests.
 //!
-//! Usage: `cg-supervisor SLOWSERVER [--exit-with-parent] [--from-thread] -- ARGS…`
-//! Spawns SLOWSERVER ARGS over a socketpair, prints `CHILD <pid>` on stdout once the server
-//! said READY, then sleeps until killed.
+//! Usage: `cg-supervisor SLOWSERVER [--exit-with-parent] [--from-thread] [--contain] -- ARGS…`
+//! Spawns SLOWSERVER ARGS over a socketpair (in a cgroup of its own with `--contain`), prints
+//! `CHILD <pid>` on stdout once the server said READY and then the READY line itself, then
+//! sleeps until killed.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Command;
@@ -18,12 +19,17 @@ fn main() {
     let (ours, server_args) = (&args[..split], &args[split + 1..]);
     let exit_with_parent = ours.iter().any(|a| a == "--exit-with-parent");
     let from_thread = ours.iter().any(|a| a == "--from-thread");
+    let contain = match ours.iter().any(|a| a == "--contain") {
+        true => childguard::Containment::Cgroup,
+        false => childguard::Containment::None,
+    };
     let mut cmd = Command::new(&ours[0]);
     cmd.args(server_args);
     let build = move || {
         ChildHandle::builder(cmd)
             .socket(SocketMode::Stdio)
             .exit_with_parent(exit_with_parent)
+            .contain(contain)
             .spawn()
     };
     let handle = if from_thread {
@@ -42,6 +48,7 @@ fn main() {
         .read_line(&mut line)
         .expect("READY line");
     println!("CHILD {}", handle.id().expect("pid"));
+    print!("{line}");
     std::io::stdout().flush().ok();
     // Keep the handle (and the socket) open until we are killed.
     std::mem::forget(handle);

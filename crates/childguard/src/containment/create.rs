@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustix::fs::{Mode, OFlags};
 
 use super::events::Watch;
+use super::guardian::Guardian;
 use super::mount;
 
 /// A cgroup made for one child, with the files its close uses opened up front.
@@ -30,6 +31,8 @@ pub(crate) struct Cgroup {
     procs: OwnedFd,
     watch: Watch,
     removed: bool,
+    /// With `exit_with_parent`: kills the cgroup if this process dies first.
+    guardian: Option<Guardian>,
 }
 
 /// Counter for unique names within this process (the pid makes them unique across processes).
@@ -98,7 +101,14 @@ impl Cgroup {
             procs,
             watch,
             removed: false,
+            guardian: None,
         })
+    }
+
+    /// Starts a [`Guardian`] for this cgroup (before the child is spawned into it).
+    pub(crate) fn guard(&mut self) -> io::Result<()> {
+        self.guardian = Some(Guardian::start(&self.dir)?);
+        Ok(())
     }
 
     /// The cgroup's directory.
@@ -133,6 +143,10 @@ impl Cgroup {
         }
         rustix::fs::rmdir(&self.dir).map_err(|e| explain(&self.dir, "removing", e.into()))?;
         self.removed = true;
+        // Nothing left to guard.
+        if let Some(mut guardian) = self.guardian.take() {
+            guardian.dismiss();
+        }
         Ok(())
     }
 }
@@ -142,6 +156,8 @@ impl Drop for Cgroup {
     /// empty. A cgroup with members stays (rmdir fails with `EBUSY`); nothing is killed here.
     fn drop(&mut self) {
         let _ = self.remove();
+        // A cgroup that could not be removed (members in D state): the guardian is dismissed
+        // by its own drop, after this, without a kill.
     }
 }
 

@@ -8,6 +8,7 @@
 //!   wait when it changes.
 //! - [`members`]: the cgroup's processes as pidfds, each checked to be in the cgroup after
 //!   it was opened, for a signal to every member.
+//! - `guardian`: a process that kills the cgroup if we die first (`exit_with_parent`).
 //! - [`kill`]: `cgroup.kill` (Linux 5.14), or freeze → `SIGKILL` each member → thaw.
 //!
 //! The child is placed before it execs (see `sys::install_child_setup`): it writes `0` to the
@@ -18,6 +19,8 @@
 pub(crate) mod create;
 #[cfg(target_os = "linux")]
 pub(crate) mod events;
+#[cfg(target_os = "linux")]
+pub(crate) mod guardian;
 #[cfg(target_os = "linux")]
 pub(crate) mod kill;
 #[cfg(target_os = "linux")]
