@@ -311,6 +311,44 @@ fn a_sigkilled_supervisor_takes_the_whole_contained_tree_within_1s() {
     );
 }
 
+#[test]
+fn childguard_run_contain_with_a_timeout_leaves_no_process_of_a_daemonizing_server() {
+    let _serial = serial();
+    let mut run = Command::new(childguard_tests::bin("cg-childguard"))
+        .args(["run", "--contain", "--timeout", "200ms", "--"])
+        .arg(childguard_tests::bin("cg-slowserver"))
+        .args(["--daemonize", "--workers", "2", "--setsid", "--ignore-eof"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(run.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    let field = |key: &str| ready.split_whitespace().find_map(|w| w.strip_prefix(key));
+    let mut tree: Vec<u32> = vec![field("pid=").unwrap().parse().unwrap()];
+    tree.push(field("grandchild=").unwrap().parse().unwrap());
+    tree.extend(
+        field("workers=")
+            .unwrap()
+            .split(',')
+            .map(|p| p.parse::<u32>().unwrap()),
+    );
+    let fds: Vec<_> = tree.iter().map(|&p| childguard_tests::pidfd(p)).collect();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The timeout fired: 124, as timeout(1) says.
+    assert_eq!(out.status.code(), Some(124), "{stderr}");
+    for (pid, fd) in tree.iter().zip(&fds) {
+        assert!(
+            pidfd_exited_within(fd, Duration::ZERO),
+            "{pid} outlived `childguard run --contain` (tree {tree:?}): {stderr}"
+        );
+    }
+}
+
 fn pidfd_exited(fd: &std::os::fd::OwnedFd) -> bool {
     pidfd_exited_within(fd, Duration::from_secs(1))
 }

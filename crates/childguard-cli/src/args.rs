@@ -44,6 +44,8 @@ pub struct RunOptions {
     pub group: bool,
     /// `--exit-with-parent`.
     pub exit_with_parent: bool,
+    /// `--contain`.
+    pub contain: bool,
     /// `--activate` (`Some(None)`) or `--activate=NAME` (`Some(Some(NAME))`).
     pub activate: Option<Option<String>>,
     /// `--stop-on-stdin-eof`.
@@ -147,6 +149,7 @@ struct Flags {
     timeout: Option<Duration>,
     group: bool,
     exit_with_parent: bool,
+    contain: bool,
     activate: Option<Option<String>>,
     stop_on_stdin_eof: bool,
     report: Option<ReportFormat>,
@@ -188,6 +191,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         timeout: flags.timeout,
         group: flags.group,
         exit_with_parent: flags.exit_with_parent,
+        contain: flags.contain,
         activate: flags.activate,
         stop_on_stdin_eof: flags.stop_on_stdin_eof,
         report: flags.report,
@@ -264,6 +268,7 @@ fn flag(
         }
         "--group" => no_value(&mut flags.group)?,
         "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,
+        "--contain" => no_value(&mut flags.contain)?,
         "--stop-on-stdin-eof" => no_value(&mut flags.stop_on_stdin_eof)?,
         "--preserve-status" => no_value(&mut flags.preserve_status)?,
         _ => return Err(UsageError::run(format!("unknown option '{text}'"))),

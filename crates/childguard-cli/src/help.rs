@@ -43,6 +43,9 @@ Options:
   --timeout DUR         start the ladder after DUR (200ms, 1.5s, 2m, 5 = seconds; 0 = never)
   --group               run CMD in a new process group and signal the whole group on every
                         rung (group members still alive when CMD exits get the ladder too)
+  --contain             run CMD in a cgroup v2 of its own (Linux; needs a writable cgroup):
+                        KILL reaches every process CMD started, setsid'd or daemonized, and
+                        the run ends when the cgroup is empty (exit 125 if it cannot be made)
   --exit-with-parent    the kernel SIGKILLs CMD if childguard dies, even by SIGKILL (Linux)
   --activate[=NAME]     systemd socket activation: pass CMD a listening socket as fd 3
                         (LISTEN_FDS=1, LISTEN_FDNAMES=NAME), print its path on stdout first

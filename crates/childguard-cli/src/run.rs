@@ -97,6 +97,10 @@ fn spawn(options: &RunOptions, socket: SocketMode) -> Result<ChildHandle, Failur
         .ladder(options.ladder.clone())
         .process_group(options.group)
         .exit_with_parent(options.exit_with_parent)
+        .contain(match options.contain {
+            true => childguard::Containment::Cgroup,
+            false => childguard::Containment::None,
+        })
         .spawn()
         .map_err(|e| Failure {
             code: exit_code::for_spawn_error(&e),
