@@ -21,7 +21,6 @@
 //! still gets its `PDEATHSIG`.
 
 use std::io::{self, Write};
-use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -59,7 +58,7 @@ impl Guardian {
             .map_err(|e| io::Error::new(e.kind(), format!("starting the guardian /bin/sh: {e}")))?;
         Ok(Guardian {
             child,
-            pipe: Some(std::fs::File::from(OwnedFd::from(write))),
+            pipe: Some(std::fs::File::from(write)),
         })
     }
 
