@@ -413,13 +413,14 @@ fn a_failed_notifier_start_is_retried_on_the_next_spawn() {
 }
 
 /// `fork()` without `exec` in a program that used childguard (in the driver): the spawner,
-/// the reaper (with a job of the parent's still in flight) and the `SIGCHLD` notifier all
-/// exist before the fork, so the forked child inherits globals pointing at threads it does
+/// the reaper (with a job of the parent's still in flight), the `SIGCHLD` notifier and the
+/// output-capture thread all exist before the fork, so the forked child inherits globals pointing at threads it does
 /// not have. In the forked child an `exit_with_parent` spawn, a background hand-off that
-/// needs the reaper to send its TERM, a portable close woken by `SIGCHLD`, and `drain()` must
-/// all work, within a bound, leaving no child; the parent's own job is still reaped.
+/// needs the reaper to send its TERM, a portable close woken by `SIGCHLD`, a captured stderr
+/// line, and `drain()` must all work, within a bound, leaving no child; the parent's own job
+/// is still reaped.
 #[test]
-fn a_forked_child_starts_its_own_spawner_reaper_and_notifier() {
+fn a_forked_child_starts_its_own_process_wide_threads() {
     let _serial = serial();
     let out = driver("fork");
     assert!(out.contains("IN-FLIGHT at-fork=1"), "{out}");
@@ -447,6 +448,17 @@ fn a_forked_child_starts_its_own_spawner_reaper_and_notifier() {
     let woken = driver_report(&out, "forked-notifier");
     assert_eq!(woken["ended_by"]["signal"], "TERM", "{woken}");
     assert!(woken["total_ms"].as_f64().unwrap() < 4000.0, "{woken}");
+    // Its stderr was read by a capture thread of its own.
+    for tag in ["parent-capture", "forked-capture"] {
+        let r = driver_report(&out, tag);
+        assert!(
+            r["output_tail"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!("said-{tag}")),
+            "{tag}: the captured line is missing: {r}"
+        );
+    }
 }
 
 /// A `waitpid(-1)` elsewhere in the host reaps our child (in the driver). What we do: the

@@ -669,6 +669,8 @@ fn fork_without_exec() {
     };
     let h = spawn("parent-in-flight", &stubborn, "HUP:2s,KILL:1s", in_flight);
     close("parent-in-flight", h);
+    // The capture thread.
+    captured("parent-capture");
     println!("IN-FLIGHT at-fork={}", childguard::reaper::in_flight());
     std::io::stdout().flush().expect("flush before fork");
 
@@ -720,6 +722,23 @@ fn fork_without_exec() {
     );
 }
 
+/// A child whose stderr is captured: it writes one line naming `tag` and exits; the close's
+/// report carries the tail.
+fn captured(tag: &str) {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &format!("echo said-{tag} >&2")]);
+    let h = ChildHandle::builder(cmd)
+        .ladder("EOF:5s,KILL:1s".parse().expect("ladder"))
+        .capture(childguard::Capture::stderr())
+        .spawn()
+        .expect("capture spawn");
+    println!(
+        "OWNED tag={tag} pid={} group=false portable=false",
+        h.id().expect("pid")
+    );
+    close(tag, h);
+}
+
 /// The forked child's steps; its exit code says whether they all did their work.
 fn forked_child() -> i32 {
     println!("FORKED-START pid={}", std::process::id());
@@ -753,7 +772,9 @@ fn forked_child() -> i32 {
     };
     let h = spawn("forked-notifier", &stubborn, "TERM:5s,KILL:1s", portable);
     close("forked-notifier", h);
-    // 4. drain(): this process's jobs only, not the parent's job in flight at the fork.
+    // 4. Output capture: the stderr line must be read by a capture thread of this process.
+    captured("forked-capture");
+    // 5. drain(): this process's jobs only, not the parent's job in flight at the fork.
     let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
     let children = our_children().len();
     println!("FORKED-END drained={drained} children={children}");

@@ -8,11 +8,12 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use rustix::event::{poll, PollFd, PollFlags};
 
 use super::{OutputStream, Shared, Sink};
+use crate::per_process::PerProcess;
 
 /// One captured pipe.
 struct Entry {
@@ -28,8 +29,10 @@ pub(super) struct Drain {
     wake_tx: UnixStream,
 }
 
-static DRAIN: OnceLock<&'static Drain> = OnceLock::new();
-static START: Mutex<()> = Mutex::new(());
+/// This process's capture thread, once it runs. Per process ([`crate::per_process`]): a child
+/// made by `fork()` without `exec` inherits the parent's, whose thread it does not have (its
+/// pipes would never be read, its syncs never answered), and starts its own.
+static DRAIN: PerProcess<Drain> = PerProcess::new();
 
 /// Reads per readable pipe per round, at most: enough for throughput (256 KiB), few enough
 /// that one chatty server does not starve the others.
@@ -38,26 +41,36 @@ const READS_PER_ROUND: usize = 4;
 /// pause must not keep the closing thread waiting).
 const SYNC_MAX: usize = 16 << 20;
 
-/// The capture thread, started on first use.
+/// The capture thread, started on first use. A failed start leaves nothing behind: the next
+/// use tries again. Two first uses at once may both start a thread: one is published, the
+/// other is told to end (its channel closes) before it reads anything.
 pub(super) fn start() -> io::Result<&'static Drain> {
-    if let Some(d) = DRAIN.get() {
-        return Ok(d);
-    }
-    let _one_at_a_time = START.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(d) = DRAIN.get() {
         return Ok(d);
     }
     let (wake_tx, wake_rx) = UnixStream::pair()?;
     wake_tx.set_nonblocking(true)?;
     wake_rx.set_nonblocking(true)?;
-    let d: &'static Drain = Box::leak(Box::new(Drain {
-        inbox: Mutex::new(Vec::new()),
-        wake_tx,
-    }));
+    let (go, begin) = std::sync::mpsc::channel::<&'static Drain>();
     std::thread::Builder::new()
         .name("childguard-capture".into())
-        .spawn(move || run(d, wake_rx))?;
-    Ok(DRAIN.get_or_init(|| d))
+        .spawn(move || {
+            if let Ok(d) = begin.recv() {
+                run(d, wake_rx);
+            }
+        })?;
+    let fresh = Drain {
+        inbox: Mutex::new(Vec::new()),
+        wake_tx,
+    };
+    match DRAIN.publish(fresh) {
+        Ok(d) => {
+            let _ = go.send(d);
+            Ok(d)
+        }
+        // Dropping `go` ends our thread.
+        Err((_ours, theirs)) => Ok(theirs),
+    }
 }
 
 /// Wakes the thread (a sync was asked for). One pending byte is enough: a full socket is fine.
