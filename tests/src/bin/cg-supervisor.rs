@@ -47,9 +47,13 @@ fn main() {
     BufReader::new(socket)
         .read_line(&mut line)
         .expect("READY line");
-    println!("CHILD {}", handle.id().expect("pid"));
-    print!("{line}");
-    std::io::stdout().flush().ok();
+    // One write for both lines, errors ignored: a reader that stops after the first line
+    // and closes the pipe must not make us panic (and so die before the test kills us).
+    let out = format!("CHILD {}\n{line}", handle.id().expect("pid"));
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(out.as_bytes());
+    let _ = stdout.flush();
+    drop(stdout);
     // Keep the handle (and the socket) open until we are killed.
     std::mem::forget(handle);
     loop {
