@@ -34,13 +34,14 @@ fn piped_server_lives_on_writes_its_file_and_its_output_is_readable() {
         .ladder(ladder("TERM:2s,KILL:2s"))
         .spawn()
         .expect("spawn");
+    // The shell creates the file before it writes the line into it: wait for the content.
+    let written = || std::fs::read_to_string(&file).is_ok_and(|t| t == "written\n");
     assert!(
-        eventually(Duration::from_secs(20), || file.exists()),
+        eventually(Duration::from_secs(20), written),
         "the server never wrote {}: {:?}",
         file.display(),
         handle.try_wait()
     );
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "written\n");
     let mut line = String::new();
     BufReader::new(handle.stdout().expect("stdout kept"))
         .read_line(&mut line)
