@@ -176,7 +176,7 @@ pub(crate) fn validate_name(name: &str) -> io::Result<()> {
 }
 
 /// `$XDG_RUNTIME_DIR` if it names an absolute directory, else `/tmp`.
-fn default_base() -> PathBuf {
+pub(crate) fn default_base() -> PathBuf {
     std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && p.is_dir())
@@ -191,7 +191,7 @@ fn socket_path_len(base: &Path) -> usize {
         .len()
 }
 
-fn check_path_fits(base: &Path) -> io::Result<()> {
+pub(crate) fn check_path_fits(base: &Path) -> io::Result<()> {
     let len = socket_path_len(base);
     if len + 1 > SUN_PATH_MAX {
         return Err(io::Error::new(
@@ -224,7 +224,7 @@ fn random_suffix() -> String {
 }
 
 /// mkdtemp: a new directory `base/childguard-XXXXXXXXXXXX` with mode 0700.
-fn make_private_dir(base: &Path) -> io::Result<SocketDir> {
+pub(crate) fn make_private_dir(base: &Path) -> io::Result<SocketDir> {
     let mut builder = std::fs::DirBuilder::new();
     builder.mode(0o700);
     for _ in 0..100 {

@@ -16,8 +16,13 @@ pub(crate) struct Climb {
     ladder: Ladder,
     /// Index of the next rung to send.
     next_rung: usize,
-    /// End of the current wait (EOF grace or the last sent rung's grace).
+    /// End of the current wait (EOF grace or the last sent rung's grace), as extended.
     deadline: Instant,
+    /// How far the server may extend a wait beyond its grace (`EXTEND_TIMEOUT_USEC=`, see
+    /// [`Climb::extend`]); zero: not at all.
+    extend_max: Duration,
+    /// The current wait's deadline before any extension, plus `extend_max`.
+    hard_deadline: Instant,
     /// When the close began; report offsets are measured from here.
     started: Instant,
     /// Signals sent; each was sent at `started + at`.
@@ -58,6 +63,8 @@ impl Climb {
             ladder: ladder.clone(),
             next_rung,
             deadline,
+            extend_max: Duration::ZERO,
+            hard_deadline: deadline,
             started,
             sent: Vec::new(),
             earlier_kill,
@@ -118,7 +125,25 @@ impl Climb {
         });
         self.next_rung += 1;
         self.deadline = later(now, rung.grace);
+        self.hard_deadline = later(self.deadline, self.extend_max);
         Ok(true)
+    }
+
+    /// Lets the server extend each wait by up to `max` beyond its grace (see
+    /// [`Climb::extend`]).
+    pub(crate) fn allow_extension(&mut self, max: Duration) {
+        self.extend_max = max;
+        self.hard_deadline = later(self.deadline, max);
+    }
+
+    /// The server asked for its current wait to last until `until` (`EXTEND_TIMEOUT_USEC=`,
+    /// systemd's semantics: a later message may extend it again): the deadline moves there, but
+    /// never earlier than the grace and never beyond it plus [`Climb::allow_extension`]'s
+    /// maximum — a flushing database gets its time, a hung one that keeps asking does not.
+    pub(crate) fn extend(&mut self, until: Instant) {
+        if until > self.deadline {
+            self.deadline = until.min(self.hard_deadline);
+        }
     }
 
     /// Lets the thread that steps this climb start memory releases (it may wait up to
@@ -142,16 +167,20 @@ impl Climb {
     /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) bounded by
     /// the current deadline.
     pub(crate) fn run_blocking(&mut self, process: &mut Process) -> io::Result<bool> {
-        self.run_blocking_with(process, |process, deadline| process.wait_until(deadline))
+        self.run_blocking_with(process, |process, deadline| {
+            process.wait_until(deadline).map(|()| None)
+        })
     }
 
     /// [`run_blocking`](Climb::run_blocking) with the wait between steps done by `wait`, which
     /// must return by the deadline it is given, and may return earlier (the loop re-checks):
-    /// [`ChildHandle::output`](crate::ChildHandle::output) reads the child's pipes meanwhile.
+    /// [`ChildHandle::output`](crate::ChildHandle::output) reads the child's pipes meanwhile,
+    /// a `NOTIFY_SOCKET` is read for `EXTEND_TIMEOUT_USEC=`. `Ok(Some(until))` from `wait`
+    /// asks for the current wait to be [extended](Climb::extend).
     pub(crate) fn run_blocking_with(
         &mut self,
         process: &mut Process,
-        mut wait: impl FnMut(&Process, Instant) -> io::Result<()>,
+        mut wait: impl FnMut(&Process, Instant) -> io::Result<Option<Instant>>,
     ) -> io::Result<bool> {
         self.release_inline();
         loop {
@@ -161,7 +190,9 @@ impl Climb {
             if !self.advance(process, Instant::now())? {
                 return Ok(false);
             }
-            wait(process, self.deadline)?;
+            if let Some(until) = wait(process, self.deadline)? {
+                self.extend(until);
+            }
         }
     }
 

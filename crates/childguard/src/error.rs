@@ -11,6 +11,8 @@ pub struct Error {
     source: io::Error,
     /// The captured output's tail, for errors after the fork (see [`Error::output_tail`]).
     output_tail: Option<String>,
+    /// The close of a child that did not become ready (see [`Error::close_report`]).
+    report: Option<Box<crate::CloseReport>>,
 }
 
 /// The step that failed.
@@ -42,6 +44,9 @@ pub enum ErrorKind {
     Containment,
     /// Connecting to a socket-activated server.
     Connect,
+    /// The server did not become ready ([`Builder::ready`](crate::Builder::ready)): it
+    /// exited first, reported `ERRNO=`, or the timeout passed.
+    Ready,
 }
 
 impl Error {
@@ -51,7 +56,20 @@ impl Error {
             program: program.map(str::to_owned),
             source,
             output_tail: None,
+            report: None,
         }
+    }
+
+    /// Attaches the close report of a child closed because it did not become ready.
+    pub(crate) fn with_close_report(mut self, report: crate::CloseReport) -> Error {
+        self.report = Some(Box::new(report));
+        self
+    }
+
+    /// With [`Builder::ready`](crate::Builder::ready), when the server did not become ready:
+    /// how it was closed (its signals, status, timeline).
+    pub fn close_report(&self) -> Option<&crate::CloseReport> {
+        self.report.as_deref()
     }
 
     /// Attaches the tail of the child's captured output (an empty tail is left out).
@@ -99,6 +117,7 @@ impl fmt::Display for Error {
             ErrorKind::Config => "invalid configuration for",
             ErrorKind::Connect => "connecting to",
             ErrorKind::Containment => "containing",
+            ErrorKind::Ready => "starting",
         };
         match &self.program {
             Some(p) => write!(f, "{what} `{p}`: {}", self.source)?,

@@ -15,6 +15,8 @@ use crate::containment::{Containment, KillMode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ladder::{Ladder, Rung};
 use crate::process::{sigchld, Process};
+use crate::readiness::notify::NotifySocket;
+use crate::readiness::{self, Ready};
 use crate::reaper::{self, Job};
 use crate::report::{CloseReport, Ending};
 use crate::signal::Signal;
@@ -83,6 +85,9 @@ pub struct Builder {
     containment: Containment,
     kill_mode: KillMode,
     cgroup_parent: Option<PathBuf>,
+    ready: Option<Ready>,
+    ready_timeout: Duration,
+    notify_extend_max: Duration,
 }
 
 /// The default of [`Builder::connect_timeout`].
@@ -157,6 +162,32 @@ impl Builder {
         self
     }
 
+    /// `spawn()` returns only once the server is ready by `condition` (see [`Ready`] for each
+    /// condition, and [`readiness`](crate::Ready) for what happens when it is not: the child
+    /// exits first → an [`ErrorKind::Ready`] error at once, with its status and output tail;
+    /// the [`ready_timeout`](Builder::ready_timeout) passes → the child is closed with its
+    /// ladder, and the error carries the [`CloseReport`]).
+    pub fn ready(mut self, condition: Ready) -> Builder {
+        self.ready = Some(condition);
+        self
+    }
+
+    /// How long `spawn()` waits for [`ready`](Builder::ready) (default
+    /// [`DEFAULT_READY_TIMEOUT`](crate::DEFAULT_READY_TIMEOUT), 30 s).
+    pub fn ready_timeout(mut self, timeout: Duration) -> Builder {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// With [`Ready::Notify`]: how far `EXTEND_TIMEOUT_USEC=` may extend the ready timeout, and
+    /// each wait of the close, beyond its own length (default
+    /// [`DEFAULT_NOTIFY_EXTEND_MAX`](crate::DEFAULT_NOTIFY_EXTEND_MAX), 30 s; zero: ignore
+    /// extensions). The close's bound grows by this much per rung.
+    pub fn notify_extend_max(mut self, max: Duration) -> Builder {
+        self.notify_extend_max = max;
+        self
+    }
+
     /// After a `SIGKILL` rung, call `process_mrelease(2)` on a child with at least 64 MiB
     /// resident (Linux 5.15; default on). The memory of a big child is then freed by two CPUs
     /// at once — its own exit path and a short-lived helper thread that sends the kill and
@@ -220,6 +251,12 @@ impl Builder {
         self
     }
 
+    /// The program's name, for errors.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn program_name(&self) -> String {
+        self.command.get_program().to_string_lossy().into_owned()
+    }
+
     /// Use the portable `kill` + `SIGCHLD` mechanism even where pidfds exist (for tests and
     /// comparisons).
     #[doc(hidden)]
@@ -265,8 +302,26 @@ impl Builder {
         let socket = self
             .connect_stdio()
             .map_err(|e| fail(ErrorKind::Socket, e))?;
+        let stdout_is_socket = self.socket == SocketMode::Stdio;
+        let mut readiness = match self.ready.take() {
+            None => None,
+            Some(ready) => Some(
+                readiness::Pending::prepare(
+                    readiness::Setup {
+                        ready,
+                        timeout: self.ready_timeout,
+                        extend_max: self.notify_extend_max,
+                        runtime_dir: self.runtime_dir.as_deref(),
+                        activating,
+                        stdout_is_socket,
+                    },
+                    &mut self.command,
+                    &mut self.capture,
+                )
+                .map_err(|(kind, e)| fail(kind, e))?,
+            ),
+        };
         if let Some(capture) = &self.capture {
-            let stdout_is_socket = self.socket == SocketMode::Stdio;
             capture
                 .prepare(&mut self.command, stdout_is_socket)
                 .map_err(|e| match e.kind() {
@@ -369,6 +424,7 @@ impl Builder {
             capture: None,
             pipes: Pipes::default(),
             containment_fallback,
+            notify: readiness.as_mut().and_then(|r| r.notify_for(child.id())),
         };
         if let Some(capture) = &self.capture {
             match capture.start(&mut pipes, &program, child.id()) {
@@ -396,7 +452,10 @@ impl Builder {
                 }
             }
         }
-        Ok(handle)
+        match readiness {
+            Some(pending) => pending.await_on(handle),
+            None => Ok(handle),
+        }
     }
 
     /// Makes the child's cgroup as [`contain`](Builder::contain) asks: `(cgroup, None)`,
@@ -492,6 +551,8 @@ pub struct ChildHandle {
     capture: Option<Captured>,
     /// `Containment::BestEffort` fell back to the process group: why.
     containment_fallback: Option<String>,
+    /// [`Ready::Notify`]: the `NOTIFY_SOCKET`, read until the close ends.
+    notify: Option<NotifySocket>,
 }
 
 /// The cgroup a contained child is made in.
@@ -587,6 +648,9 @@ impl ChildHandle {
             containment: Containment::None,
             kill_mode: KillMode::default(),
             cgroup_parent: None,
+            ready: None,
+            ready_timeout: readiness::DEFAULT_READY_TIMEOUT,
+            notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,
         }
     }
 
@@ -606,6 +670,7 @@ impl ChildHandle {
             pipes: Pipes::default(),
             capture: None,
             containment_fallback: None,
+            notify: None,
         }
     }
 
@@ -634,12 +699,35 @@ impl ChildHandle {
     /// Ends a child whose start failed (activation connect, capture, readiness): `SIGKILL` (to
     /// the group with `process_group`) and reap, bounded like any close; the socket directory
     /// goes too. Returns the output tail, for the error.
-    pub(crate) fn abandon(mut self) -> Option<String> {
+    pub(crate) fn abandon(self) -> Option<String> {
+        self.abandon_with_report().ok().and_then(|r| r.output_tail)
+    }
+
+    /// [`abandon`](ChildHandle::abandon), returning the close report.
+    pub(crate) fn abandon_with_report(mut self) -> Result<CloseReport> {
         if let Ok(ladder) = Ladder::new([Rung::new(Signal::KILL, Duration::from_secs(1))]) {
             self.ladder = ladder;
         }
         self.reap = Reap::Blocking;
-        self.close_path().ok().and_then(|r| r.output_tail)
+        self.close_path()
+    }
+
+    /// The capture, lent to a readiness wait ([`put_capture`](ChildHandle::put_capture) gives
+    /// it back).
+    pub(crate) fn take_capture(&mut self) -> Option<Captured> {
+        self.capture.take()
+    }
+
+    pub(crate) fn put_capture(&mut self, captured: Captured) {
+        self.capture = Some(captured);
+    }
+
+    pub(crate) fn notify_mut(&mut self) -> Option<&mut NotifySocket> {
+        self.notify.as_mut()
+    }
+
+    pub(crate) fn notify_ref(&self) -> Option<&NotifySocket> {
+        self.notify.as_ref()
     }
 
     /// The child's pid, if there is a child.
@@ -744,9 +832,14 @@ impl ChildHandle {
         let Some((mut process, mut climb)) = closing.child.take() else {
             return closing.finish(None, Ok(true));
         };
-        let climbed = match closing.earlier_exit.take() {
-            None => climb_ladder(&mut climb, &mut process, reap),
-            Some(e) => Err(e),
+        let climbed = match (closing.earlier_exit.take(), closing.notify.as_mut()) {
+            (Some(e), _) => Err(e),
+            // A NOTIFY_SOCKET is read between the rungs, for EXTEND_TIMEOUT_USEC= and STOPPING=1.
+            (None, Some(notify)) if reap == Reap::Blocking => {
+                climb.allow_extension(notify.extend_max());
+                climb.run_blocking_with(&mut process, |p, until| notify.wait_in_close(p, until))
+            }
+            (None, _) => climb_ladder(&mut climb, &mut process, reap),
         };
         closing.finish(Some((process, climb)), climbed)
     }
@@ -782,6 +875,7 @@ impl ChildHandle {
             child,
             earlier_exit,
             capture: self.capture.take(),
+            notify: self.notify.take(),
         }
     }
 }
@@ -820,6 +914,8 @@ pub(crate) struct Closing {
     pub(crate) earlier_exit: Option<io::Error>,
     /// The output capture, whose tail goes into the report.
     capture: Option<Captured>,
+    /// The `NOTIFY_SOCKET`, read during the climb; what it heard goes into the report.
+    notify: Option<NotifySocket>,
 }
 
 impl Closing {
@@ -834,6 +930,9 @@ impl Closing {
             let outcome = reap_or_hand_off(process, climb, climbed, self.started, &mut self.report);
             let program = self.report.program.as_deref();
             outcome.map_err(|e| Error::new(ErrorKind::Wait, program, e))?;
+        }
+        if let Some(notify) = self.notify.take() {
+            self.report.notify = Some(notify.finish(self.started));
         }
         if let Some(capture) = self.capture.take() {
             // The child is gone: what it wrote is in the pipes. Let the capture thread read it

@@ -95,9 +95,9 @@ impl ChildHandle {
         let climbed = match (closing.earlier_exit.take(), child.as_mut()) {
             (Some(e), _) => Err(e),
             (None, None) => Ok(true),
-            (None, Some((process, climb))) => {
-                climb.run_blocking_with(process, |process, until| drain.wait(process, until))
-            }
+            (None, Some((process, climb))) => climb.run_blocking_with(process, |process, until| {
+                drain.wait(process, until).map(|()| None)
+            }),
         };
         let report = closing.finish(child, climbed)?;
         // The child is gone (or handed on): take what it left, bounded as step 3.

@@ -60,6 +60,35 @@ pub enum MemoryRelease {
     Unfinished,
 }
 
+/// What a [`Ready::Notify`](crate::Ready::Notify) server said on its `NOTIFY_SOCKET`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct NotifyReport {
+    /// The latest `STATUS=` (e.g. redis's "Ready to accept connections").
+    pub status: Option<String>,
+    /// When `STOPPING=1` came, since the close began (zero if before it).
+    #[cfg_attr(feature = "serde", serde(rename = "stopping_ms", with = "opt_millis"))]
+    pub stopping: Option<Duration>,
+    /// Each `EXTEND_TIMEOUT_USEC=` received during the close.
+    pub extensions: Vec<Extension>,
+    /// Datagrams ignored, and why (wrong sender, malformed …; at most 8, then a count).
+    pub ignored: Vec<String>,
+}
+
+/// One `EXTEND_TIMEOUT_USEC=` during the close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Extension {
+    /// When it came, since the close began.
+    #[cfg_attr(feature = "serde", serde(rename = "at_ms", with = "millis"))]
+    pub at: Duration,
+    /// How long it asked for, from then (the grace granted is capped by
+    /// [`Builder::notify_extend_max`](crate::Builder::notify_extend_max)).
+    #[cfg_attr(feature = "serde", serde(rename = "asked_ms", with = "millis"))]
+    pub asked: Duration,
+}
+
 /// One signal the close path sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -189,6 +218,10 @@ pub struct CloseReport {
     /// The memory release asked for after a `SIGKILL` rung, if any (see
     /// [`Builder::release_memory_on_kill`](crate::Builder::release_memory_on_kill)).
     pub memory_release: Option<MemoryRelease>,
+    /// With [`Ready::Notify`](crate::Ready::Notify): what the server said on its
+    /// `NOTIFY_SOCKET` (`STOPPING=1`, `EXTEND_TIMEOUT_USEC=` during the close, the last
+    /// `STATUS=`, datagrams ignored).
+    pub notify: Option<NotifyReport>,
     /// With [`Builder::capture`](crate::Builder::capture): the tail of the child's output,
     /// read up to its exit (`None` without capture).
     pub output_tail: Option<String>,
@@ -223,6 +256,7 @@ impl CloseReport {
             output_tail: None,
             cgroup: None,
             containment_fallback: None,
+            notify: None,
             notes: Vec::new(),
         }
     }

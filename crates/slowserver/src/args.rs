@@ -38,6 +38,14 @@ Options:
                            socket) and ignores HUP/TERM; its pid is READY's grandchild=
   --workers N              start N children that burn CPU; READY ends with workers=P1,P2,…
   --setsid                 with --workers: each worker calls setsid (its own session)
+  --ready-after DUR        sleep DUR before becoming ready (READY line, --notify, --listen)
+  --ready-stamp FILE       write the CLOCK_MONOTONIC instant (ns) of becoming ready to FILE
+  --notify                 send READY=1 and STATUS=ready to $NOTIFY_SOCKET when ready, and
+                           STOPPING=1 on HUP/TERM/INT (which then end the process as usual)
+  --notify-extend DUR      with --notify: with STOPPING=1 also send EXTEND_TIMEOUT_USEC=DUR
+  --listen PATH            when ready, listen on the Unix socket PATH (connections accepted
+                           and closed at once)
+  --stderr-flood BYTES     before becoming ready, write BYTES of numbered log lines to stderr
   -h, --help               print this help
 
 Protocol (one request per line on stdin):
@@ -79,6 +87,18 @@ pub struct Config {
     pub workers: usize,
     /// `--setsid`.
     pub setsid: bool,
+    /// `--ready-after`.
+    pub ready_after: Option<Duration>,
+    /// `--ready-stamp`.
+    pub ready_stamp: Option<PathBuf>,
+    /// `--notify`.
+    pub notify: bool,
+    /// `--notify-extend`.
+    pub notify_extend: Option<Duration>,
+    /// `--listen`.
+    pub listen: Option<PathBuf>,
+    /// `--stderr-flood`, in bytes.
+    pub stderr_flood: Option<u64>,
 }
 
 /// What the process should be.
@@ -168,6 +188,12 @@ where
             "--async-teardown" => takes_no_value(&mut config, |c| c.async_teardown = true)?,
             "--exit-immediately" => config.exit_immediately = Some(number(flag, &value()?)?),
             "--log" => config.log = Some(PathBuf::from(value()?)),
+            "--ready-after" => config.ready_after = Some(duration(flag, &value()?)?),
+            "--ready-stamp" => config.ready_stamp = Some(PathBuf::from(value()?)),
+            "--notify" => takes_no_value(&mut config, |c| c.notify = true)?,
+            "--notify-extend" => config.notify_extend = Some(duration(flag, &value()?)?),
+            "--listen" => config.listen = Some(PathBuf::from(value()?)),
+            "--stderr-flood" => config.stderr_flood = Some(bytes(flag, &value()?)?),
             _ => return Err(UsageError(format!("unknown argument '{text}'"))),
         }
     }
@@ -213,6 +239,20 @@ fn gibibytes(flag: &str, value: &OsString) -> Result<f64, UsageError> {
         Ok(_) => Err(invalid(flag, text, "must be a positive number of GiB")),
         Err(e) => Err(invalid(flag, text, e)),
     }
+}
+
+/// A byte count: digits with an optional `K`, `M` or `G` (powers of 1000).
+fn bytes(flag: &str, value: &OsString) -> Result<u64, UsageError> {
+    let text = utf8(flag, value)?;
+    let (digits, unit) = match text.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 1_000),
+        Some((i, 'M')) => (&text[..i], 1_000_000),
+        Some((i, 'G')) => (&text[..i], 1_000_000_000),
+        _ => (text, 1),
+    };
+    let n: u64 = digits.parse().map_err(|e| invalid(flag, text, e))?;
+    n.checked_mul(unit)
+        .ok_or_else(|| invalid(flag, text, "too large"))
 }
 
 fn number(flag: &str, value: &OsString) -> Result<i32, UsageError> {

@@ -41,6 +41,14 @@
 //! - `--log FILE`: append each HUP, TERM, INT, CONT, USR1 received (name
 //!   without `SIG`, one a line) to FILE; HUP/TERM/INT then end the process
 //!   (after `--slow-exit`, else by the signal itself).
+//! - Becoming ready, in this order before the READY line:
+//!   `--stderr-flood BYTES` (numbered 100-byte log lines on stderr),
+//!   `--ready-after DUR` (a sleep), `--ready-stamp FILE` (the `CLOCK_MONOTONIC`
+//!   instant in ns), `--listen PATH` (a Unix listener whose connections are
+//!   closed at once); then, after the READY line, `--notify` (`STATUS=ready`,
+//!   `READY=1` on `$NOTIFY_SOCKET`). With `--notify`, HUP/TERM/INT first send `STOPPING=1`
+//!   (plus `EXTEND_TIMEOUT_USEC=` of `--notify-extend DUR`), then act as with
+//!   `--log`/`--slow-exit`.
 //!
 //! Without `--log` and `--slow-exit`, signals keep their default actions.
 //!
@@ -64,6 +72,7 @@ mod exit;
 mod grandchild;
 mod memory;
 mod protocol;
+mod ready;
 mod server;
 mod signals;
 mod sys;
@@ -123,9 +132,13 @@ fn run(config: &Config) -> ! {
             .open(path)
             .unwrap_or_else(|e| fail(&format!("--log {}", path.display()), e))
     });
+    let notifier = config.notify.then(|| {
+        ready::Notifier::from_env(config.notify_extend).unwrap_or_else(|e| fail("--notify", e))
+    });
     let handling = signals::Handling {
         log,
         slow_exit: config.slow_exit,
+        notify: notifier.clone(),
     };
     signals::install(&config.ignore, handling)
         .unwrap_or_else(|e| fail("cannot install signal handlers", e));
@@ -146,9 +159,26 @@ fn run(config: &Config) -> ! {
     let workers = escape::spawn_workers(config.workers, config.setsid)
         .unwrap_or_else(|e| fail("--workers", e));
 
+    if let Some(bytes) = config.stderr_flood {
+        ready::flood_stderr(bytes).unwrap_or_else(|e| fail("--stderr-flood", e));
+    }
+    if let Some(delay) = config.ready_after {
+        std::thread::sleep(delay);
+    }
+    if let Some(path) = &config.ready_stamp {
+        std::fs::write(path, ready::monotonic_ns().to_string())
+            .unwrap_or_else(|e| fail(&format!("--ready-stamp {}", path.display()), e));
+    }
+    if let Some(path) = &config.listen {
+        ready::listen(path).unwrap_or_else(|e| fail(&format!("--listen {}", path.display()), e));
+    }
     if announce_ready(grandchild, &workers).is_err() {
         // Nobody is listening: leave as quietly as a later write error would.
         process::exit(0);
+    }
+    // After the READY line: a supervisor woken by READY=1 finds the line already there.
+    if let Some(notifier) = &notifier {
+        notifier.ready().unwrap_or_else(|e| fail("--notify", e));
     }
 
     if config.stop_self {

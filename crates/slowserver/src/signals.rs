@@ -78,6 +78,8 @@ pub struct Handling {
     pub log: Option<File>,
     /// How long to linger before a signal-triggered exit, if `--slow-exit`.
     pub slow_exit: Option<Duration>,
+    /// `--notify`: `STOPPING=1` (and `--notify-extend`) before a signal-triggered exit.
+    pub notify: Option<crate::ready::Notifier>,
 }
 
 /// Installs handlers for HUP, TERM, INT (and CONT, USR1 when logging) that
@@ -86,7 +88,7 @@ pub struct Handling {
 /// Does nothing without `--log` and `--slow-exit`: then every signal keeps
 /// its default disposition.
 pub fn install(ignored: &[c_int], handling: Handling) -> io::Result<()> {
-    if handling.log.is_none() && handling.slow_exit.is_none() {
+    if handling.log.is_none() && handling.slow_exit.is_none() && handling.notify.is_none() {
         return Ok(());
     }
     let logged: &[c_int] = if handling.log.is_some() {
@@ -123,6 +125,9 @@ fn handle(handling: &Handling, signo: c_int) {
     }
     if !TERMINATING.contains(&signo) {
         return;
+    }
+    if let Some(notify) = &handling.notify {
+        notify.stopping();
     }
     if let Some(delay) = handling.slow_exit {
         exit::after(Some(delay), 128 + signo);

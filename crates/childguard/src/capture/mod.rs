@@ -252,6 +252,53 @@ impl Captured {
             };
         }
     }
+
+    /// Waits until a line containing `pattern` was read (`Ok(true)`), both streams are at EOF
+    /// (`Ok(false)`), or `deadline` passes (`Ok(false)`); `stop` is asked between waits
+    /// (e.g. "has the child exited?") and ends the wait when it says so.
+    pub(crate) fn wait_for_line(
+        &self,
+        pattern: &[u8],
+        deadline: Instant,
+        slice: std::time::Duration,
+        mut stop: impl FnMut() -> bool,
+    ) -> bool {
+        let mut state = self.shared.lock();
+        if state.watch.is_none() {
+            state.watch = Some(Watch {
+                pattern: pattern.to_vec(),
+                seen: state
+                    .tail
+                    .text()
+                    .lines()
+                    .any(|l| contains(l.as_bytes(), pattern)),
+            });
+        }
+        loop {
+            if state.watch.as_ref().is_some_and(|w| w.seen) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || !state.open.contains(&true) {
+                return false;
+            }
+            drop(state);
+            if stop() {
+                return false;
+            }
+            state = self.shared.lock();
+            if state.watch.as_ref().is_some_and(|w| w.seen) {
+                return true;
+            }
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .min(slice);
+            state = match self.shared.changed.wait_timeout(state, left) {
+                Ok((s, _)) => s,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
 }
 
 /// What the capture thread and the handle share.

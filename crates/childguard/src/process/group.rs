@@ -160,11 +160,23 @@ pub(crate) fn process_group_of(pid: u32) -> Option<u32> {
 /// `None` once the pid is free.
 #[cfg(target_os = "linux")]
 pub(crate) fn state_and_group(pid: u32) -> Option<(char, u32)> {
+    stat_fields(pid).map(|(state, _, group)| (state, group))
+}
+
+/// The parent of `pid` (`/proc/PID/stat` field 4), if it exists.
+#[cfg(target_os = "linux")]
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+    stat_fields(pid).map(|(_, parent, _)| parent)
+}
+
+/// State, parent and process group of `pid`, from `/proc/PID/stat`.
+#[cfg(target_os = "linux")]
+fn stat_fields(pid: u32) -> Option<(char, u32, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may contain anything.
     let rest = &stat[stat.rfind(')')? + 2..];
     let mut fields = rest.split(' ');
     let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    Some((state, fields.next()?.parse().ok()?))
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent, fields.next()?.parse().ok()?))
 }

@@ -27,6 +27,8 @@
 //!   readiness of the child's pidfd (an [`AsyncFd`](::tokio::io::unix::AsyncFd) over a
 //!   duplicate of it), or, on the portable mechanism, against a `SIGCHLD` wake-up of the task.
 //!   No call blocks the runtime thread.
+//! - [`spawn_async`](crate::Builder::spawn_async): `spawn()`, with activation's accept and the
+//!   [`ready`](crate::Builder::ready) wait, on tokio's blocking pool.
 //! - [`kill_async`](crate::ChildHandle::kill_async) and
 //!   [`wait_timeout_async`](crate::ChildHandle::wait_timeout_async): `kill` and `wait_timeout`
 //!   with the same non-blocking wait.
@@ -62,4 +64,5 @@
 //! portable mechanism.
 
 mod close;
+mod spawn;
 mod wait;

@@ -1,0 +1,398 @@
+//! Readiness: `spawn()` returns only once the server says, or shows, that it is ready.
+//!
+//! [`Builder::ready`](crate::Builder::ready) picks the condition,
+//! [`Builder::ready_timeout`](crate::Builder::ready_timeout) bounds the wait. What happens:
+//!
+//! - The condition holds → `spawn()` returns the handle.
+//! - The child exits first → `spawn()` fails at once ([`ErrorKind::Ready`]) with its exit
+//!   status and, with a [`Capture`](crate::Capture), the tail of its output; it is reaped.
+//! - The timeout passes → the child is closed with its ladder, and the error says what was
+//!   awaited and for how long, and carries the [`CloseReport`](crate::CloseReport)
+//!   ([`Error::close_report`](crate::Error::close_report)).
+//!
+//! Each wait sleeps in `poll` on what can change — the notify socket, the child's pidfd — or
+//! on the capture's condition variable; only [`Ready::Connect`] retries, every 0.1–1 ms.
+
+mod connect;
+#[cfg(target_os = "linux")]
+pub(crate) mod notify;
+#[cfg(not(target_os = "linux"))]
+pub(crate) mod notify {
+    //! Off Linux there is no `SO_PASSCRED`: `Ready::Notify` is refused before the fork, so no
+    //! socket exists.
+    use std::io;
+    use std::time::{Duration, Instant};
+
+    use crate::report::NotifyReport;
+
+    /// Never made off Linux.
+    #[derive(Debug)]
+    pub(crate) enum NotifySocket {}
+
+    impl NotifySocket {
+        pub(crate) fn extend_max(&self) -> Duration {
+            match *self {}
+        }
+        pub(crate) fn wait_in_close(
+            &mut self,
+            _process: &crate::process::Process,
+            _deadline: Instant,
+        ) -> io::Result<Option<Instant>> {
+            match *self {}
+        }
+        pub(crate) fn finish(self, _close_started: Instant) -> NotifyReport {
+            match self {}
+        }
+    }
+}
+
+use std::io;
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+pub use connect::ConnectTo;
+
+use crate::capture::Capture;
+use crate::climb::later;
+use crate::error::{Error, ErrorKind};
+use crate::ChildHandle;
+
+/// The default of [`Builder::ready_timeout`](crate::Builder::ready_timeout): 30 s.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default of [`Builder::notify_extend_max`](crate::Builder::notify_extend_max): 30 s.
+pub const DEFAULT_NOTIFY_EXTEND_MAX: Duration = Duration::from_secs(30);
+
+/// When the server counts as ready (see [`Builder::ready`](crate::Builder::ready)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ready {
+    /// The server sends `READY=1` on a private `NOTIFY_SOCKET`, as for a systemd
+    /// `Type=notify` service (postgres ≥ 15 built with systemd support, redis with
+    /// `--supervised systemd`, nginx does not). Linux only.
+    ///
+    /// - `NOTIFY_SOCKET` names a datagram socket in a new 0700 directory (under
+    ///   [`runtime_dir`](crate::Builder::runtime_dir), else `$XDG_RUNTIME_DIR`, else
+    ///   `/tmp`), removed when the handle closes.
+    /// - Only datagrams from the child or one of its descendants count (the kernel's
+    ///   `SO_PASSCRED` credentials); others, and malformed ones, are ignored and listed in
+    ///   [`NotifyReport::ignored`](crate::NotifyReport::ignored).
+    /// - `STATUS=` is kept (the latest); `ERRNO=` before `READY=1` fails the spawn.
+    /// - `EXTEND_TIMEOUT_USEC=` extends the ready timeout, and during the close the current
+    ///   rung's grace, to that long after the message (systemd's semantics: the server must
+    ///   keep sending), but never more than [`notify_extend_max`](crate::Builder::notify_extend_max)
+    ///   beyond it. Honoured by the blocking close (`close`, `drop` without a runtime,
+    ///   `output`); the reaper thread and `close_async` climb without it.
+    /// - `STOPPING=1` during the close is recorded in
+    ///   [`CloseReport::notify`](crate::CloseReport::notify).
+    Notify,
+    /// A line of the server's output contains this text. Enables a
+    /// [`Capture`](crate::Capture) of stdout and stderr (stderr only with
+    /// [`SocketMode::Stdio`](crate::SocketMode::Stdio)) unless the builder has one.
+    Output(String),
+    /// A connection to this address is accepted (then closed at once). Retried every
+    /// 0.1 ms, doubling to 1 ms.
+    Connect(ConnectTo),
+    /// With [`SocketMode::Activation`](crate::SocketMode::Activation): the server accepted our
+    /// connection on the activation socket (what activation always awaits, bounded by
+    /// [`connect_timeout`](crate::Builder::connect_timeout)). Any other mode: a
+    /// [`Config`](crate::ErrorKind::Config) error.
+    Accepted,
+}
+
+impl Ready {
+    /// [`Ready::Connect`] to a TCP address or a Unix path.
+    pub fn connect(to: impl Into<ConnectTo>) -> Ready {
+        Ready::Connect(to.into())
+    }
+
+    /// [`Ready::Output`] for a line containing `text`.
+    pub fn output(text: impl Into<String>) -> Ready {
+        Ready::Output(text.into())
+    }
+
+    /// What was awaited, for error messages.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Ready::Notify => "READY=1 on NOTIFY_SOCKET".into(),
+            Ready::Output(text) => format!("an output line containing {text:?}"),
+            Ready::Connect(to) => format!("a connection to {to} to be accepted"),
+            Ready::Accepted => "the activation socket's accept".into(),
+        }
+    }
+}
+
+/// Why the server did not become ready.
+#[derive(Debug)]
+pub(crate) enum NotReady {
+    /// It exited first.
+    Exited(ExitStatus),
+    /// It was reaped by someone else before it became ready.
+    Lost,
+    /// It sent `ERRNO=`.
+    Errno(i32),
+    /// The timeout passed.
+    TimedOut,
+    /// Waiting failed (or a `Connect` failure no retry fixes).
+    Failed(io::Error),
+}
+
+/// On the portable mechanism (no pidfd) the child's exit wakes no fd: look at least this often.
+pub(crate) const EXIT_CHECK: Duration = Duration::from_millis(5);
+
+impl ChildHandle {
+    /// Waits until `ready` holds, the child exits, or `timeout` passes (extended by
+    /// `EXTEND_TIMEOUT_USEC=`, at most `extend_max` beyond it).
+    pub(crate) fn await_ready(
+        &mut self,
+        ready: &Ready,
+        timeout: Duration,
+        extend_max: Duration,
+    ) -> Result<(), NotReady> {
+        let deadline = later(Instant::now(), timeout);
+        match ready {
+            Ready::Accepted => Ok(()),
+            Ready::Connect(to) => self.await_connect(to, deadline),
+            Ready::Output(text) => self.await_line(text.as_bytes(), deadline),
+            Ready::Notify => self.await_notify(deadline, later(deadline, extend_max)),
+        }
+    }
+
+    /// The child's exit, if it exited: checked before every wait.
+    fn exited(&mut self) -> Result<(), NotReady> {
+        match self.try_wait() {
+            Ok(Some(status)) => Err(NotReady::Exited(status)),
+            Ok(None) if self.process().is_some_and(|p| !p.is_running()) => Err(NotReady::Lost),
+            Ok(None) => Ok(()),
+            Err(e) => Err(NotReady::Failed(e.into())),
+        }
+    }
+
+    fn await_connect(&mut self, to: &ConnectTo, deadline: Instant) -> Result<(), NotReady> {
+        let mut pause = connect::FIRST_PAUSE;
+        loop {
+            if to.try_once(deadline).map_err(NotReady::Failed)? {
+                return Ok(());
+            }
+            self.exited()?;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(NotReady::TimedOut);
+            }
+            // Sleeps in the pidfd poll: the child's exit ends the pause at once.
+            if let Some(process) = self.process() {
+                process
+                    .wait_until(deadline.min(now + pause))
+                    .map_err(NotReady::Failed)?;
+            }
+            pause = (pause * 2).min(connect::MAX_PAUSE);
+        }
+    }
+
+    fn await_line(&mut self, text: &[u8], deadline: Instant) -> Result<(), NotReady> {
+        let Some(captured) = self.take_capture() else {
+            return Err(NotReady::Failed(io::Error::other("no capture to watch")));
+        };
+        let mut exited = Ok(());
+        let seen = captured.wait_for_line(text, deadline, EXIT_CHECK, || {
+            exited = self.exited();
+            exited.is_err()
+        });
+        self.put_capture(captured);
+        if seen {
+            return Ok(());
+        }
+        exited?;
+        // Both streams at EOF while the child runs: no line can come any more; wait for the
+        // exit or the timeout, whichever is first.
+        loop {
+            self.exited()?;
+            if Instant::now() >= deadline {
+                return Err(NotReady::TimedOut);
+            }
+            if let Some(process) = self.process() {
+                process.wait_until(deadline).map_err(NotReady::Failed)?;
+            }
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn await_notify(&mut self, deadline: Instant, hard: Instant) -> Result<(), NotReady> {
+        let mut deadline = deadline;
+        loop {
+            let Some(notify) = self.notify_mut() else {
+                return Err(NotReady::Failed(io::Error::other("no notify socket")));
+            };
+            if let Some(until) = notify.receive() {
+                deadline = deadline.max(until.min(hard));
+            }
+            if notify.ready {
+                return Ok(());
+            }
+            if let Some(errno) = notify.errno {
+                return Err(NotReady::Errno(errno));
+            }
+            self.exited()?;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(NotReady::TimedOut);
+            }
+            let (Some(notify), Some(process)) = (self.notify_ref(), self.process()) else {
+                return Err(NotReady::Failed(io::Error::other("no notify socket")));
+            };
+            let until = if process.uses_pidfd() {
+                deadline
+            } else {
+                deadline.min(now + EXIT_CHECK)
+            };
+            notify::poll_with(notify.fd(), &process.wait_fds(), until).map_err(NotReady::Failed)?;
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn await_notify(&mut self, _deadline: Instant, _hard: Instant) -> Result<(), NotReady> {
+        Err(NotReady::Failed(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "Ready::Notify needs Linux (SO_PASSCRED)",
+        )))
+    }
+}
+
+/// The readiness part of a spawn, made before the fork ([`Pending::prepare`]) and awaited
+/// once the handle exists ([`Pending::await_on`]).
+#[derive(Debug)]
+pub(crate) struct Pending {
+    ready: Ready,
+    timeout: Duration,
+    extend_max: Duration,
+    #[cfg(target_os = "linux")]
+    notify: Option<notify::Prepared>,
+}
+
+/// What [`Pending::prepare`] needs from the builder.
+#[derive(Debug)]
+pub(crate) struct Setup<'a> {
+    pub(crate) ready: Ready,
+    pub(crate) timeout: Duration,
+    pub(crate) extend_max: Duration,
+    pub(crate) runtime_dir: Option<&'a Path>,
+    pub(crate) activating: bool,
+    pub(crate) stdout_is_socket: bool,
+}
+
+impl Pending {
+    /// Before the fork: checks the condition against the socket mode, turns on the capture
+    /// `Output` needs, makes the notify socket and sets `NOTIFY_SOCKET`. Errors:
+    /// [`ErrorKind::Config`] for a bad combination, [`ErrorKind::Socket`] for the socket.
+    pub(crate) fn prepare(
+        setup: Setup<'_>,
+        command: &mut Command,
+        capture: &mut Option<Capture>,
+    ) -> Result<Pending, (ErrorKind, io::Error)> {
+        let config = |why: &str| {
+            (
+                ErrorKind::Config,
+                io::Error::new(io::ErrorKind::InvalidInput, why.to_owned()),
+            )
+        };
+        match &setup.ready {
+            Ready::Accepted if !setup.activating => {
+                return Err(config("Ready::Accepted needs SocketMode::Activation"));
+            }
+            Ready::Output(_) if capture.is_none() => {
+                *capture = Some(if setup.stdout_is_socket {
+                    Capture::stderr()
+                } else {
+                    Capture::both()
+                });
+            }
+            Ready::Notify if !cfg!(target_os = "linux") => {
+                return Err(config("Ready::Notify needs Linux (SO_PASSCRED)"));
+            }
+            _ => {}
+        }
+        #[cfg(target_os = "linux")]
+        let notify = match setup.ready {
+            Ready::Notify => Some(
+                notify::prepare(command, setup.runtime_dir).map_err(|e| (ErrorKind::Socket, e))?,
+            ),
+            _ => None,
+        };
+        #[cfg(not(target_os = "linux"))]
+        let _ = (command, setup.runtime_dir);
+        Ok(Pending {
+            ready: setup.ready,
+            timeout: setup.timeout,
+            extend_max: setup.extend_max,
+            #[cfg(target_os = "linux")]
+            notify,
+        })
+    }
+
+    /// After the fork: the notify socket, now that the child's pid is known.
+    pub(crate) fn notify_for(&mut self, child: u32) -> Option<notify::NotifySocket> {
+        #[cfg(target_os = "linux")]
+        return self
+            .notify
+            .take()
+            .map(|p| p.for_child(child, self.extend_max));
+        #[cfg(not(target_os = "linux"))]
+        return {
+            let _ = child;
+            None
+        };
+    }
+
+    /// Waits for the condition. On failure the child is closed — reaped if it exited, else
+    /// with its ladder (a `KILL` if waiting itself failed) — and the error says why, with the
+    /// output tail and the close report.
+    pub(crate) fn await_on(self, mut handle: ChildHandle) -> Result<ChildHandle, Error> {
+        let not_ready = match handle.await_ready(&self.ready, self.timeout, self.extend_max) {
+            Ok(()) => return Ok(handle),
+            Err(e) => e,
+        };
+        let program = handle.program().map(str::to_owned);
+        let what = self.ready.describe();
+        let (kind, message) = match &not_ready {
+            NotReady::Exited(status) => (
+                io::ErrorKind::Other,
+                format!("exited during start-up with {status} (awaiting {what})"),
+            ),
+            NotReady::Lost => (
+                io::ErrorKind::Other,
+                format!("was reaped by someone else during start-up (awaiting {what})"),
+            ),
+            NotReady::Errno(errno) => (
+                io::Error::from_raw_os_error(*errno).kind(),
+                format!(
+                    "reported ERRNO={errno} ({}) during start-up",
+                    io::Error::from_raw_os_error(*errno)
+                ),
+            ),
+            NotReady::TimedOut => (
+                io::ErrorKind::TimedOut,
+                format!(
+                    "not ready after {}: awaited {what}",
+                    humantime::format_duration(self.timeout)
+                ),
+            ),
+            NotReady::Failed(e) => (e.kind(), format!("waiting for {what}: {e}")),
+        };
+        let closed = match not_ready {
+            NotReady::Failed(_) => handle.abandon_with_report(),
+            _ => handle.close(),
+        };
+        let error = Error::new(
+            ErrorKind::Ready,
+            program.as_deref(),
+            io::Error::new(kind, message),
+        );
+        Err(match closed {
+            Ok(report) => {
+                let tail = report.output_tail.clone();
+                error.with_output_tail(tail).with_close_report(report)
+            }
+            Err(_) => error,
+        })
+    }
+}

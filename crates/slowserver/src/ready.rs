@@ -1,0 +1,94 @@
+//! Becoming ready: `--ready-after`, `--ready-stamp`, `--stderr-flood`, `--listen`, and the
+//! `--notify` messages on `$NOTIFY_SOCKET` (`sd_notify(3)`'s protocol, written here by hand).
+
+use std::io::{self, Write};
+use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
+
+/// The `CLOCK_MONOTONIC` reading in nanoseconds (the clock Rust's `Instant` uses on Linux, so
+/// a reader can compare it with its own).
+pub fn monotonic_ns() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+}
+
+/// Writes `bytes` of numbered lines (`slowserver log line N ...`, 100 bytes each) to stderr,
+/// in 64 KiB writes.
+pub fn flood_stderr(bytes: u64) -> io::Result<()> {
+    let mut err = io::BufWriter::with_capacity(64 << 10, io::stderr().lock());
+    let mut left = bytes;
+    let mut n = 0u64;
+    let mut line = Vec::with_capacity(128);
+    while left > 0 {
+        line.clear();
+        write!(line, "slowserver log line {n:>12} ")?;
+        line.resize(99, b'.');
+        line.push(b'\n');
+        let take = usize::try_from(left).map_or(line.len(), |l| l.min(line.len()));
+        err.write_all(&line[..take])?;
+        left -= take as u64;
+        n += 1;
+    }
+    err.flush()
+}
+
+/// Binds and listens on `path`; a thread accepts connections and closes them at once.
+pub fn listen(path: &Path) -> io::Result<()> {
+    let listener = UnixListener::bind(path)?;
+    thread::Builder::new()
+        .name("listen".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                drop(conn);
+            }
+        })?;
+    Ok(())
+}
+
+/// `$NOTIFY_SOCKET`, if set to a path (abstract `@` names are not supported: an error).
+#[derive(Debug, Clone)]
+pub struct Notifier {
+    path: PathBuf,
+    /// `--notify-extend`: sent with `STOPPING=1`.
+    pub extend: Option<Duration>,
+}
+
+impl Notifier {
+    /// From the environment; `--notify` without `NOTIFY_SOCKET` is an error.
+    pub fn from_env(extend: Option<Duration>) -> io::Result<Notifier> {
+        let path = std::env::var_os("NOTIFY_SOCKET")
+            .ok_or_else(|| io::Error::other("--notify: NOTIFY_SOCKET is not set"))?;
+        if path.to_string_lossy().starts_with('@') {
+            return Err(io::Error::other(
+                "--notify: abstract NOTIFY_SOCKET names are not supported",
+            ));
+        }
+        Ok(Notifier {
+            path: PathBuf::from(path),
+            extend,
+        })
+    }
+
+    /// Sends one datagram.
+    pub fn send(&self, message: &str) -> io::Result<()> {
+        UnixDatagram::unbound()?.send_to(message.as_bytes(), &self.path)?;
+        Ok(())
+    }
+
+    /// The start-up announcement.
+    pub fn ready(&self) -> io::Result<()> {
+        self.send("STATUS=ready\nREADY=1\n")
+    }
+
+    /// Sent on a terminating signal, before `--slow-exit`.
+    pub fn stopping(&self) {
+        let mut message = String::from("STOPPING=1\n");
+        if let Some(extend) = self.extend {
+            message.push_str(&format!("EXTEND_TIMEOUT_USEC={}\n", extend.as_micros()));
+        }
+        // Best effort: the supervisor may be gone.
+        let _ = self.send(&message);
+    }
+}

@@ -1,0 +1,427 @@
+//! Issue 14, part 3: `spawn()` returns once the server is ready — `Notify`, `Output`,
+//! `Connect`, `Accepted` — and fails clearly when it is not; `EXTEND_TIMEOUT_USEC=` and
+//! `STOPPING=1` during the close. Against slowserver (`--notify`, `--ready-after`, `--listen`).
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use childguard::{Capture, ChildHandle, ErrorKind, Ladder, Ready, Signal, SocketMode};
+use childguard_tests::*;
+
+fn ladder(text: &str) -> Ladder {
+    text.parse().expect("test ladder")
+}
+
+fn sh(script: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script]);
+    cmd
+}
+
+/// `CLOCK_MONOTONIC` now, in ns (what slowserver's `--ready-stamp` writes).
+fn monotonic_ns() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+}
+
+fn stamp(path: &Path) -> u128 {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!(
+            "{}: no ready stamp ({e}): spawn() returned before the server was ready",
+            path.display()
+        )
+    });
+    text.trim().parse().expect("a stamp in ns")
+}
+
+#[test]
+fn notify_spawn_returns_once_ready_and_the_close_records_stopping() {
+    let stamp_file = scratch("notify-stamp");
+    let began = Instant::now();
+    let handle = ChildHandle::builder(slowserver(&[
+        "--notify",
+        "--ready-after",
+        "200ms",
+        "--ready-stamp",
+        stamp_file.to_str().unwrap(),
+        "--ignore-eof",
+    ]))
+    .socket(SocketMode::Stdio)
+    .ready(Ready::Notify)
+    .ladder(ladder("TERM:10s,KILL:1s"))
+    .spawn()
+    .expect("spawn with Ready::Notify");
+    let returned = monotonic_ns();
+    assert!(began.elapsed() >= Duration::from_millis(200));
+    let ready_at = stamp(&stamp_file);
+    assert!(ready_at <= returned, "spawn returned before the stamp");
+    let ready = read_ready(&handle);
+    assert_eq!(Some(ready.pid), handle.id());
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    let notify = report.notify.expect("a notify report");
+    assert_eq!(notify.status.as_deref(), Some("ready"));
+    assert!(
+        notify.stopping.is_some(),
+        "STOPPING=1 not recorded: {notify:?}"
+    );
+    assert!(notify.ignored.is_empty(), "{notify:?}");
+    let _ = std::fs::remove_file(&stamp_file);
+}
+
+/// The server asks for 3 s on TERM and needs 1.5 s to exit: without the extension the 300 ms
+/// rung would run out and KILL it.
+#[test]
+fn extend_timeout_usec_extends_the_rung_and_the_server_exits_from_term() {
+    let handle = ChildHandle::builder(slowserver(&[
+        "--notify",
+        "--notify-extend",
+        "3s",
+        "--slow-exit",
+        "1500ms",
+        "--ignore-eof",
+    ]))
+    .socket(SocketMode::Stdio)
+    .ready(Ready::Notify)
+    .notify_extend_max(Duration::from_secs(10))
+    .ladder(ladder("TERM:300ms,KILL:1s"))
+    .spawn()
+    .expect("spawn");
+    // Past its READY line: a close before it would end it by EPIPE on that write.
+    let _ = read_ready(&handle);
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    assert_eq!(
+        report.status.and_then(|s| s.code()),
+        Some(128 + libc::SIGTERM)
+    );
+    assert_eq!(report.signals.len(), 1, "{report}");
+    let notify = report.notify.clone().unwrap();
+    assert_eq!(notify.extensions.len(), 1, "{notify:?}");
+    assert_eq!(notify.extensions[0].asked, Duration::from_secs(3));
+    assert!(
+        report.exited.unwrap() >= Duration::from_millis(1400),
+        "{report}"
+    );
+}
+
+/// A server asking for a minute gets the cap (700 ms beyond the 300 ms grace), then KILL.
+#[test]
+fn the_extension_cap_holds() {
+    let handle = ChildHandle::builder(slowserver(&[
+        "--notify",
+        "--notify-extend",
+        "60s",
+        "--slow-exit",
+        "60s",
+        "--ignore-eof",
+    ]))
+    .socket(SocketMode::Stdio)
+    .ready(Ready::Notify)
+    .notify_extend_max(Duration::from_millis(700))
+    .ladder(ladder("TERM:300ms,KILL:2s"))
+    .spawn()
+    .expect("spawn");
+    // Past its READY line: a close before it would end it by EPIPE on that write.
+    let _ = read_ready(&handle);
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
+    let kill_at = report.signals[1].at;
+    assert!(
+        kill_at >= Duration::from_millis(950) && kill_at < Duration::from_secs(5),
+        "KILL at {kill_at:?}, expected at the cap (1 s): {report}"
+    );
+    assert_eq!(report.notify.unwrap().extensions.len(), 1);
+}
+
+/// Without the notify socket read during the close, a zero cap: extensions are ignored.
+#[test]
+fn a_zero_cap_ignores_extensions() {
+    let handle = ChildHandle::builder(slowserver(&[
+        "--notify",
+        "--notify-extend",
+        "10s",
+        "--slow-exit",
+        "10s",
+        "--ignore-eof",
+    ]))
+    .socket(SocketMode::Stdio)
+    .ready(Ready::Notify)
+    .notify_extend_max(Duration::ZERO)
+    .ladder(ladder("TERM:300ms,KILL:2s"))
+    .spawn()
+    .expect("spawn");
+    // Past its READY line: a close before it would end it by EPIPE on that write.
+    let _ = read_ready(&handle);
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
+    assert!(
+        report.signals[1].at < Duration::from_millis(900),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_child_that_exits_during_start_up_fails_the_spawn_at_once_with_its_status_and_output() {
+    let began = Instant::now();
+    let err = ChildHandle::builder(sh("echo 'FATAL: no config' >&2; exit 3"))
+        .ready(Ready::Notify)
+        .capture(Capture::stderr())
+        .ready_timeout(Duration::from_secs(60))
+        .spawn()
+        .expect_err("exits before READY=1");
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "not at once: {:?}",
+        began.elapsed()
+    );
+    assert_eq!(err.kind(), ErrorKind::Ready);
+    let text = err.to_string();
+    assert!(
+        text.contains("exited during start-up with exit status: 3"),
+        "{text}"
+    );
+    assert!(text.contains("awaiting READY=1 on NOTIFY_SOCKET"), "{text}");
+    assert!(text.contains("last output:\n  FATAL: no config"), "{text}");
+    let report = err.close_report().expect("a close report");
+    assert_eq!(report.status.and_then(|s| s.code()), Some(3));
+    assert_eq!(report.ended_by, childguard::Ending::BeforeClose, "{report}");
+}
+
+#[test]
+fn a_timeout_closes_the_child_with_its_ladder_and_says_what_was_awaited() {
+    let err = ChildHandle::builder(slowserver(&["--ignore-eof"]))
+        .socket(SocketMode::Stdio)
+        .ready(Ready::Notify)
+        .ready_timeout(Duration::from_millis(300))
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect_err("slowserver without --notify never sends READY=1");
+    assert_eq!(err.kind(), ErrorKind::Ready);
+    assert_eq!(err.io_kind(), std::io::ErrorKind::TimedOut);
+    let text = err.to_string();
+    assert!(
+        text.contains("not ready after 300ms: awaited READY=1 on NOTIFY_SOCKET"),
+        "{text}"
+    );
+    let report = err.close_report().expect("a close report");
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    assert_eq!(report.status.and_then(|s| s.signal()), Some(libc::SIGTERM));
+    assert!(report.notify.is_some());
+}
+
+#[test]
+fn output_spawn_returns_once_the_line_is_written() {
+    let began = Instant::now();
+    let handle = ChildHandle::builder(sh(
+        "echo starting; sleep 0.3; echo 'server is listening on port 1'; exec sleep 30",
+    ))
+    .ready(Ready::output("listening on"))
+    .ladder(ladder("TERM:5s,KILL:1s"))
+    .spawn()
+    .expect("spawn with Ready::Output");
+    assert!(began.elapsed() >= Duration::from_millis(300));
+    let tail = handle.output_tail().expect("Output turns a capture on");
+    assert!(tail.ends_with("listening on port 1\n"), "{tail:?}");
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+}
+
+#[test]
+fn output_that_never_comes_times_out() {
+    let err = ChildHandle::builder(sh("echo nothing useful; exec sleep 30"))
+        .ready(Ready::output("listening"))
+        .ready_timeout(Duration::from_millis(300))
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect_err("no such line");
+    let text = err.to_string();
+    assert!(
+        text.contains("awaited an output line containing \"listening\""),
+        "{text}"
+    );
+    assert_eq!(err.output_tail(), Some("nothing useful\n"));
+}
+
+#[test]
+fn connect_spawn_returns_once_the_unix_socket_accepts() {
+    let dir = scratch("connect-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let stamp_file = dir.join("stamp");
+    let handle = ChildHandle::builder(slowserver(&[
+        "--ready-after",
+        "200ms",
+        "--ready-stamp",
+        stamp_file.to_str().unwrap(),
+        "--listen",
+        socket.to_str().unwrap(),
+        "--ignore-eof",
+    ]))
+    .socket(SocketMode::Stdio)
+    .ready(Ready::connect(socket.as_path()))
+    .ladder(ladder("TERM:5s,KILL:1s"))
+    .spawn()
+    .expect("spawn with Ready::Connect");
+    let returned = monotonic_ns();
+    assert!(stamp(&stamp_file) <= returned);
+    std::os::unix::net::UnixStream::connect(&socket).expect("listening after spawn()");
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn connect_tcp_to_a_server_that_exits_fails_at_once() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener); // nobody listens there now
+    let err = ChildHandle::builder(sh("exit 9"))
+        .ready(Ready::connect(addr))
+        .spawn()
+        .expect_err("exits without listening");
+    assert!(
+        err.to_string()
+            .contains("exited during start-up with exit status: 9"),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&format!("tcp {addr}")), "{err}");
+}
+
+#[test]
+fn accepted_is_activation_and_nothing_else() {
+    let err = ChildHandle::builder(sh("true"))
+        .ready(Ready::Accepted)
+        .spawn()
+        .expect_err("Accepted without activation");
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert!(err.to_string().contains("SocketMode::Activation"), "{err}");
+}
+
+/// A datagram from this test process (the child's parent, a stranger to it) is ignored; one
+/// from a descendant of the child counts.
+#[test]
+fn notify_from_a_stranger_is_ignored_from_a_descendant_it_counts() {
+    let path_file = scratch("notify-path");
+    let script = format!(
+        "echo \"$NOTIFY_SOCKET\" > '{}'; exec sleep 30",
+        path_file.display()
+    );
+    let sender = std::thread::spawn({
+        let path_file = path_file.clone();
+        move || {
+            assert!(eventually(Duration::from_secs(20), || {
+                std::fs::read_to_string(&path_file).is_ok_and(|t| t.ends_with('\n'))
+            }));
+            let path = std::fs::read_to_string(&path_file).unwrap();
+            let socket = std::os::unix::net::UnixDatagram::unbound().unwrap();
+            socket
+                .send_to(b"READY=1\n", path.trim())
+                .expect("sending to NOTIFY_SOCKET");
+        }
+    });
+    let err = ChildHandle::builder(sh(&script))
+        .ready(Ready::Notify)
+        .ready_timeout(Duration::from_millis(1500))
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect_err("a stranger's READY=1 must not count");
+    sender.join().unwrap();
+    let ignored = &err.close_report().unwrap().notify.as_ref().unwrap().ignored;
+    let me = std::process::id();
+    assert!(
+        ignored
+            .iter()
+            .any(|w| w.contains(&format!("pid {me}, not the child"))),
+        "{ignored:?}"
+    );
+    let _ = std::fs::remove_file(&path_file);
+
+    // python3 as the child's grandchild sends READY=1 and stays (a sender that is gone by
+    // the time we look cannot be traced, and is ignored).
+    let python = "import os, socket, time\n\
+                  s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+                  s.sendto(b'READY=1', os.environ['NOTIFY_SOCKET'])\n\
+                  time.sleep(60)";
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "python3 -c \"$0\" & wait", python]);
+    let handle = ChildHandle::builder(cmd)
+        .ready(Ready::Notify)
+        .process_group(true)
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect("a descendant's READY=1 counts (needs python3)");
+    let report = handle.close().unwrap();
+    assert!(report.notify.unwrap().ignored.is_empty());
+}
+
+#[test]
+fn the_notify_directory_is_private_and_removed_on_close() {
+    let runtime = scratch("notify-runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let mut cmd = slowserver(&["--notify", "--ignore-eof"]);
+    cmd.stderr(std::process::Stdio::piped());
+    let handle = ChildHandle::builder(cmd)
+        .socket(SocketMode::Stdio)
+        .ready(Ready::Notify)
+        .runtime_dir(&runtime)
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect("spawn");
+    let dirs: Vec<_> = std::fs::read_dir(&runtime)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&dirs[0]).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    assert_eq!(
+        std::fs::read_dir(&runtime).unwrap().count(),
+        0,
+        "left behind"
+    );
+    let _ = std::fs::remove_dir(&runtime);
+}
+
+#[test]
+fn spawn_async_awaits_readiness_without_blocking_the_runtime() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ticker = tokio::spawn(async {
+            let mut ticks = 0u32;
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                ticks += 1;
+                if ticks == 10 {
+                    return ticks;
+                }
+            }
+        });
+        let handle = ChildHandle::builder(slowserver(&["--notify", "--ready-after", "300ms"]))
+            .socket(SocketMode::Stdio)
+            .ready(Ready::Notify)
+            .ladder(ladder("EOF:5s,KILL:1s"))
+            .spawn_async()
+            .await
+            .expect("spawn_async");
+        // The one runtime thread kept running the ticker while the spawn waited.
+        assert!(
+            ticker.is_finished(),
+            "the runtime was blocked during spawn_async"
+        );
+        let mut line = [0u8; 6];
+        handle.socket().unwrap().read_exact(&mut line).unwrap();
+        assert_eq!(&line, b"READY ");
+        let report = handle.close_async().await.unwrap();
+        assert_eq!(report.ended_by, childguard::Ending::Eof, "{report}");
+    });
+}
