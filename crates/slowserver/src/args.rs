@@ -105,7 +105,7 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     /// The server, configured.
-    Serve(Config),
+    Serve(Box<Config>),
     /// Print [`USAGE`] and exit 0.
     Help,
     /// The `--fork-grandchild` worker (hidden).
@@ -197,7 +197,7 @@ where
             _ => return Err(UsageError(format!("unknown argument '{text}'"))),
         }
     }
-    Ok(Mode::Serve(config))
+    Ok(Mode::Serve(Box::new(config)))
 }
 
 /// The value as UTF-8 text, or an error naming `flag`.
@@ -270,7 +270,7 @@ mod tests {
 
     fn config(args: &[&str]) -> Config {
         match run(args) {
-            Ok(Mode::Serve(config)) => config,
+            Ok(Mode::Serve(config)) => *config,
             other => panic!("{args:?} gave {other:?}"),
         }
     }
@@ -316,6 +316,32 @@ mod tests {
         assert_eq!(run(&["--help"]), Ok(Mode::Help));
         assert_eq!(run(&["-h"]), Ok(Mode::Help));
         assert_eq!(run(&[WORKER_FLAG]), Ok(Mode::GrandchildWorker));
+    }
+
+    #[test]
+    fn readiness_flags() {
+        let c = config(&[
+            "--notify",
+            "--notify-extend",
+            "3s",
+            "--ready-after=200ms",
+            "--ready-stamp",
+            "/tmp/stamp",
+            "--listen",
+            "/tmp/sock",
+            "--stderr-flood",
+            "50M",
+        ]);
+        assert!(c.notify);
+        assert_eq!(c.notify_extend, Some(Duration::from_secs(3)));
+        assert_eq!(c.ready_after, Some(Duration::from_millis(200)));
+        assert_eq!(c.ready_stamp, Some(PathBuf::from("/tmp/stamp")));
+        assert_eq!(c.listen, Some(PathBuf::from("/tmp/sock")));
+        assert_eq!(c.stderr_flood, Some(50_000_000));
+        assert_eq!(config(&["--stderr-flood", "1234"]).stderr_flood, Some(1234));
+        assert!(run(&["--stderr-flood", "9999999999999999999G"]).is_err());
+        assert!(run(&["--stderr-flood", "lots"]).is_err());
+        assert!(run(&["--notify=1"]).is_err());
     }
 
     #[test]

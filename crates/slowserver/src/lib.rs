@@ -92,7 +92,7 @@ use args::{Config, Mode};
 pub fn main_with(reexec_prefix: Vec<OsString>, args: Vec<OsString>) -> ! {
     let _ = grandchild::REEXEC_PREFIX.set(reexec_prefix);
     let config = match args::parse(args) {
-        Ok(Mode::Serve(config)) => config,
+        Ok(Mode::Serve(config)) => *config,
         Ok(Mode::Help) => {
             print!("{}", args::USAGE);
             process::exit(0);
