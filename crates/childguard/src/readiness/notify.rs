@@ -362,9 +362,10 @@ mod tests {
         );
         s.accept(None, b"READY=1");
         s.accept(Some(1), b"READY=1");
+        s.accept(Some(me), &[b'x'; MAX_DATAGRAM + 1]);
         assert!(!s.ready, "no bad datagram may make it ready");
         assert_eq!(s.errno, None);
-        assert_eq!(s.ignored_count, 8, "{:?}", s.ignored);
+        assert_eq!(s.ignored_count, 9, "{:?}", s.ignored);
         // An absurd but well-formed extension saturates instead of overflowing.
         let until = s.accept(
             Some(me),
@@ -373,6 +374,7 @@ mod tests {
         assert!(until.is_some_and(|u| u > Instant::now() + Duration::from_secs(3600)));
         let report = s.finish(Instant::now());
         assert_eq!(report.ignored.len(), NOTED_MAX + 1, "{:?}", report.ignored);
+        assert_eq!(report.ignored[NOTED_MAX], "1 more ignored");
     }
 
     #[test]
