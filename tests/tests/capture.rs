@@ -69,16 +69,10 @@ fn lines_are_passed_on_in_order_with_their_stream() {
         .expect("spawn");
     let report = exited_then_closed(handle);
     assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
-    // An unterminated last line is in the report's tail at once…
-    assert!(
-        report
-            .output_tail
-            .as_deref()
-            .unwrap()
-            .trim_end()
-            .ends_with("no newline"),
-        "{report:?}"
-    );
+    // An unterminated last line is in the report's tail at once (where, among the other
+    // stream's lines, depends on which pipe was read first)…
+    let tail = report.output_tail.clone().unwrap();
+    assert!(tail.contains("no newline"), "{tail:?}");
     // …and a line for the callback at EOF, which a fork elsewhere in this process (another
     // test's spawn, before its exec closes the inherited copy) may delay a little.
     assert!(eventually(Duration::from_secs(20), || seen
