@@ -14,6 +14,7 @@ use crate::climb::{later, Climb};
 use crate::containment::{Containment, KillMode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ladder::{Ladder, Rung};
+use crate::on_drop::{self, OnDrop};
 use crate::process::{sigchld, Process};
 use crate::readiness::notify::NotifySocket;
 use crate::readiness::{self, Ready};
@@ -58,6 +59,15 @@ pub enum SocketMode {
 #[non_exhaustive]
 pub enum Reap {
     /// `close()`/`drop` climb the ladder and reap before returning (bounded by the ladder).
+    ///
+    /// The default — but a drop inside a tokio context treats the default as `Background`.
+    /// Chosen explicitly with [`Builder::reap`], a drop keeps it on a multi-thread runtime:
+    /// on a `spawn_blocking` thread it simply blocks; on a worker thread it blocks inside
+    /// `tokio::task::block_in_place`, so tokio first moves the worker's other tasks to another
+    /// thread and the executor keeps running (other futures of the *same* task wait, as with
+    /// any `block_in_place`). On a current-thread runtime a drop always goes `Background`:
+    /// that runtime's one thread runs every task, and tokio cannot tell it from a
+    /// `spawn_blocking` thread without panicking; call `close()` there to block.
     #[default]
     Blocking,
     /// `close()`/`drop` shut the socket down, send the first due rung, and return; the shared
@@ -76,7 +86,8 @@ pub struct Builder {
     process_group: bool,
     exit_with_parent: bool,
     death_signal: Signal,
-    reap: Reap,
+    /// `None`: not chosen (`Reap::Blocking`, but `Background` on a drop in a tokio context).
+    reap: Option<Reap>,
     portable: bool,
     release_memory: bool,
     connect_timeout: Duration,
@@ -132,9 +143,11 @@ impl Builder {
         self
     }
 
-    /// Who climbs the rest of the ladder on close (default [`Reap::Blocking`]).
+    /// Who climbs the rest of the ladder on close (default [`Reap::Blocking`], which a drop
+    /// inside a tokio context treats as `Background`; set it explicitly to keep a blocking
+    /// drop there — see [`Reap::Blocking`]).
     pub fn reap(mut self, reap: Reap) -> Builder {
-        self.reap = reap;
+        self.reap = Some(reap);
         self
     }
 
@@ -416,7 +429,8 @@ impl Builder {
             socket,
             process: Some(process),
             ladder: self.ladder.unwrap_or_default(),
-            reap: self.reap,
+            reap: self.reap.unwrap_or_default(),
+            reap_chosen: self.reap.is_some(),
             release_memory: self.release_memory,
             last_kill: None,
             closed: false,
@@ -529,9 +543,10 @@ impl Builder {
 /// [`detach`](ChildHandle::detach) gives the child up instead of closing it: it keeps running,
 /// you keep the socket, and the shared reaper still reaps it when it exits.
 ///
-/// With the `tokio` feature, a handle dropped (not closed) inside a tokio runtime closes as with
-/// [`Reap::Background`] whatever the builder said, so that no grace period blocks an executor
-/// thread: shutdown, close, the first due rung, and the rest is climbed by the shared
+/// With the `tokio` feature, a handle dropped (not closed) inside a tokio context closes as with
+/// [`Reap::Background`] unless the builder chose [`Reap::Blocking`] explicitly (kept on a
+/// multi-thread runtime, see there), so that no grace period blocks an executor thread:
+/// shutdown, close, the first due rung, and the rest is climbed by the shared
 /// [`reaper`](crate::reaper). `close_async` (see `childguard::tokio`) is the awaitable close.
 #[derive(Debug)]
 pub struct ChildHandle {
@@ -540,6 +555,8 @@ pub struct ChildHandle {
     process: Option<Process>,
     ladder: Ladder,
     reap: Reap,
+    /// Whether `reap` was set with [`Builder::reap`] (see [`crate::on_drop`]).
+    reap_chosen: bool,
     release_memory: bool,
     last_kill: Option<(Signal, Instant)>,
     closed: bool,
@@ -639,7 +656,7 @@ impl ChildHandle {
             process_group: false,
             exit_with_parent: false,
             death_signal: Signal::KILL,
-            reap: Reap::Blocking,
+            reap: None,
             portable: false,
             release_memory: true,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -663,6 +680,7 @@ impl ChildHandle {
             process: None,
             ladder: Ladder::default(),
             reap: Reap::Blocking,
+            reap_chosen: false,
             release_memory: false,
             last_kill: None,
             closed: false,
@@ -1085,12 +1103,21 @@ fn finish(mut report: CloseReport, started: Instant) -> CloseReport {
 
 impl Drop for ChildHandle {
     fn drop(&mut self) {
-        if !self.closed {
-            if on_async_runtime() {
+        if self.closed {
+            return;
+        }
+        match on_drop::decide(self.reap, self.reap_chosen) {
+            OnDrop::AsConfigured => drop(self.close_path()),
+            #[cfg(feature = "tokio")]
+            OnDrop::Background => {
                 // Never block an executor thread: first due rung now, the rest in the reaper.
                 self.reap = Reap::Background;
+                drop(self.close_path());
             }
-            let _ = self.close_path();
+            #[cfg(feature = "tokio")]
+            OnDrop::BlockInPlace => {
+                ::tokio::task::block_in_place(|| drop(self.close_path()));
+            }
         }
     }
 }

@@ -39,6 +39,7 @@ pub mod failpoint;
 mod handle;
 mod inheritable;
 mod ladder;
+mod on_drop;
 mod output;
 mod per_process;
 mod process;

@@ -34,7 +34,10 @@
 //!   with the same non-blocking wait.
 //! - A `ChildHandle` *dropped* inside a runtime (no explicit close) closes as with
 //!   [`Reap::Background`](crate::Reap::Background): the drop sends the first due rung and
-//!   returns; the shared [`reaper`](crate::reaper) thread climbs the rest and reaps.
+//!   returns; the shared [`reaper`](crate::reaper) thread climbs the rest and reaps. An
+//!   explicit `Builder::reap(Reap::Blocking)` is kept on a multi-thread runtime (a plain
+//!   blocking close in `spawn_blocking`, `block_in_place` on a worker); see
+//!   [`Reap::Blocking`](crate::Reap::Blocking).
 //!
 //! The names end in `_async` on purpose: an extension trait with a `close(self)` returning a
 //! future would lose to the inherent, blocking [`ChildHandle::close`](crate::ChildHandle::close) in method resolution, so
