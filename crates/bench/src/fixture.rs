@@ -72,7 +72,12 @@ pub fn spawn_plain(args: &[&str]) -> Result<(Child, UnixStream)> {
 
 /// Reads slowserver's `READY pid=… grandchild=…` line byte by byte (nothing past the newline
 /// is consumed) and returns the pid it names.
-pub fn read_ready(mut socket: &UnixStream) -> Result<u32> {
+pub fn read_ready(socket: &UnixStream) -> Result<u32> {
+    read_ready_line(socket).map(|(pid, _)| pid)
+}
+
+/// [`read_ready`], also returning the whole line (for `grandchild=`, `workers=`).
+pub fn read_ready_line(mut socket: &UnixStream) -> Result<(u32, String)> {
     socket.set_read_timeout(Some(READY_TIMEOUT))?;
     let mut line = Vec::new();
     let mut byte = [0u8];
@@ -93,11 +98,13 @@ pub fn read_ready(mut socket: &UnixStream) -> Result<u32> {
         line.push(byte[0]);
     }
     socket.set_read_timeout(None)?;
-    let text = String::from_utf8_lossy(&line);
-    text.strip_prefix(slowserver::READY_PREFIX)
+    let text = String::from_utf8_lossy(&line).into_owned();
+    let pid = text
+        .strip_prefix(slowserver::READY_PREFIX)
         .and_then(|rest| rest.split_whitespace().find_map(|w| w.strip_prefix("pid=")))
         .and_then(|pid| pid.parse().ok())
-        .ok_or_else(|| format!("not a READY line: {text:?}").into())
+        .ok_or_else(|| format!("not a READY line: {text:?}"))?;
+    Ok((pid, text))
 }
 
 /// Sends one protocol line (`"READ 1"`) to the server.

@@ -7,6 +7,7 @@
 //! too long to afford (then say so in `baseline_name`), and lower is better in every row.
 
 mod big;
+mod contain;
 mod libnbd;
 mod overhead;
 mod precision;
@@ -73,6 +74,11 @@ pub const ALL: &[Scenario] = &[
         name: "big",
         about: "1/4/8 GiB child, SIGKILL to reaped: waitpid vs process_mrelease, async teardown, background drop",
         run: big::run,
+    },
+    Scenario {
+        name: "contain",
+        about: "64 setsid'd busy workers: survivors contained vs process group, close vs /proc walk + kill, contained spawn+close cost",
+        run: contain::run,
     },
     Scenario {
         name: "spawn",
