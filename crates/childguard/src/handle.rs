@@ -99,6 +99,7 @@ pub struct Builder {
     ready: Option<Ready>,
     ready_timeout: Duration,
     notify_extend_max: Duration,
+    notify_owner: Option<(u32, u32)>,
 }
 
 /// The default of [`Builder::connect_timeout`].
@@ -198,6 +199,15 @@ impl Builder {
     /// extensions). The close's bound grows by this much per rung.
     pub fn notify_extend_max(mut self, max: Duration) -> Builder {
         self.notify_extend_max = max;
+        self
+    }
+
+    /// With [`Ready::Notify`], for a child that runs as another user (`CommandExt::uid`/`gid`,
+    /// e.g. postgres, which refuses to run as root): the private `NOTIFY_SOCKET` directory
+    /// (still mode 0700) and the socket are chowned to `uid:gid`, so that the child can send
+    /// on it. Needs the privilege to chown (root). Default: owned by us.
+    pub fn notify_owner(mut self, uid: u32, gid: u32) -> Builder {
+        self.notify_owner = Some((uid, gid));
         self
     }
 
@@ -325,6 +335,7 @@ impl Builder {
                         timeout: self.ready_timeout,
                         extend_max: self.notify_extend_max,
                         runtime_dir: self.runtime_dir.as_deref(),
+                        notify_owner: self.notify_owner,
                         activating,
                         stdout_is_socket,
                     },
@@ -668,6 +679,7 @@ impl ChildHandle {
             ready: None,
             ready_timeout: readiness::DEFAULT_READY_TIMEOUT,
             notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,
+            notify_owner: None,
         }
     }
 

@@ -276,6 +276,7 @@ pub(crate) struct Setup<'a> {
     pub(crate) timeout: Duration,
     pub(crate) extend_max: Duration,
     pub(crate) runtime_dir: Option<&'a Path>,
+    pub(crate) notify_owner: Option<(u32, u32)>,
     pub(crate) activating: bool,
     pub(crate) stdout_is_socket: bool,
 }
@@ -314,12 +315,13 @@ impl Pending {
         #[cfg(target_os = "linux")]
         let notify = match setup.ready {
             Ready::Notify => Some(
-                notify::prepare(command, setup.runtime_dir).map_err(|e| (ErrorKind::Socket, e))?,
+                notify::prepare(command, setup.runtime_dir, setup.notify_owner)
+                    .map_err(|e| (ErrorKind::Socket, e))?,
             ),
             _ => None,
         };
         #[cfg(not(target_os = "linux"))]
-        let _ = (command, setup.runtime_dir);
+        let _ = (command, setup.runtime_dir, setup.notify_owner);
         Ok(Pending {
             ready: setup.ready,
             timeout: setup.timeout,

@@ -60,7 +60,14 @@ pub(crate) struct NotifySocket {
 }
 
 /// Before the fork: the directory, the bound socket, and `NOTIFY_SOCKET` in `command`.
-pub(crate) fn prepare(command: &mut Command, runtime_dir: Option<&Path>) -> io::Result<Prepared> {
+///
+/// `owner`: a child that runs as another user (`CommandExt::uid`/`gid`) must be able to reach
+/// the socket; the directory (still 0700) and the socket file are then chowned to it.
+pub(crate) fn prepare(
+    command: &mut Command,
+    runtime_dir: Option<&Path>,
+    owner: Option<(u32, u32)>,
+) -> io::Result<Prepared> {
     let base = runtime_dir.map_or_else(activation::default_base, Path::to_path_buf);
     activation::check_path_fits(&base)?;
     let dir = activation::make_private_dir(&base)?;
@@ -78,6 +85,17 @@ pub(crate) fn prepare(command: &mut Command, runtime_dir: Option<&Path>) -> io::
         )
     })?;
     rustix::net::sockopt::set_socket_passcred(&fd, true)?;
+    if let Some((uid, gid)) = owner {
+        let dir_path = dir.path().parent().unwrap_or(dir.path());
+        for path in [dir_path, dir.path()] {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("chown {} to {uid}:{gid}: {e}", path.display()),
+                )
+            })?;
+        }
+    }
     command.env(NOTIFY_SOCKET, dir.path());
     Ok(Prepared { fd, dir })
 }

@@ -1,0 +1,316 @@
+//! Issue 14 against real databases: postgres (as the unprivileged `postgres` user, a temporary
+//! data directory made by `initdb`, Unix socket only) and redis (a Unix socket, no port).
+//! `Ready::Notify` makes the first query succeed; `STOPPING=1` is in the report after TERM;
+//! `Output` and `Connect` on redis; a missing data directory's log line in the spawn error.
+//!
+//! A missing server fails with the command that installs it, unless `CHILDGUARD_SKIP_PEERS=1`.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use childguard::{Capture, ChildHandle, ErrorKind, Ladder, Ready, Signal};
+use childguard_tests::*;
+
+const INSTALL: &str = "apt-get install -y postgresql redis-server (or run tests/run.sh)";
+
+fn skip_peers() -> bool {
+    std::env::var_os("CHILDGUARD_SKIP_PEERS").is_some_and(|v| v == "1")
+}
+
+/// `Some(path)` of a server binary, `None` only when skipping was asked for; else a panic that
+/// says what to install.
+fn find(test: &str, name: &str, candidates: Vec<PathBuf>) -> Option<PathBuf> {
+    if let Some(found) = candidates.into_iter().find(|p| p.is_file()) {
+        return Some(found);
+    }
+    if skip_peers() {
+        eprintln!("SKIPPED {test}: {name} not installed (CHILDGUARD_SKIP_PEERS=1)");
+        return None;
+    }
+    panic!("{test} needs {name}: install with `{INSTALL}` (or set CHILDGUARD_SKIP_PEERS=1)");
+}
+
+/// The newest `/usr/lib/postgresql/<major>/bin/<tool>`.
+fn pg_tool(test: &str, tool: &str) -> Option<PathBuf> {
+    let mut majors: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default();
+    majors.sort();
+    let candidates = majors
+        .iter()
+        .rev()
+        .map(|m| m.join("bin").join(tool))
+        .collect();
+    find(test, &format!("postgres' {tool}"), candidates)
+}
+
+fn redis(test: &str) -> Option<PathBuf> {
+    let candidates = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    find(test, "redis-server", candidates)
+}
+
+/// The only early return allowed: the peer is missing and skipping was asked for.
+macro_rules! require {
+    ($found:expr) => {
+        match $found {
+            Some(path) => path,
+            None => return,
+        }
+    };
+}
+
+fn ladder(text: &str) -> Ladder {
+    text.parse().expect("test ladder")
+}
+
+/// The `postgres` user's uid and gid (Debian's package makes it).
+fn postgres_user() -> (u32, u32) {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let line = passwd
+        .lines()
+        .find(|l| l.starts_with("postgres:"))
+        .expect("no postgres user: install postgresql");
+    let fields: Vec<&str> = line.split(':').collect();
+    (fields[2].parse().unwrap(), fields[3].parse().unwrap())
+}
+
+/// A temporary directory owned by the postgres user, with a fresh cluster in `data` (trust
+/// authentication, Unix socket only) and the socket directory `run`.
+struct Cluster {
+    root: PathBuf,
+    uid: u32,
+    gid: u32,
+}
+
+impl Cluster {
+    fn new(test: &str) -> Option<Cluster> {
+        let initdb = pg_tool(test, "initdb")?;
+        let (uid, gid) = postgres_user();
+        let root = scratch("pg");
+        std::fs::create_dir_all(root.join("run")).unwrap();
+        for dir in [root.clone(), root.join("run")] {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+        }
+        let out = Command::new(initdb)
+            .args([
+                "-D",
+                "data",
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ])
+            .current_dir(&root)
+            .uid(uid)
+            .gid(gid)
+            .env("LC_ALL", "C")
+            .output()
+            .expect("running initdb");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(Cluster { root, uid, gid })
+    }
+
+    /// `postgres -D data`, listening on no TCP port, its socket in `run`, as the postgres user.
+    fn command(&self, postgres: &Path, data: &str) -> Command {
+        let mut cmd = Command::new(postgres);
+        cmd.args(["-D", data, "-c", "listen_addresses=", "-c"])
+            .arg(format!(
+                "unix_socket_directories={}",
+                self.root.join("run").display()
+            ))
+            .args(["-c", "fsync=off"])
+            .current_dir(&self.root)
+            .uid(self.uid)
+            .gid(self.gid)
+            .env("LC_ALL", "C");
+        cmd
+    }
+
+    fn psql(&self, sql: &str) -> std::process::Output {
+        Command::new("psql")
+            .args(["-h"])
+            .arg(self.root.join("run"))
+            .args(["-U", "postgres", "-d", "postgres", "-tAc", sql])
+            .env("PGCONNECT_TIMEOUT", "5")
+            .stdin(Stdio::null())
+            .output()
+            .expect("running psql (postgresql-client)")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+#[test]
+fn postgres_notify_ready_first_query_succeeds_and_term_reports_stopping() {
+    let test = "postgres_notify_ready_first_query_succeeds_and_term_reports_stopping";
+    let postgres = require!(pg_tool(test, "postgres"));
+    let cluster = require!(Cluster::new(test));
+    let began = Instant::now();
+    let handle = ChildHandle::builder(cluster.command(&postgres, "data"))
+        .ready(Ready::Notify)
+        .notify_owner(cluster.uid, cluster.gid)
+        .capture(Capture::stderr())
+        .ready_timeout(Duration::from_secs(60))
+        .ladder(ladder("TERM:20s,QUIT:5s,KILL:2s"))
+        .spawn()
+        .expect("postgres with Ready::Notify");
+    let ready_after = began.elapsed();
+    let out = cluster.psql("select 40 + 2");
+    assert!(
+        out.status.success(),
+        "the first query after spawn() failed: {}\nserver log: {:?}",
+        String::from_utf8_lossy(&out.stderr),
+        handle.output_tail()
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
+    let report = handle.close().unwrap();
+    eprintln!("postgres ready after {ready_after:?}; closed: {report}");
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
+    let notify = report.notify.as_ref().expect("a notify report");
+    assert!(
+        notify.stopping.is_some(),
+        "no STOPPING=1 after TERM: {notify:?}"
+    );
+    assert!(notify.ignored.is_empty(), "{notify:?}");
+    let tail = report.output_tail.as_deref().unwrap_or_default();
+    assert!(tail.contains("database system is shut down"), "{tail}");
+}
+
+#[test]
+fn postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line() {
+    let test = "postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line";
+    let postgres = require!(pg_tool(test, "postgres"));
+    let (uid, gid) = postgres_user();
+    let root = scratch("pg-missing");
+    std::fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::chown(&root, Some(uid), Some(gid)).unwrap();
+    let cluster = Cluster { root, uid, gid };
+    let err = ChildHandle::builder(cluster.command(&postgres, "no-such-data"))
+        .ready(Ready::Notify)
+        .notify_owner(uid, gid)
+        .capture(Capture::stderr())
+        .spawn()
+        .expect_err("postgres cannot start without its data directory");
+    assert_eq!(err.kind(), ErrorKind::Ready);
+    let text = err.to_string();
+    assert!(
+        text.contains("exited during start-up with exit status: 2"),
+        "{text}"
+    );
+    let tail = err.output_tail().expect("the server's log line");
+    assert!(tail.contains("no-such-data"), "{tail}");
+    assert!(text.contains("last output:"), "{text}");
+}
+
+/// A redis on a Unix socket only (`--port 0`), persisting nothing.
+fn redis_command(redis: &Path, dir: &Path, socket: &Path, supervised: bool) -> Command {
+    let mut cmd = Command::new(redis);
+    cmd.args(["--port", "0", "--unixsocket"])
+        .arg(socket)
+        .args(["--save", "", "--appendonly", "no", "--dir"])
+        .arg(dir);
+    if supervised {
+        cmd.args(["--supervised", "systemd"]);
+    }
+    cmd
+}
+
+fn ping(socket: &Path) -> std::io::Result<String> {
+    let mut conn = UnixStream::connect(socket)?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    conn.write_all(b"PING\r\n")?;
+    let mut reply = [0u8; 7];
+    conn.read_exact(&mut reply)?;
+    Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
+fn redis_dir(name: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("redis.sock");
+    (dir, socket)
+}
+
+#[test]
+fn redis_notify_ready_ping_succeeds_and_term_reports_stopping() {
+    let redis = require!(redis(
+        "redis_notify_ready_ping_succeeds_and_term_reports_stopping"
+    ));
+    let (dir, socket) = redis_dir("redis-notify");
+    let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, true))
+        .ready(Ready::Notify)
+        .capture(Capture::both())
+        .ladder(ladder("TERM:10s,KILL:2s"))
+        .spawn()
+        .expect("redis with Ready::Notify");
+    assert_eq!(
+        ping(&socket).expect("PING right after spawn()"),
+        "+PONG\r\n"
+    );
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
+    let notify = report.notify.as_ref().unwrap();
+    assert!(
+        notify.stopping.is_some(),
+        "no STOPPING=1 after TERM: {notify:?}"
+    );
+    assert!(notify.status.is_some(), "redis sends STATUS=: {notify:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn redis_output_ready_on_its_log_line() {
+    let redis = require!(redis("redis_output_ready_on_its_log_line"));
+    let (dir, socket) = redis_dir("redis-output");
+    let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
+        .ready(Ready::output("ready to accept connections"))
+        .ladder(ladder("TERM:10s,KILL:2s"))
+        .spawn()
+        .expect("redis with Ready::Output");
+    assert_eq!(
+        ping(&socket).expect("PING right after spawn()"),
+        "+PONG\r\n"
+    );
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn redis_connect_ready_on_its_unix_socket() {
+    let redis = require!(redis("redis_connect_ready_on_its_unix_socket"));
+    let (dir, socket) = redis_dir("redis-connect");
+    let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
+        .ready(Ready::connect(socket.as_path()))
+        .capture(Capture::both())
+        .ladder(ladder("TERM:10s,KILL:2s"))
+        .spawn()
+        .expect("redis with Ready::Connect");
+    assert_eq!(
+        ping(&socket).expect("PING right after spawn()"),
+        "+PONG\r\n"
+    );
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
