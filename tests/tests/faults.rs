@@ -461,6 +461,42 @@ fn a_forked_child_starts_its_own_process_wide_threads() {
     }
 }
 
+/// `fork()` without `exec` while holding handles (in the driver): the forked child's copies
+/// name the parent's children. Its `kill` and `try_wait` are refused (`Inherited`), its close
+/// and drop only let its fd copies go — so the parent's servers are untouched: still running
+/// (no EOF from a shutdown of the shared socket, no signal through the pidfd, no
+/// `cgroup.kill`), and the parent's own closes then end them by EOF and remove the cgroup.
+#[test]
+fn handles_inherited_through_fork_leave_the_parents_children_alone() {
+    let _serial = serial();
+    let out = driver("fork-inherited");
+    for what in ["kill-contained", "try-wait-plain", "kill-plain"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("INHERITED {what} ")))
+            .unwrap_or_else(|| panic!("no INHERITED {what}:\n{out}"));
+        assert_eq!(value(line, "kind"), Some("Inherited"), "{line}");
+        assert!(line.contains("inherited through fork()"), "{line}");
+    }
+    let r = driver_report(&out, "inherited-contained");
+    assert!(r["signals"].as_array().unwrap().is_empty(), "{r}");
+    assert!(
+        r["notes"].to_string().contains("inherited through fork()"),
+        "{r}"
+    );
+    assert!(out.contains("FORKED-EXIT code=Some(0)"), "{out}");
+    for tag in ["kept-plain", "kept-contained"] {
+        assert!(
+            out.contains(&format!("AFTER tag={tag} running=true")),
+            "the forked child's copy ended the parent's {tag}:\n{out}"
+        );
+        let r = driver_report(&out, tag);
+        assert_eq!(r["ended_by"]["kind"], "eof", "{tag}: {r}");
+    }
+    let r = driver_report(&out, "kept-contained");
+    assert_eq!(r["cgroup"]["removed"], true, "{r}");
+}
+
 /// A `waitpid(-1)` elsewhere in the host reaps our child (in the driver). What we do: the
 /// close notices `ECHILD`, reports the status as lost (a note), sends no further signal (the
 /// pid may name a stranger by now), and returns at once. `no_stranger.rs` checks the same

@@ -47,6 +47,10 @@ pub enum ErrorKind {
     /// The server did not become ready ([`Builder::ready`](crate::Builder::ready)): it
     /// exited first, reported `ERRNO=`, or the timeout passed.
     Ready,
+    /// The handle was inherited through `fork()` without `exec`: its child belongs to the
+    /// process that spawned it, and only that one may signal or wait for it (a close here
+    /// just lets this process's copies of the fds go).
+    Inherited,
 }
 
 impl Error {
@@ -118,6 +122,7 @@ impl fmt::Display for Error {
             ErrorKind::Connect => "connecting to",
             ErrorKind::Containment => "containing",
             ErrorKind::Ready => "starting",
+            ErrorKind::Inherited => "not this process's child:",
         };
         match &self.program {
             Some(p) => write!(f, "{what} `{p}`: {}", self.source)?,

@@ -782,6 +782,9 @@ impl ChildHandle {
         let Some(process) = self.process.as_mut() else {
             return Err(no_child());
         };
+        if process.is_inherited() {
+            return Err(inherited(self.program.as_deref(), process));
+        }
         // `check_exit` reaps a child that leads no group in the `waitid` that sees it exited.
         process
             .check_exit()
@@ -878,6 +881,9 @@ impl ChildHandle {
     /// tokio face: what is left is the climb, which each driver does its own way, and
     /// [`Closing::finish`]. Marks the handle closed.
     pub(crate) fn begin_close(&mut self) -> Closing {
+        if self.process.as_ref().is_some_and(Process::is_inherited) {
+            return self.let_go_inherited();
+        }
         self.closed = true;
         let mut process = self.process.take();
         let earlier_exit = observe_earlier_exit(process.as_mut()).err();
@@ -931,6 +937,62 @@ impl ChildHandle {
         self.socket = parts.socket;
         self.socket_dir = parts.socket_dir;
     }
+}
+
+impl ChildHandle {
+    /// The close of a handle inherited through `fork()` without `exec` (see
+    /// [`Process::is_inherited`]): the child, its socket, socket directory, cgroup and guardian
+    /// are the parent's. A normal close here would end them for the parent: the shutdown acts
+    /// on the shared socket (the parent's server sees EOF), the pidfd and `cgroup.kill` reach
+    /// the parent's child, the socket directories would be removed, the guardian dismissed. So
+    /// this process only closes its copies of the socket and pipes; everything whose drop
+    /// would act on the parent's state (the process with its pidfd, cgroup and guardian, the
+    /// socket directory, the capture, the `NOTIFY_SOCKET`) is forgotten: its fds stay open,
+    /// close-on-exec, until this process execs or exits. The report says so; nothing is
+    /// signalled or waited for.
+    fn let_go_inherited(&mut self) -> Closing {
+        self.closed = true;
+        let started = Instant::now();
+        let process = self.process.take();
+        let mut report = CloseReport::new(self.program.take(), process.as_ref().map(Process::pid));
+        if let Some(process) = &process {
+            report.notes.push(format!(
+                "inherited through fork(): the child belongs to process {}, which spawned it; \
+                 this process only closed its copies of the handle's fds",
+                process.owner()
+            ));
+        }
+        std::mem::forget(process);
+        std::mem::forget(self.socket_dir.take());
+        std::mem::forget(self.capture.take());
+        std::mem::forget(self.notify.take());
+        // Closing (not shutting down) our copy of the socket leaves the parent's connection be.
+        drop(self.socket.take());
+        Closing {
+            started,
+            report,
+            child: None,
+            earlier_exit: None,
+            capture: None,
+            notify: None,
+        }
+    }
+}
+
+/// The error for anything but a close on a handle inherited through `fork()`.
+fn inherited(program: Option<&str>, process: &Process) -> Error {
+    Error::new(
+        ErrorKind::Inherited,
+        program,
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "this handle was inherited through fork(): its child belongs to process {}, \
+                 which spawned it; only that process may signal or wait for it",
+                process.owner()
+            ),
+        ),
+    )
 }
 
 /// A close between its socket steps and its ladder (see [`ChildHandle::begin_close`]).

@@ -18,6 +18,9 @@
 //! - `fork`: uses childguard (an `exit_with_parent` spawn, a background hand-off still in
 //!   flight, a portable spawn), then `fork()`s without `exec`; the forked child does it all
 //!   again (`FORKED …` lines) and must finish within a bound (`FORKED-EXIT …`).
+//! - `fork-inherited`: `fork()`s while holding two handles (one contained in a cgroup with
+//!   `exit_with_parent`, so it has a guardian); the forked child tries to kill, wait for and
+//!   close its copies; the parent then checks its servers are untouched.
 //! - `notifier-retry`: the `SIGCHLD` notifier thread cannot be started for the first portable
 //!   spawn; the next one starts it.
 //!
@@ -46,9 +49,10 @@ fn main() {
         "pidfd-fails" => pidfd_fails(&args[1..]),
         "notifier-retry" => notifier_retry(),
         "fork" => fork_without_exec(),
+        "fork-inherited" => fork_with_handles(),
         _ => {
             eprintln!(
-                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|pidfd-fails POINT ERRNO|notifier-retry|fork"
+                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|pidfd-fails POINT ERRNO|notifier-retry|fork|fork-inherited"
             );
             std::process::exit(2);
         }
@@ -783,4 +787,70 @@ fn forked_child() -> i32 {
     } else {
         1
     }
+}
+
+/// `fork()` without `exec` while this process holds handles: the forked child gets copies of
+/// them, naming this process's children. Whatever the forked child does with its copies —
+/// `kill`, `try_wait`, `close`, `drop` — must not reach them: no signal (a pidfd or
+/// `cgroup.kill` would reach them from anywhere), no shutdown of the shared socket (the server
+/// would see EOF), no removal of the cgroup, no dismissal of the guardian.
+fn fork_with_handles() {
+    let mut plain = spawn("kept-plain", &[], "EOF:5s,KILL:1s", Opts::default());
+    let mut contained = ChildHandle::builder(slowserver(&[]))
+        .socket(SocketMode::Stdio)
+        .ladder("EOF:5s,KILL:1s".parse().expect("ladder"))
+        .contain(childguard::Containment::Cgroup)
+        .exit_with_parent(true)
+        .spawn()
+        .expect("contained spawn (needs a writable cgroup v2: CI runs as root)");
+    owned("kept-contained", &contained, Opts::default());
+    read_ready(&contained);
+    std::io::stdout().flush().expect("flush before fork");
+    // SAFETY: fork(2) in a multithreaded process; the child only runs the steps below (which
+    // allocate and print, as a program that forks without exec does) and then _exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let show = |what: &str, r: Result<Option<std::process::ExitStatus>, Error>| match r {
+            Ok(s) => println!("INHERITED {what} ok={s:?}"),
+            Err(e) => println!("INHERITED {what} error kind={:?} msg={e}", e.kind()),
+        };
+        show(
+            "kill-contained",
+            contained.kill(Signal::KILL, Duration::from_millis(100)),
+        );
+        show("try-wait-plain", plain.try_wait());
+        show(
+            "kill-plain",
+            plain.kill(Signal::TERM, Duration::from_millis(100)),
+        );
+        close("inherited-contained", contained);
+        drop(plain);
+        std::io::stdout().flush().ok();
+        // SAFETY: _exit(2) ends the forked child without returning into main.
+        unsafe { libc::_exit(0) };
+    }
+    let raw = rustix::process::Pid::from_raw(pid).expect("pid");
+    let status = rustix::process::waitpid(Some(raw), WaitOptions::empty())
+        .expect("waitpid forked child")
+        .map(|(_, s)| s);
+    println!(
+        "FORKED-EXIT code={:?} signal={:?}",
+        status.and_then(|s| s.exit_status()),
+        status.and_then(|s| s.terminating_signal())
+    );
+    // Give a shutdown or signal from the forked child time to show (it would end a server
+    // within milliseconds).
+    std::thread::sleep(Duration::from_millis(300));
+    for (tag, h) in [
+        ("kept-plain", &mut plain),
+        ("kept-contained", &mut contained),
+    ] {
+        println!(
+            "AFTER tag={tag} running={}",
+            matches!(h.try_wait(), Ok(None))
+        );
+    }
+    close("kept-plain", plain);
+    close("kept-contained", contained);
 }

@@ -60,6 +60,9 @@ type Fallback = std::convert::Infallible;
 #[derive(Debug)]
 pub(crate) struct Process {
     pid: u32,
+    /// The process that spawned the child: its parent, the only one that may signal, wait for
+    /// or tear down anything of it (see [`Process::is_inherited`]).
+    owner: u32,
     /// Taken before the fork: the child is no older than this.
     spawn_began: Instant,
     leads_group: bool,
@@ -93,6 +96,7 @@ impl Process {
         let mechanism = Self::mechanism_for(pid, portable)?;
         Ok(Process {
             pid,
+            owner: std::process::id(),
             spawn_began,
             leads_group,
             mechanism,
@@ -152,6 +156,19 @@ impl Process {
 
     pub(crate) fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// Whether this is a copy made by `fork()` without `exec` in a process that did not spawn
+    /// the child: a copy of the parent's handle, naming the parent's child, socket, cgroup and
+    /// guardian. Nothing may be done through it — not even a "harmless" signal: a pidfd (or
+    /// `cgroup.kill`) reaches the parent's child from anywhere — only its fd copies let go.
+    pub(crate) fn is_inherited(&self) -> bool {
+        self.owner != std::process::id()
+    }
+
+    /// The process that spawned the child.
+    pub(crate) fn owner(&self) -> u32 {
+        self.owner
     }
 
     /// An upper bound on how long the child has existed.
