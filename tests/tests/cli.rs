@@ -527,3 +527,385 @@ fn activate_serves_nbdkit_on_the_printed_path() {
     assert!(report["status"].is_object(), "{report}");
     assert!(!path.exists(), "{} left behind", path.display());
 }
+
+// ---- issue 15, item 2: `childguard run` fixed ----
+
+/// stderr that cannot be written (full, or a pipe nobody reads) is no reason to panic: the
+/// supervision goes on and the exit status is the timeout's.
+#[test]
+fn a_full_or_closed_stderr_is_not_fatal() {
+    let args = [
+        "run",
+        "--report",
+        "text",
+        "--timeout",
+        ".1",
+        "--",
+        "sleep",
+        "10",
+    ];
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let (output, _) = run(childguard(&args).stderr(full));
+    assert_eq!(code(&output), Some(124), "stderr /dev/full");
+    // A pipe whose read end is closed before childguard writes (as in `… 2>&1 | :`).
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let (output, _) = run(childguard(&args).stderr(writer));
+    assert_eq!(code(&output), Some(124), "stderr a closed pipe");
+    // Help and usage errors to a full stdout/stderr: failure codes, not 101.
+    let full = || {
+        std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let (output, _) = run(childguard(&["run", "--help"]).stdout(full()));
+    assert_eq!(code(&output), Some(125), "help to /dev/full");
+    let (output, _) = run(childguard(&["run", "--bogus"]).stderr(full()));
+    assert_eq!(code(&output), Some(125), "usage error to /dev/full");
+    let (output, _) = run(childguard(&["demo"]).stdout(full()));
+    assert_eq!(code(&output), Some(0), "demo to /dev/full");
+}
+
+/// Durations too long for the clock mean "no timeout in practice", in every form GNU accepts.
+#[test]
+fn huge_timeouts_saturate() {
+    for huge in [
+        "9223372036854775808",
+        "10000000000000000000",
+        "9223372036854775808d",
+        "2.34e+5d",
+        "1.189731495357231765e+4932",
+        "inf",
+    ] {
+        let (output, _) = run(&mut childguard(&[
+            "run",
+            "--timeout",
+            huge,
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.2; exit 3",
+        ]));
+        assert_eq!(code(&output), Some(3), "{huge}: {}", stderr(&output));
+    }
+}
+
+/// `1e-10000` underflows to zero, but means the smallest positive timeout, not "none".
+#[test]
+fn an_underflowing_timeout_is_the_smallest_one() {
+    let (output, took) = run(&mut childguard(&[
+        "run",
+        "--timeout",
+        "1e-10000",
+        "--ladder",
+        "KILL",
+        "--",
+        "sleep",
+        "10",
+    ]));
+    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+/// `0:GRACE` is a rung that sends nothing (timeout's `-s 0`): CMD gets no signal and no CONT
+/// until the next rung.
+#[test]
+fn a_signal_zero_rung_sends_nothing_and_waits() {
+    let log = log_path("zero-rung.log");
+    let slow = slow();
+    let (output, _) = run(&mut childguard(&[
+        "run",
+        "--timeout",
+        "100ms",
+        "--ladder",
+        "0:300ms,TERM",
+        "--report",
+        "json",
+        "--",
+        &slow,
+        "--log",
+        log.to_str().unwrap(),
+        "--ignore-eof",
+    ]));
+    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    let report = json_report(&output);
+    assert_eq!(signals_in(&report), ["0", "TERM"], "{report}");
+    let term_at = report["signals"][1]["at_ms"].as_f64().unwrap();
+    assert!(
+        term_at >= 300.0,
+        "TERM only after the 0 rung's grace: {report}"
+    );
+    let all = std::fs::read_to_string(&log).unwrap_or_default();
+    // Nothing reached CMD before TERM: no signal and no CONT for the 0 rung.
+    assert_eq!(all.lines().next(), Some("TERM"), "{all:?}");
+    let _ = std::fs::remove_file(&log);
+}
+
+/// The SigIgn mask CMD starts with, from /proc/self/status, when childguard is started by a
+/// shell that ran `prelude` first.
+fn sigign_of_cmd(prelude: &str) -> u64 {
+    let cg = bin("cg-childguard");
+    let script = format!(
+        "{prelude} exec '{}' run -- grep SigIgn /proc/self/status",
+        cg.display()
+    );
+    let (output, _) = run(Command::new("sh").args(["-c", &script]));
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(code(&output), Some(0), "{out}{}", stderr(&output));
+    let hex = out
+        .trim()
+        .strip_prefix("SigIgn:")
+        .unwrap_or_else(|| panic!("no SigIgn line: {out:?}"));
+    u64::from_str_radix(hex.trim(), 16).expect("SigIgn hex")
+}
+
+/// CMD starts with the SIGPIPE disposition childguard was started with (std would reset it).
+#[test]
+fn cmd_inherits_the_sigpipe_disposition() {
+    let pipe_bit = 1u64 << (libc::SIGPIPE - 1);
+    assert_ne!(
+        sigign_of_cmd("trap '' PIPE;") & pipe_bit,
+        0,
+        "ignored stays ignored"
+    );
+    assert_eq!(
+        sigign_of_cmd("trap - PIPE;") & pipe_bit,
+        0,
+        "default stays default"
+    );
+}
+
+/// QUIT, USR1 and USR2 sent to childguard are forwarded as the first rung (they used to kill
+/// childguard and leave CMD running): the report lists the forwarded signal first.
+#[test]
+fn quit_usr1_usr2_are_forwarded() {
+    let slow = slow();
+    for (name, signo) in [
+        ("QUIT", libc::SIGQUIT),
+        ("USR1", libc::SIGUSR1),
+        ("USR2", libc::SIGUSR2),
+    ] {
+        let log = log_path(&format!("forward-{name}.log"));
+        let mut cmd = childguard(&[
+            "run",
+            "--ladder",
+            "HUP:200ms,TERM:5s,KILL",
+            "--report",
+            "json",
+            "--",
+            &slow,
+            "--log",
+            log.to_str().unwrap(),
+            "--ignore-eof",
+        ]);
+        cmd.stderr(Stdio::piped());
+        let (child, _) = start_until_ready(&mut cmd);
+        send(name, &child);
+        let output = child.wait_with_output().unwrap();
+        let report = json_report(&output);
+        let sent = signals_in(&report);
+        assert_eq!(sent[0], name, "{report}");
+        // slowserver dies of QUIT and USR2 (default action), logs USR1 and goes on to TERM.
+        let wanted = if signo == libc::SIGUSR1 {
+            libc::SIGTERM
+        } else {
+            signo
+        };
+        assert_eq!(code(&output), Some(128 + wanted), "{name}: {report}");
+        let _ = std::fs::remove_file(&log);
+    }
+}
+
+/// Caught signals that are not forwarded (ALRM, XCPU, a real-time one) climb the ladder as
+/// written: CMD gets HUP, the default ladder's first rung.
+#[test]
+fn other_caught_signals_climb_the_ladder_as_written() {
+    let slow = slow();
+    for signo in [libc::SIGALRM, libc::SIGXCPU, libc::SIGRTMIN() + 1] {
+        let log = log_path(&format!("ladder-{signo}.log"));
+        let mut cmd = childguard(&[
+            "run",
+            "--report",
+            "json",
+            "--",
+            &slow,
+            "--log",
+            log.to_str().unwrap(),
+            "--ignore-eof",
+        ]);
+        cmd.stderr(Stdio::piped());
+        let (child, _) = start_until_ready(&mut cmd);
+        send(&signo.to_string(), &child);
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(
+            code(&output),
+            Some(128 + libc::SIGHUP),
+            "{signo}: {}",
+            stderr(&output)
+        );
+        assert_eq!(signals_in(&json_report(&output)), ["HUP"], "{signo}");
+        assert_eq!(logged(&log), ["HUP"], "{signo}");
+        let _ = std::fs::remove_file(&log);
+    }
+}
+
+/// `--on-signal ladder`: a TERM to childguard climbs the ladder as written (postgres' INT
+/// first), instead of replacing the first rung with TERM.
+#[test]
+fn on_signal_ladder_climbs_as_written() {
+    let log = log_path("on-signal-ladder.log");
+    let slow = slow();
+    let mut cmd = childguard(&[
+        "run",
+        "--on-signal",
+        "ladder",
+        "--ladder",
+        "INT:5s,KILL",
+        "--",
+        &slow,
+        "--log",
+        log.to_str().unwrap(),
+        "--ignore-eof",
+    ]);
+    let (mut child, _) = start_until_ready(&mut cmd);
+    send("TERM", &child);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    assert_eq!(logged(&log), ["INT"]);
+    let _ = std::fs::remove_file(&log);
+}
+
+/// By default CMD gets the first rung's signal from the kernel if childguard is SIGKILLed.
+#[test]
+fn parent_death_signal_is_on_by_default_with_the_first_rung() {
+    let log = log_path("pdeathsig.log");
+    let slow = slow();
+    let mut cmd = childguard(&[
+        "run",
+        "--ladder",
+        "INT:1s,KILL",
+        "--",
+        &slow,
+        "--log",
+        log.to_str().unwrap(),
+        "--ignore-eof",
+    ]);
+    let (mut child, ready) = start_until_ready(&mut cmd);
+    let pid = ready_field(&ready, "pid=");
+    send("KILL", &child);
+    child.wait().unwrap();
+    let gone = eventually(Duration::from_secs(10), || !is_alive(pid));
+    if !gone {
+        sigkill(pid);
+    }
+    assert!(gone, "CMD {pid} outlived a SIGKILLed childguard");
+    assert_eq!(logged(&log), ["INT"]);
+    let _ = std::fs::remove_file(&log);
+}
+
+/// CMD outlives the ladder: childguard waits (bounded, saying so) and then names the pid it
+/// leaves — it never exits claiming a reaper that dies with it.
+#[test]
+fn outliving_the_ladder_names_the_pid_left() {
+    let slow = slow();
+    let mut cmd = childguard(&[
+        "run",
+        "--timeout",
+        "50ms",
+        "--ladder",
+        "TERM:100ms",
+        "--",
+        &slow,
+        "--ignore",
+        "TERM",
+        "--ignore-eof",
+    ]);
+    // stderr goes to a file: CMD, still running, holds any pipe open.
+    let err_path = log_path("outlived.err");
+    cmd.stderr(std::fs::File::create(&err_path).unwrap());
+    let (mut child, ready) = start_until_ready(&mut cmd);
+    let pid = ready_field(&ready, "pid=");
+    let status = child.wait().unwrap();
+    let alive = is_alive(pid);
+    sigkill(pid);
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    let _ = std::fs::remove_file(&err_path);
+    assert_eq!(status.code(), Some(124), "{err}");
+    assert!(err.contains("waiting up to 1s"), "{err}");
+    assert!(
+        err.contains(&format!("left behind unreaped as pid {pid}")),
+        "{err}"
+    );
+    assert!(alive, "the pid named is the one still running");
+}
+
+/// …and a CMD that exits during that wait is reaped: nothing is left, nothing is claimed.
+#[test]
+fn outliving_the_ladder_briefly_is_waited_for() {
+    let slow = slow();
+    let (output, _) = run(&mut childguard(&[
+        "run",
+        "--timeout",
+        "50ms",
+        "--ladder",
+        "TERM:100ms",
+        "--",
+        &slow,
+        "--slow-exit",
+        "400ms",
+        "--ignore-eof",
+    ]));
+    let err = stderr(&output);
+    assert_eq!(code(&output), Some(124), "{err}");
+    assert!(err.contains("waiting up to"), "{err}");
+    assert!(!err.contains("left behind"), "{err}");
+}
+
+/// timeout(1)'s `-s` and `-k` get a hint at the ladder instead of a bare "unknown option".
+#[test]
+fn timeout_options_to_run_get_a_hint() {
+    for (args, needle) in [
+        (
+            &["run", "-s", "TERM", "1", "true"][..],
+            "--ladder INT:5s,KILL",
+        ),
+        (&["run", "-k", "5", "1", "true"], "--ladder TERM:5s,KILL"),
+        (&["run", "--signal=INT", "1", "true"], "first rung"),
+        (&["run", "--kill-after=1", "1", "true"], "last rung"),
+    ] {
+        let (output, _) = run(&mut childguard(args));
+        assert_eq!(code(&output), Some(125), "{args:?}");
+        assert!(
+            stderr(&output).contains(needle),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+/// A file without execute permission is "Permission denied" (126), as from a shell, even when
+/// its content is no program either.
+#[test]
+fn a_mode_644_file_is_permission_denied() {
+    let path = scratch("mode-644");
+    std::fs::write(&path, "just text\n").unwrap();
+    let (output, _) = run(&mut childguard(&["run", "--", path.to_str().unwrap()]));
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code(&output), Some(126), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Permission denied"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn run_version_prints_the_version() {
+    let (output, _) = run(&mut childguard(&["run", "--version"]));
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("childguard "));
+}

@@ -33,6 +33,19 @@ pub enum ReportFormat {
     Json,
 }
 
+/// What a signal childguard receives does (`--on-signal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnSignal {
+    /// INT, TERM, HUP, QUIT, USR1, USR2 and any signal the ladder names are forwarded to CMD
+    /// at once, in place of the first rung (with its grace), and the ladder goes on from its
+    /// second rung; any other caught signal climbs the ladder as written.
+    #[default]
+    Forward,
+    /// Every caught signal climbs the ladder as written (for a server whose first rung must be
+    /// the one the ladder says, e.g. postgres' INT).
+    Ladder,
+}
+
 /// `childguard run` options.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -42,10 +55,13 @@ pub struct RunOptions {
     pub timeout: Option<Duration>,
     /// `--group`.
     pub group: bool,
-    /// `--exit-with-parent`.
+    /// `PR_SET_PDEATHSIG` with the first rung's signal: on unless `--no-exit-with-parent` (or
+    /// not on Linux).
     pub exit_with_parent: bool,
     /// `--contain`.
     pub contain: bool,
+    /// `--on-signal`.
+    pub on_signal: OnSignal,
     /// `--activate` (`Some(None)`) or `--activate=NAME` (`Some(Some(NAME))`).
     pub activate: Option<Option<String>>,
     /// `--stop-on-stdin-eof`.
@@ -150,6 +166,8 @@ struct Flags {
     group: bool,
     exit_with_parent: bool,
     contain: bool,
+    no_exit_with_parent: bool,
+    on_signal: OnSignal,
     activate: Option<Option<String>>,
     stop_on_stdin_eof: bool,
     report: Option<ReportFormat>,
@@ -190,8 +208,13 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         ladder,
         timeout: flags.timeout,
         group: flags.group,
-        exit_with_parent: flags.exit_with_parent,
         contain: flags.contain,
+        // On by default where the kernel has it; `--exit-with-parent` insists (and fails
+        // elsewhere).
+        exit_with_parent: flags.exit_with_parent
+            || (cfg!(any(target_os = "linux", target_os = "android"))
+                && !flags.no_exit_with_parent),
+        on_signal: flags.on_signal,
         activate: flags.activate,
         stop_on_stdin_eof: flags.stop_on_stdin_eof,
         report: flags.report,
@@ -233,6 +256,18 @@ fn flag(
     };
     match name {
         "-h" | "--help" => return Ok(Some(Invocation::Help(help::RUN))),
+        "-V" | "--version" => return Ok(Some(Invocation::Version)),
+        "--on-signal" => {
+            flags.on_signal = match value()?.as_str() {
+                "forward" => OnSignal::Forward,
+                "ladder" => OnSignal::Ladder,
+                other => {
+                    return Err(UsageError::run(format!(
+                        "invalid value for --on-signal: {other:?} (expected forward or ladder)"
+                    )))
+                }
+            };
+        }
         "--ladder" => {
             let text = value()?;
             let ladder = text.parse::<Ladder>().map_err(|e| {
@@ -269,11 +304,34 @@ fn flag(
         "--group" => no_value(&mut flags.group)?,
         "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,
         "--contain" => no_value(&mut flags.contain)?,
+        "--no-exit-with-parent" => no_value(&mut flags.no_exit_with_parent)?,
         "--stop-on-stdin-eof" => no_value(&mut flags.stop_on_stdin_eof)?,
         "--preserve-status" => no_value(&mut flags.preserve_status)?,
-        _ => return Err(UsageError::run(format!("unknown option '{text}'"))),
+        _ => return Err(UsageError::run(unknown_option(text, name))),
     }
     Ok(None)
+}
+
+/// "unknown option", with the way to say it for timeout(1)'s options.
+fn unknown_option(text: &str, name: &str) -> String {
+    let short = |letter: &str| name.starts_with(letter) && !name.starts_with("--");
+    let hint = if name == "--signal" || short("-s") {
+        Some("the signal is the first rung of --ladder: `-s INT -k 5` is `--ladder INT:5s,KILL`")
+    } else if name == "--kill-after" || short("-k") {
+        Some("the KILL is the last rung of --ladder: `-k 5` is `--ladder TERM:5s,KILL`")
+    } else if name == "--foreground" {
+        Some("CMD stays in childguard's process group by default; --group is timeout's default")
+    } else if name == "--verbose" || short("-v") {
+        Some("--report text names every signal sent and when")
+    } else {
+        None
+    };
+    match hint {
+        Some(hint) => format!(
+            "unknown option '{text}' ({hint}; or use `childguard timeout`, which takes timeout(1)'s options)"
+        ),
+        None => format!("unknown option '{text}'"),
+    }
 }
 
 #[cfg(test)]

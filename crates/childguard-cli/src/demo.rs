@@ -12,6 +12,14 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// `println!` that never panics: `childguard demo >/dev/full` loses the text, nothing more.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 use childguard::{ChildHandle, CloseReport, Ladder, SocketMode};
 
 use crate::{exit_code, SLOWSERVER_SUBCOMMAND};
@@ -26,7 +34,7 @@ pub fn run() -> i32 {
     match demo() {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("childguard demo: {e}");
+            crate::messages::say!("demo: {e}");
             exit_code::FAILED
         }
     }
@@ -44,7 +52,7 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
         .spawn()?;
     let socket = handle.socket().ok_or("the handle has no socket")?;
     read_ready(socket)?;
-    println!(
+    out!(
         "Spawned slowserver[{}] over a socketpair; sent `READ 1` (answered after {delay}).",
         handle.id().unwrap_or(0)
     );
@@ -53,18 +61,18 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
     let read_sent = Instant::now();
     thread::sleep(SETTLE);
 
-    println!("Closing it mid-read with the ladder {ladder} …");
+    out!("Closing it mid-read with the ladder {ladder} …");
     let close_started = Instant::now();
     let report = handle.close()?;
     let waitpid_only = (read_sent + READ_DELAY).saturating_duration_since(close_started);
 
-    println!();
+    out!();
     print_timeline(&report);
-    println!();
-    println!("report: {report}");
-    println!();
-    println!("childguard close:    {}", ms(report.total));
-    println!(
+    out!();
+    out!("report: {report}");
+    out!();
+    out!("childguard close:    {}", ms(report.total));
+    out!(
         "waitpid-only close: ≈ {:.2} s (estimate: the time the read still had left; the server \
          notices EOF only after it)",
         waitpid_only.as_secs_f64()
@@ -97,9 +105,9 @@ fn read_ready(mut socket: &UnixStream) -> io::Result<()> {
 
 /// One line per step of the close.
 fn print_timeline(report: &CloseReport) {
-    println!("Close timeline:");
+    out!("Close timeline:");
     if let Some(at) = report.shutdown {
-        println!("  {:>9}  shutdown(SHUT_RDWR) + close of our socket", ms(at));
+        out!("  {:>9}  shutdown(SHUT_RDWR) + close of our socket", ms(at));
     }
     for sent in &report.signals {
         let to = if sent.to_group {
@@ -107,7 +115,7 @@ fn print_timeline(report: &CloseReport) {
         } else {
             ""
         };
-        println!(
+        out!(
             "  {:>9}  SIG{} sent{to} (rung {})",
             ms(sent.at),
             sent.signal,
@@ -115,10 +123,10 @@ fn print_timeline(report: &CloseReport) {
         );
     }
     if let Some(at) = report.exited {
-        println!("  {:>9}  exited, ended by {}", ms(at), report.ended_by);
+        out!("  {:>9}  exited, ended by {}", ms(at), report.ended_by);
     }
     if let Some(at) = report.reaped {
-        println!("  {:>9}  reaped (pid released)", ms(at));
+        out!("  {:>9}  reaped (pid released)", ms(at));
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use childguard::{ChildHandle, Ending, Ladder, Rung, SentSignal, Signal};
 
+use crate::args::OnSignal;
 use crate::events::{Events, Woke};
 
 /// What started the ladder.
@@ -44,16 +45,37 @@ pub struct Plan {
     pub rungs: Vec<Rung>,
 }
 
-/// The ladder for `trigger`. A received signal is forwarded at once, in place of the first
-/// rung's signal and with its grace; the ladder then goes on from its second rung. (A
-/// one-rung ladder keeps its rung after the forwarded signal, unless it sends that signal.)
-pub fn plan(ladder: &Ladder, trigger: Trigger) -> Plan {
-    let Trigger::Signal(received) = trigger else {
-        return Plan {
-            eof_wait: ladder.eof_grace(),
-            rungs: ladder.rungs().to_vec(),
-        };
+/// The signals forwarded to CMD (with `--on-signal forward`) besides those the ladder names.
+const FORWARDED: [Signal; 6] = [
+    Signal::INT,
+    Signal::TERM,
+    Signal::HUP,
+    Signal::QUIT,
+    Signal::USR1,
+    Signal::USR2,
+];
+
+/// Whether a received `signal` is forwarded to CMD (else it climbs the ladder as written).
+pub fn forwards(ladder: &Ladder, on_signal: OnSignal, signal: Signal) -> bool {
+    on_signal == OnSignal::Forward
+        && (FORWARDED.contains(&signal) || ladder.rungs().iter().any(|r| r.signal == signal))
+}
+
+/// The ladder for `trigger`. A forwarded signal (see [`forwards`]) goes out at once, in place
+/// of the first rung's signal and with its grace; the ladder then goes on from its second
+/// rung. (A one-rung ladder keeps its rung after the forwarded signal, unless it sends that
+/// signal.) Every other trigger climbs the ladder as written.
+pub fn plan(ladder: &Ladder, trigger: Trigger, on_signal: OnSignal) -> Plan {
+    let as_written = || Plan {
+        eof_wait: ladder.eof_grace(),
+        rungs: ladder.rungs().to_vec(),
     };
+    let Trigger::Signal(received) = trigger else {
+        return as_written();
+    };
+    if !forwards(ladder, on_signal, received) {
+        return as_written();
+    }
     let rungs = ladder.rungs();
     let forwarded = Rung::new(received, rungs[0].grace);
     let rest = match rungs {
@@ -100,9 +122,10 @@ pub fn climb(
     events: &Events,
     ladder: &Ladder,
     trigger: Trigger,
+    on_signal: OnSignal,
     to_group: bool,
 ) -> childguard::Result<Climbed> {
-    let plan = plan(ladder, trigger);
+    let plan = plan(ladder, trigger, on_signal);
     let started = Instant::now();
     let mut climbed = Climbed {
         started,
@@ -235,29 +258,45 @@ mod tests {
     #[test]
     fn timeout_and_stdin_climb_the_ladder_as_written() {
         let ladder: Ladder = "EOF:50ms,HUP:1s,KILL".parse().unwrap();
-        let p = plan(&ladder, Trigger::Timeout(Duration::from_secs(1)));
+        let fw = OnSignal::Forward;
+        let p = plan(&ladder, Trigger::Timeout(Duration::from_secs(1)), fw);
         assert_eq!(p.eof_wait, Some(Duration::from_millis(50)));
         assert_eq!(p.rungs, ladder.rungs());
-        assert_eq!(plan(&ladder, Trigger::StdinClosed), p);
+        assert_eq!(plan(&ladder, Trigger::StdinClosed, fw), p);
+        // A signal that is not forwarded, or any signal with --on-signal ladder.
+        let alrm = Signal::from_raw(libc::SIGALRM).unwrap();
+        assert_eq!(plan(&ladder, Trigger::Signal(alrm), fw), p);
+        let ladder_mode = plan(&ladder, Trigger::Signal(Signal::TERM), OnSignal::Ladder);
+        assert_eq!(ladder_mode, p);
     }
 
     #[test]
     fn a_received_signal_takes_the_first_rungs_place() {
         let ladder: Ladder = "EOF:50ms,HUP:1s,TERM:2s,KILL:5s".parse().unwrap();
-        let p = plan(&ladder, Trigger::Signal(Signal::INT));
+        let p = plan(&ladder, Trigger::Signal(Signal::INT), OnSignal::Forward);
         assert_eq!(p.eof_wait, None, "a forwarded signal goes out at once");
         assert_eq!(p.rungs, rungs("INT:1s,TERM:2s,KILL:5s"));
-        let p = plan(&ladder, Trigger::Signal(Signal::HUP));
+        let p = plan(&ladder, Trigger::Signal(Signal::HUP), OnSignal::Forward);
         assert_eq!(p.rungs, rungs("HUP:1s,TERM:2s,KILL:5s"));
+        let p = plan(&ladder, Trigger::Signal(Signal::QUIT), OnSignal::Forward);
+        assert_eq!(p.rungs, rungs("QUIT:1s,TERM:2s,KILL:5s"));
+        let rt = Signal::from_raw(libc::SIGRTMIN()).unwrap();
+        let with_rt = Ladder::new([Rung::new(rt, Duration::from_secs(1))]).unwrap();
+        let p = plan(&with_rt, Trigger::Signal(rt), OnSignal::Forward);
+        assert_eq!(
+            p.rungs,
+            with_rt.rungs(),
+            "a signal the ladder names is forwarded"
+        );
     }
 
     #[test]
     fn a_one_rung_ladder_keeps_its_rung() {
         let ladder: Ladder = "KILL:3s".parse().unwrap();
-        let p = plan(&ladder, Trigger::Signal(Signal::TERM));
+        let p = plan(&ladder, Trigger::Signal(Signal::TERM), OnSignal::Forward);
         assert_eq!(p.rungs, rungs("TERM:3s,KILL:3s"));
         let ladder: Ladder = "TERM:3s".parse().unwrap();
-        let p = plan(&ladder, Trigger::Signal(Signal::TERM));
+        let p = plan(&ladder, Trigger::Signal(Signal::TERM), OnSignal::Forward);
         assert_eq!(p.rungs, rungs("TERM:3s"));
     }
 }

@@ -8,16 +8,38 @@ use std::thread;
 use std::time::Instant;
 
 use childguard::{ChildHandle, Signal};
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::SIGCHLD;
 use signal_hook::iterator::Signals;
 
-/// The signals childguard forwards to CMD.
-pub const FORWARDED: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+/// Every signal whose default action would end childguard and that can be caught, so that
+/// none of them can leave CMD unsupervised: each either is forwarded or starts the ladder
+/// (see `escalation::plan`).
+///
+/// Not here: `KILL` and `STOP` (cannot be caught: `PR_SET_PDEATHSIG` covers `KILL`); the fault
+/// signals `ILL`, `FPE`, `SEGV`, `BUS` and `TRAP` (a real fault must still end childguard;
+/// signal-hook refuses the first three); `PIPE`, which Rust's runtime ignores so that a closed
+/// stderr is an `EPIPE` error instead; `TSTP`, `TTIN`, `TTOU` (they stop, not end, childguard);
+/// and the signals ignored by default (`CHLD` is caught separately, `CONT`, `URG`, `WINCH`).
+pub fn caught() -> Vec<i32> {
+    use libc::*;
+    let mut signals = vec![
+        SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ,
+        SIGVTALRM, SIGPROF, SIGIO, SIGSYS,
+    ];
+    #[cfg(target_os = "linux")]
+    {
+        signals.extend([SIGSTKFLT, SIGPWR]);
+        signals.extend(SIGRTMIN()..=SIGRTMAX());
+    }
+    signals.sort_unstable();
+    signals.dedup();
+    signals
+}
 
 /// Something that happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// childguard received this signal (one of [`FORWARDED`]).
+    /// childguard received this signal (one of [`caught`]).
     Signal(Signal),
     /// A child of ours changed state (`SIGCHLD`): worth a `try_wait`.
     ChildChanged,
@@ -52,7 +74,7 @@ impl Events {
     /// for `SIGCHLD`, under which children would be reaped by the kernel).
     pub fn start(watch_stdin: bool) -> io::Result<Events> {
         let (tx, rx) = mpsc::channel();
-        let mut signals = Signals::new(FORWARDED.iter().chain(&[SIGCHLD]))?;
+        let mut signals = Signals::new(caught().iter().chain(&[SIGCHLD]))?;
         let to_main = tx.clone();
         thread::Builder::new()
             .name("childguard-signals".into())

@@ -32,7 +32,7 @@ On a trigger, climb the ladder: send each rung's signal, then wait up to its gra
 to exit; the next rung comes only if the grace ran out. Then reap CMD and exit with its status.
 
 Triggers:
-  --timeout expiry; SIGINT, SIGTERM or SIGHUP sent to childguard; stdin closing
+  --timeout expiry; a signal sent to childguard (see Signals); stdin closing
   (with --stop-on-stdin-eof). Without a trigger childguard just waits for CMD.
 
 Options:
@@ -47,6 +47,11 @@ Options:
                         KILL reaches every process CMD started, setsid'd or daemonized, and
                         the run ends when the cgroup is empty (exit 125 if it cannot be made)
   --exit-with-parent    the kernel SIGKILLs CMD if childguard dies, even by SIGKILL (Linux)
+  --no-exit-with-parent  by default (Linux) the kernel sends CMD the ladder's first signal
+                        if childguard dies, even by SIGKILL; this turns that off
+  --on-signal forward|ladder
+                        a signal sent to childguard: forward it as the first rung (default),
+                        or climb the ladder as written
   --activate[=NAME]     systemd socket activation: pass CMD a listening socket as fd 3
                         (LISTEN_FDS=1, LISTEN_FDNAMES=NAME), print its path on stdout first
   --stop-on-stdin-eof   start the ladder when childguard's stdin closes; childguard reads
@@ -54,11 +59,15 @@ Options:
   --report text|json    write the close report (signals sent, when, how CMD ended) to stderr
   --preserve-status     exit with CMD's status even when the timeout fired
   -h, --help            print this help
+  -V, --version         print the version
 
 Signals:
-  A SIGINT, SIGTERM or SIGHUP sent to childguard is forwarded to CMD in place of the first
-  rung's signal (with that rung's grace); the ladder then goes on from the second rung. Another
-  such signal while the ladder runs cuts the current rung short: a second Ctrl-C skips ahead.
+  A SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 (or any signal the ladder names) sent
+  to childguard is forwarded to CMD in place of the first rung's signal (with that rung's
+  grace); the ladder then goes on from the second rung. Any other signal that would end
+  childguard (ALRM, XCPU, real-time ...) climbs the ladder as written. Another signal while the
+  ladder runs cuts the current rung short: a second Ctrl-C skips ahead. A rung 0:DUR sends
+  nothing and only waits.
 
 Exit status:
   124  the timeout fired (unless --preserve-status)
@@ -75,7 +84,7 @@ Examples:
       exits 124 after ~300ms; the JSON report shows HUP, then KILL
   childguard run --group --ladder TERM:5s,KILL -- ./start-workers.sh
       Ctrl-C: TERM to the whole group; Ctrl-C again: KILL at once
-  my-harness | childguard run --stop-on-stdin-eof --exit-with-parent -- nbdkit -f memory 1G
+  my-harness | childguard run --stop-on-stdin-eof -- nbdkit -f memory 1G
       the server goes away when the harness does, however it dies
 ";
 

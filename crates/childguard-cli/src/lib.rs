@@ -20,6 +20,7 @@ mod escalation;
 mod events;
 mod exit_code;
 mod help;
+mod messages;
 mod run;
 mod timeline;
 
@@ -40,21 +41,26 @@ where
     match args::parse(args) {
         Ok(Invocation::Run(options)) => run::run(&options),
         Ok(Invocation::Demo) => demo::run(),
-        Ok(Invocation::Help(text)) => {
-            print!("{text}");
-            0
-        }
+        // A help or version text that cannot be written (stdout closed or full) is a failure,
+        // as in coreutils, never a panic.
+        Ok(Invocation::Help(text)) => stdout_or_fail(text),
         Ok(Invocation::Version) => {
-            println!("childguard {}", env!("CARGO_PKG_VERSION"));
-            0
+            stdout_or_fail(&format!("childguard {}\n", env!("CARGO_PKG_VERSION")))
         }
         Ok(Invocation::Slowserver(rest)) => {
             slowserver::main_with(vec![OsString::from(SLOWSERVER_SUBCOMMAND)], rest)
         }
         Err(err) => {
-            eprintln!("childguard: {err}");
-            eprintln!("Try '{}' for more information.", err.hint());
+            messages::say!("{err}");
+            messages::raw_stderr(&format!("Try '{}' for more information.\n", err.hint()));
             exit_code::FAILED
         }
+    }
+}
+
+fn stdout_or_fail(text: &str) -> i32 {
+    match messages::stdout(text) {
+        true => 0,
+        false => exit_code::FAILED,
     }
 }

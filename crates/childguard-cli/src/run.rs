@@ -2,15 +2,16 @@
 //! exit as `timeout(1)` would.
 
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use childguard::{ChildHandle, CloseReport, SocketMode};
+use childguard::{ChildHandle, CloseReport, Ladder, Signal, SocketMode};
 
 use crate::activate;
 use crate::args::RunOptions;
 use crate::escalation::{self, Trigger};
 use crate::events::{Events, Woke};
 use crate::exit_code;
+use crate::messages::say;
 use crate::timeline;
 
 /// A failure of childguard itself: the exit code and what to say.
@@ -34,7 +35,7 @@ pub fn run(options: &RunOptions) -> i32 {
     match supervise(options) {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("childguard: {}", failure.message);
+            say!("{}", failure.message);
             failure.code
         }
     }
@@ -55,7 +56,10 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
         message: format!("cannot print the socket path: {e}"),
     })?;
 
-    let deadline = options.timeout.map(|after| Instant::now() + after);
+    // A timeout too long for the clock (`--timeout inf`) is no deadline at all.
+    let deadline = options
+        .timeout
+        .and_then(|after| Instant::now().checked_add(after));
     let trigger = match events.wait(&mut handle, deadline)? {
         Woke::Exited => None,
         Woke::Deadline => options.timeout.map(Trigger::Timeout),
@@ -68,6 +72,7 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
             &events,
             &options.ladder,
             trigger,
+            options.on_signal,
             options.group,
         )?),
         None => None,
@@ -81,13 +86,49 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
     if let Some(format) = options.report {
         timeline::write(&report, format);
     }
+    let left_running = report.handed_to_reaper && !wait_for_reaper(&report, &options.ladder);
     let timed_out = climbed.as_ref().is_some_and(|c| c.timed_out);
-    Ok(exit_code_for(&report, timed_out, options.preserve_status))
+    Ok(exit_code_for(
+        &report,
+        left_running,
+        timed_out,
+        options.preserve_status,
+    ))
+}
+
+/// The longest childguard waits, after the ladder, for the background reaper to see a CMD
+/// that outlived it exit: the last rung's grace again, at least 1 s and at most 10 s.
+fn reaper_wait(ladder: &Ladder) -> Duration {
+    let last = ladder.rungs().last().map_or(Duration::ZERO, |r| r.grace);
+    last.clamp(Duration::from_secs(1), Duration::from_secs(10))
+}
+
+/// CMD (or a `--group` member) outlived the ladder and `close()` handed it to the library's
+/// background reaper, a thread of this process: it dies with us. So wait for it — bounded,
+/// saying so — and return whether it was reaped. If not, the caller names the pid left.
+fn wait_for_reaper(report: &CloseReport, ladder: &Ladder) -> bool {
+    let program = report.program.as_deref().unwrap_or("CMD");
+    let pid = report.pid.unwrap_or(0);
+    let bound = reaper_wait(ladder);
+    say!(
+        "{program}[{pid}] outlived the ladder; waiting up to {} more for it to exit",
+        humantime::format_duration(bound)
+    );
+    let deadline = childguard_deadline(bound);
+    childguard::reaper::drain(deadline)
+}
+
+fn childguard_deadline(after: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(after).unwrap_or(now)
 }
 
 fn spawn(options: &RunOptions, socket: SocketMode) -> Result<ChildHandle, Failure> {
     let mut command = Command::new(&options.command[0]);
     command.args(&options.command[1..]);
+    // std resets SIGPIPE to its default in every child; timeout(1) passes on what it was
+    // started with, so that `(trap '' PIPE; childguard run -- yes | :)` sees EPIPE.
+    let ignore_sigpipe = childguard::sigpipe_ignored_at_start().unwrap_or(false);
     if options.stop_on_stdin_eof {
         // stdin is our lifeline; CMD must not eat it.
         command.stdin(Stdio::null());
@@ -101,6 +142,8 @@ fn spawn(options: &RunOptions, socket: SocketMode) -> Result<ChildHandle, Failur
             true => childguard::Containment::Cgroup,
             false => childguard::Containment::None,
         })
+        .parent_death_signal(death_signal(&options.ladder))
+        .ignore_sigpipe(ignore_sigpipe)
         .spawn()
         .map_err(|e| Failure {
             code: exit_code::for_spawn_error(&e),
@@ -108,13 +151,30 @@ fn spawn(options: &RunOptions, socket: SocketMode) -> Result<ChildHandle, Failur
         })
 }
 
+/// The parent-death signal: the first rung's (as timeout(1) uses its `-s` signal), or the
+/// first rung that sends one when the ladder starts with a `0` rung; `KILL` if none does.
+fn death_signal(ladder: &Ladder) -> Signal {
+    ladder
+        .rungs()
+        .iter()
+        .map(|r| r.signal)
+        .find(|&s| s != Signal::NONE)
+        .unwrap_or(Signal::KILL)
+}
+
 /// 124 if the timeout fired (unless `--preserve-status`), else CMD's status; 125 (with a
-/// message) when there is no status to give.
-fn exit_code_for(report: &CloseReport, timed_out: bool, preserve_status: bool) -> i32 {
+/// message) when there is no status to give. `left_running`: CMD outlived the ladder and the
+/// wait for the reaper; its pid is named.
+fn exit_code_for(
+    report: &CloseReport,
+    left_running: bool,
+    timed_out: bool,
+    preserve_status: bool,
+) -> i32 {
     let program = report.program.as_deref().unwrap_or("CMD");
     let pid = report.pid.unwrap_or(0);
-    if report.outlived_ladder {
-        eprintln!("childguard: {program}[{pid}] outlived the ladder and may still be running");
+    if left_running {
+        say!("{program}[{pid}] is still running: left behind unreaped as pid {pid}");
     }
     if timed_out && !preserve_status {
         return exit_code::TIMED_OUT;
@@ -123,7 +183,7 @@ fn exit_code_for(report: &CloseReport, timed_out: bool, preserve_status: bool) -
         Some(status) => exit_code::from_status(status),
         None if report.outlived_ladder => exit_code::FAILED,
         None => {
-            eprintln!("childguard: {program}[{pid}]: exit status lost (reaped by someone else)");
+            say!("{program}[{pid}]: exit status lost (reaped by someone else)");
             exit_code::FAILED
         }
     }

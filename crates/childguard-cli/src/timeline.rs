@@ -7,6 +7,7 @@ use childguard::{CloseReport, Ending};
 
 use crate::args::ReportFormat;
 use crate::escalation::Climbed;
+use crate::messages::{raw_stderr, say};
 
 /// Merges what the climb did into the report of the `close()` that followed it (begun at
 /// `close_started`). Offsets are then measured from the trigger.
@@ -45,14 +46,14 @@ pub fn rebase(mut report: CloseReport, climbed: &Climbed, close_started: Instant
 pub fn write(report: &CloseReport, format: ReportFormat) {
     match format {
         ReportFormat::Text => {
-            eprintln!("childguard: {report}");
+            say!("{report}");
             for note in &report.notes {
-                eprintln!("childguard: note: {note}");
+                say!("note: {note}");
             }
         }
         ReportFormat::Json => match serde_json::to_string(report) {
-            Ok(json) => eprintln!("{json}"),
-            Err(e) => eprintln!("childguard: cannot write the report as JSON: {e}"),
+            Ok(json) => raw_stderr(&format!("{json}\n")),
+            Err(e) => say!("cannot write the report as JSON: {e}"),
         },
     }
 }

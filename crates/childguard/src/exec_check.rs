@@ -26,6 +26,11 @@ pub(crate) fn refuse_unknown_format(command: &Command) -> io::Result<()> {
             path = dir.join(path);
         }
     }
+    // A file we may not execute fails the exec with EACCES ("Permission denied", as a shell
+    // and timeout(1) say), whatever its first bytes: leave that answer to the exec.
+    if rustix::fs::access(&path, rustix::fs::Access::EXEC_OK).is_err() {
+        return Ok(());
+    }
     let Ok(mut file) = std::fs::File::open(&path) else {
         return Ok(());
     };

@@ -86,6 +86,7 @@ pub struct Builder {
     process_group: bool,
     exit_with_parent: bool,
     death_signal: Signal,
+    ignore_sigpipe: bool,
     /// `None`: not chosen (`Reap::Blocking`, but `Background` on a drop in a tokio context).
     reap: Option<Reap>,
     portable: bool,
@@ -141,6 +142,18 @@ impl Builder {
     /// The signal sent by [`exit_with_parent`](Builder::exit_with_parent) (default `KILL`).
     pub fn parent_death_signal(mut self, signal: Signal) -> Builder {
         self.death_signal = signal;
+        self
+    }
+
+    /// Start the program with `SIGPIPE` ignored (default off: std resets `SIGPIPE` to its
+    /// default in every child, undoing the `SIG_IGN` Rust's runtime sets for itself).
+    ///
+    /// A wrapper such as `timeout(1)` passes on the disposition it was started with:
+    /// `.ignore_sigpipe(childguard::sigpipe_ignored_at_start().unwrap_or(false))`, so that
+    /// `(trap '' PIPE; wrapper yes | head -1)` makes `yes` see `EPIPE` as it would unwrapped.
+    /// Costs a `fork` instead of a `posix_spawn` (the setting is made between them).
+    pub fn ignore_sigpipe(mut self, on: bool) -> Builder {
+        self.ignore_sigpipe = on;
         self
     }
 
@@ -321,6 +334,7 @@ impl Builder {
         let sweep = self.exit_with_parent
             || activating
             || cgroup.is_some()
+            || self.ignore_sigpipe
             || crate::inheritable::any_from(3);
         let socket = self
             .connect_stdio()
@@ -390,6 +404,7 @@ impl Builder {
                     first_private_fd,
                     activation: activation_exec,
                     placement: placement.as_ref().map(Placing::fds),
+                    ignore_sigpipe: self.ignore_sigpipe,
                 },
             );
         }
@@ -667,6 +682,7 @@ impl ChildHandle {
             process_group: false,
             exit_with_parent: false,
             death_signal: Signal::KILL,
+            ignore_sigpipe: false,
             reap: None,
             portable: false,
             release_memory: true,

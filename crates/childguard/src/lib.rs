@@ -66,3 +66,10 @@ pub use output::Output;
 pub use readiness::{ConnectTo, Ready, DEFAULT_NOTIFY_EXTEND_MAX, DEFAULT_READY_TIMEOUT};
 pub use report::{CloseReport, Ending, Extension, MemoryRelease, NotifyReport, SentSignal};
 pub use signal::{Signal, SignalParseError};
+
+/// Whether `SIGPIPE` was ignored when this process started — before Rust's runtime set it to
+/// `SIG_IGN` for itself, which hides the original from any later `sigaction`. Recorded by an
+/// ELF constructor (Linux, FreeBSD; `None` elsewhere). For [`Builder::ignore_sigpipe`].
+pub fn sigpipe_ignored_at_start() -> Option<bool> {
+    sys::sigpipe_ignored_at_start()
+}

@@ -7,8 +7,9 @@ use std::str::FromStr;
 ///
 /// Parsed from a name with or without the `SIG` prefix, in any case (`HUP`, `sighup`), or from
 /// a number (`15`). Numbers must name a signal this platform knows, or a real-time signal on
-/// Linux. [`Display`](fmt::Display) prints the short name (`TERM`), or the number for a
-/// real-time signal.
+/// Linux, or be `0` ([`Signal::NONE`]: a rung that sends nothing and only waits, as
+/// `timeout -s 0`). [`Display`](fmt::Display) prints the short name (`TERM`), or the number
+/// for a real-time signal and for `0`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Signal(i32);
 
@@ -48,7 +49,22 @@ const NAMES: &[(&str, i32)] = &[
     ("CHILD", libc::SIGCHLD),
 ];
 
+/// Linux's own signals (no other platform numbers them).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const PLATFORM_NAMES: &[(&str, i32)] = &[("STKFLT", libc::SIGSTKFLT), ("PWR", libc::SIGPWR)];
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const PLATFORM_NAMES: &[(&str, i32)] = &[];
+
+/// Every name we know, in the order `Display` prefers.
+fn names() -> impl Iterator<Item = &'static (&'static str, i32)> {
+    NAMES.iter().chain(PLATFORM_NAMES)
+}
+
 impl Signal {
+    /// Signal `0`: sends nothing (as `kill -0`). A rung with it only waits out its grace, so
+    /// `0:5s,KILL` means "wait 5 s, then `SIGKILL`" (`timeout -s 0 -k 5`). No `SIGCONT`
+    /// follows it and no parent-death signal can carry it.
+    pub const NONE: Signal = Signal(0);
     /// `SIGHUP`: "your terminal (here: your client) went away".
     pub const HUP: Signal = Signal(libc::SIGHUP);
     /// `SIGINT`.
@@ -73,7 +89,7 @@ impl Signal {
     /// the kernel's first real-time signal (32) and libc's `SIGRTMIN()` are libc's own (glibc
     /// uses them for threads and timers) and are refused.
     pub fn from_raw(signo: i32) -> Option<Signal> {
-        if NAMES.iter().any(|&(_, n)| n == signo) || is_realtime(signo) {
+        if signo == 0 || names().any(|&(_, n)| n == signo) || is_realtime(signo) {
             Some(Signal(signo))
         } else {
             None
@@ -87,16 +103,14 @@ impl Signal {
 
     /// The short name without `SIG` (`"TERM"`), or `None` for a real-time signal.
     pub fn name(self) -> Option<&'static str> {
-        NAMES
-            .iter()
-            .find(|&&(_, n)| n == self.0)
-            .map(|&(name, _)| name)
+        names().find(|&&(_, n)| n == self.0).map(|&(name, _)| name)
     }
 
     /// Whether a process can catch, block or ignore this signal (everything but `KILL` and
-    /// `STOP`). A catchable rung is followed by `SIGCONT` so that a stopped child sees it.
+    /// `STOP`, and [`Signal::NONE`], which delivers nothing to catch). A catchable rung is
+    /// followed by `SIGCONT` so that a stopped child sees it.
     pub fn is_catchable(self) -> bool {
-        self != Signal::KILL && self != Signal::STOP
+        self != Signal::KILL && self != Signal::STOP && self != Signal::NONE
     }
 }
 
@@ -169,8 +183,7 @@ impl FromStr for Signal {
         }
         let upper = trimmed.to_ascii_uppercase();
         let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-        NAMES
-            .iter()
+        names()
             .find(|&&(name, _)| name == bare)
             .map(|&(_, n)| Signal(n))
             .ok_or_else(err)
@@ -199,7 +212,7 @@ mod tests {
 
     #[test]
     fn rejects_unknown_and_out_of_range() {
-        for bad in ["", "SIG", "HUPP", "0", "999", "-1", "9x", "SIGSIGHUP"] {
+        for bad in ["", "SIG", "HUPP", "00x", "999", "-1", "9x", "SIGSIGHUP"] {
             let err = bad.parse::<Signal>().unwrap_err();
             assert!(err.to_string().contains("signal"), "{bad:?}: {err}");
         }
@@ -250,5 +263,17 @@ mod tests {
         assert!(!Signal::KILL.is_catchable());
         assert!(!Signal::STOP.is_catchable());
         assert!(Signal::HUP.is_catchable());
+        assert!(
+            !Signal::NONE.is_catchable(),
+            "nothing to catch, so no CONT after it"
+        );
+    }
+
+    #[test]
+    fn zero_is_the_signal_that_sends_nothing() {
+        assert_eq!("0".parse(), Ok(Signal::NONE));
+        assert_eq!(Signal::from_raw(0), Some(Signal::NONE));
+        assert_eq!(Signal::NONE.to_string(), "0");
+        assert_eq!(Signal::NONE.name(), None);
     }
 }

@@ -122,15 +122,7 @@ pub(crate) enum SigchldReaping {
 /// Either way an exited child never becomes a zombie: its status is lost and its pid may be
 /// reused while we still think we own it.
 pub(crate) fn sigchld_reaping() -> io::Result<SigchldReaping> {
-    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
-    // SAFETY: a null `act` only reads the current disposition into `old`, which is a valid,
-    // zeroed `sigaction` buffer that lives across the call.
-    let rc = unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), old.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: sigaction returned 0, so it filled `old`.
-    let old = unsafe { old.assume_init() };
+    let old = disposition(libc::SIGCHLD)?;
     Ok(if old.sa_sigaction == libc::SIG_IGN {
         SigchldReaping::Ignored
     } else if old.sa_flags & libc::SA_NOCLDWAIT != 0 {
@@ -138,6 +130,70 @@ pub(crate) fn sigchld_reaping() -> io::Result<SigchldReaping> {
     } else {
         SigchldReaping::Ours
     })
+}
+
+/// `sigaction(2)` with a null new action: `signo`'s current disposition.
+fn disposition(signo: libc::c_int) -> io::Result<libc::sigaction> {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a null `act` only reads the current disposition into `old`, which is a valid,
+    // zeroed `sigaction` buffer that lives across the call.
+    let rc = unsafe { libc::sigaction(signo, std::ptr::null(), old.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: sigaction returned 0, so it filled `old`.
+    Ok(unsafe { old.assume_init() })
+}
+
+/// Whether `signo`'s disposition is `SIG_IGN`.
+fn is_ignored(signo: libc::c_int) -> io::Result<bool> {
+    Ok(disposition(signo)?.sa_sigaction == libc::SIG_IGN)
+}
+
+/// `SIGPIPE`'s disposition when this process was loaded: 0 unknown, 1 default or caught,
+/// 2 ignored. Written once, by [`record_sigpipe_at_load`], before `main`.
+static SIGPIPE_AT_LOAD: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Race avoided (std's SIGPIPE reset): Rust's runtime sets `SIGPIPE` to `SIG_IGN` before
+/// `main`, so by then the disposition the process was started with is gone. ELF constructors
+/// (`.init_array`) run before the runtime's setup: this one reads it first. One `sigaction`
+/// per process start, in every program that links childguard.
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+#[used]
+#[link_section = ".init_array"]
+static RECORD_SIGPIPE_AT_LOAD: extern "C" fn() = record_sigpipe_at_load;
+
+#[cfg_attr(
+    not(any(target_os = "linux", target_os = "android", target_os = "freebsd")),
+    allow(dead_code)
+)]
+extern "C" fn record_sigpipe_at_load() {
+    let state = match is_ignored(libc::SIGPIPE) {
+        Ok(true) => 2,
+        Ok(false) => 1,
+        Err(_) => 0,
+    };
+    SIGPIPE_AT_LOAD.store(state, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `SIGPIPE` was ignored when this process started (before Rust's runtime changed
+/// it); `None` where that could not be recorded (no ELF constructors on this platform).
+#[inline(never)]
+pub(crate) fn sigpipe_ignored_at_start() -> Option<bool> {
+    match SIGPIPE_AT_LOAD.load(std::sync::atomic::Ordering::Relaxed) {
+        2 => Some(true),
+        1 => Some(false),
+        _ => None,
+    }
+}
+
+/// `signal(2)` `SIGPIPE`, `SIG_IGN`: for the child, between fork and exec (async-signal-safe).
+fn ignore_sigpipe() -> io::Result<()> {
+    // SAFETY: SIG_IGN installs no handler; the call only changes this process's disposition.
+    if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// What the child does between `fork` and `exec`. Built before the fork; the closure that
@@ -152,6 +208,8 @@ pub(crate) struct ChildSetup {
     pub activation: Option<ActivationExec>,
     /// Containment: the child moves itself into its cgroup first of all.
     pub placement: Option<Placement>,
+    /// Start the program with `SIGPIPE` ignored (std has just reset it to the default).
+    pub ignore_sigpipe: bool,
 }
 
 /// The fds, opened before the fork and close-on-exec, through which the child joins its
@@ -189,6 +247,10 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
         }
+        if setup.ignore_sigpipe {
+            // After std's reset to SIG_DFL, which runs before this hook.
+            ignore_sigpipe()?;
+        }
         mark_cloexec_from(setup.first_private_fd);
         match setup.activation.as_mut() {
             // Returns only if execve failed; std then reports that error from `spawn()`.
@@ -197,7 +259,8 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
         }
     };
     // SAFETY: the hook runs between fork and exec in a possibly multi-threaded parent's child:
-    // it only calls write (to fds the parent opened and keeps open until spawn returns), prctl, getppid, close_range/fcntl, getrlimit and (activation) getpid, dup2,
+    // it only calls write (to fds the parent opened and keeps open until spawn returns), prctl,
+    // getppid, signal, close_range/fcntl, getrlimit and (activation) getpid, dup2,
     // execve and close, which are async-signal-safe; it takes no lock and does not allocate
     // (io::Error from an OS code is not boxed; ActivationExec writes into buffers it owns).
     unsafe {

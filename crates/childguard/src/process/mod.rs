@@ -214,6 +214,11 @@ impl Process {
     /// whether or not the leader is still alive; a catchable signal goes to every member with
     /// `ControlGroup`, and as without containment (the leader, or its group) with `Mixed`.
     pub(crate) fn signal_counting(&mut self, signal: Signal) -> io::Result<(bool, Option<usize>)> {
+        if signal == Signal::NONE {
+            // Signal 0 sends nothing (a waiting rung): no process is signalled, and the raw
+            // calls below never see it.
+            return Ok((false, Some(0)));
+        }
         #[cfg(target_os = "linux")]
         if let Some((cgroup, mode)) = &self.cgroup {
             if signal == Signal::KILL {
