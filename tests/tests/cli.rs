@@ -530,6 +530,38 @@ fn activate_serves_nbdkit_on_the_printed_path() {
 
 // ---- issue 15, item 2: `childguard run` fixed ----
 
+/// Starts `cmd` (childguard running slowserver) with stderr to a file, waits for READY, calls
+/// `act`, then waits for childguard. Returns its status, its stderr, and whether CMD was
+/// still alive afterwards (it is then killed): a childguard that dies early must not leave the
+/// test waiting for a pipe CMD holds open.
+fn supervise_slow(
+    cmd: &mut Command,
+    name: &str,
+    act: impl FnOnce(&Child),
+) -> (std::process::ExitStatus, String, bool) {
+    let err_path = log_path(&format!("{name}.err"));
+    cmd.stderr(std::fs::File::create(&err_path).unwrap());
+    let (mut child, ready) = start_until_ready(cmd);
+    let pid = ready_field(&ready, "pid=");
+    act(&child);
+    let status = child.wait().unwrap();
+    let left = is_alive(pid) && proc_state(pid) != Some('Z');
+    if left {
+        sigkill(pid);
+    }
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&err_path);
+    (status, err, left)
+}
+
+fn json_in(err: &str) -> serde_json::Value {
+    let line = err
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON report on stderr: {err:?}"));
+    serde_json::from_str(line).expect("report JSON")
+}
+
 /// stderr that cannot be written (full, or a pipe nobody reads) is no reason to panic: the
 /// supervision goes on and the exit status is the timeout's.
 #[test]
@@ -702,11 +734,9 @@ fn quit_usr1_usr2_are_forwarded() {
             log.to_str().unwrap(),
             "--ignore-eof",
         ]);
-        cmd.stderr(Stdio::piped());
-        let (child, _) = start_until_ready(&mut cmd);
-        send(name, &child);
-        let output = child.wait_with_output().unwrap();
-        let report = json_report(&output);
+        let (status, err, left) = supervise_slow(&mut cmd, name, |child| send(name, child));
+        assert!(!left, "{name}: CMD left running: {err}");
+        let report = json_in(&err);
         let sent = signals_in(&report);
         assert_eq!(sent[0], name, "{report}");
         // slowserver dies of QUIT and USR2 (default action), logs USR1 and goes on to TERM.
@@ -715,7 +745,7 @@ fn quit_usr1_usr2_are_forwarded() {
         } else {
             signo
         };
-        assert_eq!(code(&output), Some(128 + wanted), "{name}: {report}");
+        assert_eq!(status.code(), Some(128 + wanted), "{name}: {report}");
         let _ = std::fs::remove_file(&log);
     }
 }
@@ -737,17 +767,12 @@ fn other_caught_signals_climb_the_ladder_as_written() {
             log.to_str().unwrap(),
             "--ignore-eof",
         ]);
-        cmd.stderr(Stdio::piped());
-        let (child, _) = start_until_ready(&mut cmd);
-        send(&signo.to_string(), &child);
-        let output = child.wait_with_output().unwrap();
-        assert_eq!(
-            code(&output),
-            Some(128 + libc::SIGHUP),
-            "{signo}: {}",
-            stderr(&output)
-        );
-        assert_eq!(signals_in(&json_report(&output)), ["HUP"], "{signo}");
+        let (status, err, left) = supervise_slow(&mut cmd, "ladder-signal", |child| {
+            send(&signo.to_string(), child)
+        });
+        assert!(!left, "{signo}: CMD left running: {err}");
+        assert_eq!(status.code(), Some(128 + libc::SIGHUP), "{signo}: {err}");
+        assert_eq!(signals_in(&json_in(&err)), ["HUP"], "{signo}");
         assert_eq!(logged(&log), ["HUP"], "{signo}");
         let _ = std::fs::remove_file(&log);
     }
@@ -771,10 +796,9 @@ fn on_signal_ladder_climbs_as_written() {
         log.to_str().unwrap(),
         "--ignore-eof",
     ]);
-    let (mut child, _) = start_until_ready(&mut cmd);
-    send("TERM", &child);
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    let (status, err, left) = supervise_slow(&mut cmd, "on-signal", |child| send("TERM", child));
+    assert!(!left, "CMD left running: {err}");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{err}");
     assert_eq!(logged(&log), ["INT"]);
     let _ = std::fs::remove_file(&log);
 }
