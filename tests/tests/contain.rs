@@ -314,8 +314,10 @@ fn a_sigkilled_supervisor_takes_the_whole_contained_tree_within_1s() {
 #[test]
 fn childguard_run_contain_with_a_timeout_leaves_no_process_of_a_daemonizing_server() {
     let _serial = serial();
+    // 2 s, not less: the four-process tree must be up and READY printed before the timeout
+    // (with 200 ms, 1–5 runs in 40 lost the READY line on a loaded machine).
     let mut run = Command::new(childguard_tests::bin("cg-childguard"))
-        .args(["run", "--contain", "--timeout", "200ms", "--"])
+        .args(["run", "--contain", "--timeout", "2s", "--"])
         .arg(childguard_tests::bin("cg-slowserver"))
         .args(["--daemonize", "--workers", "2", "--setsid", "--ignore-eof"])
         .stdin(Stdio::null())
