@@ -110,6 +110,45 @@ fn without_containment_the_daemon_outlives_its_process_group() {
 }
 
 #[test]
+fn without_containment_the_report_names_the_setsid_workers_that_escaped() {
+    let _serial = serial();
+    let handle = ChildHandle::builder(slowserver(&["--workers", "4", "--setsid", "--ignore-eof"]))
+        .socket(SocketMode::Stdio)
+        .ladder("TERM:200ms,KILL:2s".parse::<Ladder>().unwrap())
+        .process_group(true)
+        .spawn()
+        .unwrap();
+    let (_, workers) = read_ready_with_workers(&handle);
+    let fds: Vec<_> = workers
+        .iter()
+        .map(|&w| childguard_tests::pidfd(w))
+        .collect();
+    // READY comes after every worker called setsid (slowserver waits for each).
+    let report = handle.close().unwrap();
+    let own_group = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+        rest.split(' ').nth(2) == Some(pid.to_string().as_str())
+    };
+    let setsid_done = workers.iter().all(|&w| own_group(w));
+    let mut escaped = report.escaped.clone();
+    escaped.sort_unstable();
+    let mut expected = workers.clone();
+    expected.sort_unstable();
+    for fd in &fds {
+        let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+    }
+    assert!(
+        setsid_done,
+        "slowserver said READY before its workers called setsid"
+    );
+    // The group looked empty (its leader was alone in it), and the report says who ran on.
+    assert!(report.group_survivors.is_empty(), "{report}");
+    assert_eq!(escaped, expected, "{report}");
+    assert!(report.to_string().contains("escaped the group"), "{report}");
+}
+
+#[test]
 fn setsid_workers_die_with_a_contained_close_in_both_kill_modes() {
     let _serial = serial();
     for mode in [KillMode::ControlGroup, KillMode::Mixed] {
@@ -148,6 +187,7 @@ fn setsid_workers_die_with_a_contained_close_in_both_kill_modes() {
             _ => assert!(!first.to_cgroup && first.reached == Some(1), "{report}"),
         }
         assert!(!is_alive(ready.pid));
+        assert!(report.escaped.is_empty(), "{report}");
     }
 }
 

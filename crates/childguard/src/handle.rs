@@ -903,6 +903,9 @@ impl ChildHandle {
         self.closed = true;
         let mut process = self.process.take();
         let earlier_exit = observe_earlier_exit(process.as_mut()).err();
+        if let Some(p) = process.as_mut() {
+            p.snapshot_descendants();
+        }
         let started = Instant::now();
         // The handle is done with its program name: the report carries it from here.
         let mut report = CloseReport::new(self.program.take(), process.as_ref().map(Process::pid));
@@ -1124,6 +1127,7 @@ fn reap_or_hand_off(
     report: &mut CloseReport,
 ) -> io::Result<()> {
     report.group_survivors = process.survivor_pids();
+    report.escaped = process.escaped_pids();
     let contained = process.cgroup_report().is_some();
     // Only a handle that had a socket can have it held by someone else. A contained child's
     // descendants are all in its cgroup, which the close waits to be empty.

@@ -225,6 +225,12 @@ pub struct CloseReport {
     /// With [`Builder::capture`](crate::Builder::capture): the tail of the child's output,
     /// read up to its exit (`None` without capture).
     pub output_tail: Option<String>,
+    /// Descendants of a process-group leader that had left its group (`setsid`) and were
+    /// still alive when the close returned: `killpg` cannot reach them. Found from the
+    /// child's descendants listed when the close began (Linux, `process_group(true)` without
+    /// containment). A daemon re-parented to init before the close is not found; use
+    /// [`Containment`](crate::Containment) for those.
+    pub escaped: Vec<u32>,
     /// Containment: the child's cgroup, whether the close removed it, and how many processes
     /// were still in it when the close returned (`None`: not contained).
     pub cgroup: Option<crate::containment::CgroupReport>,
@@ -254,6 +260,7 @@ impl CloseReport {
             total: Duration::ZERO,
             memory_release: None,
             output_tail: None,
+            escaped: Vec::new(),
             cgroup: None,
             containment_fallback: None,
             notify: None,
@@ -353,6 +360,12 @@ impl fmt::Display for CloseReport {
         }
         if self.handed_to_reaper {
             parts.push("handed to background reaper".into());
+        }
+        if !self.escaped.is_empty() {
+            parts.push(format!(
+                "escaped the group (setsid), still running {:?}",
+                self.escaped
+            ));
         }
         if let Some(cg) = &self.cgroup {
             parts.push(match (cg.removed, cg.members_left) {

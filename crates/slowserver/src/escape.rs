@@ -80,23 +80,29 @@ pub fn run_daemon() -> ! {
 }
 
 /// `--workers N [--setsid]`: N children that burn CPU, each in its own session with
-/// `setsid`. Returns their pids.
+/// `setsid`. Returns their pids once every one has said (a byte on its stdout, a pipe to us)
+/// that it is set up — in its own session, with `--setsid` — so READY never races them.
 pub fn spawn_workers(n: usize, setsid: bool) -> io::Result<Vec<u32>> {
-    (0..n)
+    let mut children = (0..n)
         .map(|_| {
             let mut cmd = reexec()?;
             cmd.arg(BUSY_WORKER_FLAG);
             if setsid {
                 cmd.arg("setsid");
             }
-            let child = cmd
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
-                .spawn()?;
-            Ok(child.id())
+                .spawn()
         })
-        .collect()
+        .collect::<io::Result<Vec<_>>>()?;
+    for child in &mut children {
+        let mut byte = [0u8];
+        let mut out = child.stdout.take().expect("piped");
+        io::Read::read_exact(&mut out, &mut byte)
+            .map_err(|e| io::Error::other(format!("worker {} did not start: {e}", child.id())))?;
+    }
+    Ok(children.iter().map(std::process::Child::id).collect())
 }
 
 /// A `--workers` child: optionally a new session, then a busy loop (default dispositions).
@@ -107,6 +113,12 @@ pub fn run_busy_worker(setsid: bool) -> ! {
             eprintln!("slowserver: --setsid: {e}");
             std::process::exit(1);
         }
+    }
+    // Tell the server we are set up; stdout (a pipe to it) is not used again.
+    {
+        use std::io::Write;
+        let _ = io::stdout().write_all(b"+");
+        let _ = io::stdout().flush();
     }
     let mut x = 0u64;
     loop {

@@ -12,6 +12,8 @@
 //! group after the leader exited safe; see [`group`]. A child that leads no group is reaped by
 //! the `waitid` that first sees it exited: after that we never use its pid again.
 
+#[cfg(target_os = "linux")]
+pub(crate) mod descendants;
 pub(crate) mod group;
 #[cfg(target_os = "linux")]
 pub(crate) mod pidfd;
@@ -75,6 +77,9 @@ pub(crate) struct Process {
     /// Containment: the child's own cgroup, and who gets the catchable rungs.
     #[cfg(target_os = "linux")]
     cgroup: Option<(Cgroup, KillMode)>,
+    /// A group leader's descendants when its close began (uncontained; for `escaped`).
+    #[cfg(target_os = "linux")]
+    descendants: Option<descendants::Descendants>,
 }
 
 impl Process {
@@ -106,6 +111,8 @@ impl Process {
             sigchld_seen: 0,
             #[cfg(target_os = "linux")]
             cgroup: None,
+            #[cfg(target_os = "linux")]
+            descendants: None,
         })
     }
 
@@ -264,6 +271,27 @@ impl Process {
         }
         let _ = signal;
         false
+    }
+
+    /// At the start of a close: for a group leader without containment, lists its
+    /// descendants (pinned by pidfds), so that those that left the group (`setsid`) and
+    /// outlive the ladder can be reported ([`Process::escaped_pids`]). Costs a read of
+    /// `/proc/PID/task/*/children` per process in the tree; nothing for other children.
+    pub(crate) fn snapshot_descendants(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.leads_group && self.cgroup.is_none() && self.is_running() {
+            self.descendants = Some(descendants::Descendants::snapshot(self.pid));
+        }
+    }
+
+    /// Descendants seen when the close began that are alive and outside the child's process
+    /// group now: what `killpg` could not reach.
+    pub(crate) fn escaped_pids(&self) -> Vec<u32> {
+        #[cfg(target_os = "linux")]
+        if let Some(d) = &self.descendants {
+            return d.escaped_from(self.pid);
+        }
+        Vec::new()
     }
 
     /// Puts the child's cgroup in our hands: from now on its close waits until the cgroup is
