@@ -19,8 +19,23 @@ use childguard_tests::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+/// Runs the test alone. Unless `huge_page_test`, the release also leaves out its test of the
+/// system's huge pages, which other processes on the host (another test suite's huge-page
+/// child) could turn into a skip: those tests are about the release itself.
+fn serial(huge_page_test: bool) -> Serial {
+    let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    failpoint::ignore_system_huge_pages(!huge_page_test);
+    Serial { _guard: guard }
+}
+
+struct Serial {
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        failpoint::ignore_system_huge_pages(false);
+    }
 }
 
 /// Resets the `process_mrelease` delay when a test ends, passed or not.
@@ -171,7 +186,7 @@ fn exits_within(fd: &std::os::fd::OwnedFd, limit: Duration) -> bool {
 /// the child's own `exit_mm` is the kernel's business — both outcomes are legitimate.
 #[test]
 fn kill_rung_attempts_a_release_and_reports_a_legitimate_outcome() {
-    let _serial = serial();
+    let _serial = serial(false);
     let handle = spawn_big("KILL:5s", "HUP", Reap::Blocking);
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, rung(0, Signal::KILL), "{report}");
@@ -203,7 +218,7 @@ fn kill_rung_attempts_a_release_and_reports_a_legitimate_outcome() {
 /// release must find its memory — and the memory leaves while it is still frozen.
 #[test]
 fn release_frees_the_memory_of_a_child_that_cannot_free_it_itself() {
-    let _serial = serial();
+    let _serial = serial(false);
     let handle = spawn_big("KILL:30s", "", Reap::Blocking);
     let pid = handle.id().unwrap();
     let before = rss_anon(pid).unwrap();
@@ -230,13 +245,13 @@ fn release_frees_the_memory_of_a_child_that_cannot_free_it_itself() {
 }
 
 /// Item 2: a `SIGKILL` rung's close returns at the rung's deadline however long
-/// `process_mrelease` takes (here 3 s more than the kernel's, as at 8 GiB it takes ~300 ms;
+/// `process_mrelease` takes (here 10 s more than the kernel's, as at 8 GiB it takes ~300 ms;
 /// before the fix the call ran inline and the close lasted as long). The child is frozen, so
 /// its exit cannot end the wait early.
 #[test]
 fn kill_rung_close_returns_at_its_deadline_while_the_release_runs() {
-    let _serial = serial();
-    let _delay = Delay::arm(Duration::from_secs(3));
+    let _serial = serial(false);
+    let _delay = Delay::arm(Duration::from_secs(10));
     let handle = spawn_big("KILL:100ms", "", Reap::Blocking);
     let pid = handle.id().unwrap();
     let frozen = Frozen::freeze(pid);
@@ -245,7 +260,7 @@ fn kill_rung_close_returns_at_its_deadline_while_the_release_runs() {
     let took = started.elapsed();
     frozen.thaw();
     assert!(
-        took < Duration::from_millis(1500),
+        took < Duration::from_secs(5),
         "close with KILL:100ms took {took:?}: waited for process_mrelease; {report}"
     );
     assert_eq!(
@@ -265,12 +280,12 @@ fn kill_rung_close_returns_at_its_deadline_while_the_release_runs() {
 }
 
 /// Item 2: the shared reaper thread keeps every job's rungs on time while one job's
-/// `process_mrelease` runs (3 s longer than the kernel's here). Before the fix the reaper made
+/// `process_mrelease` runs (10 s longer than the kernel's here). Before the fix the reaper made
 /// the call itself and job B's `KILL`, due 0.5 s after its close, waited for it.
 #[test]
 fn reaper_keeps_other_jobs_on_time_while_a_release_runs() {
-    let _serial = serial();
-    let _delay = Delay::arm(Duration::from_secs(3));
+    let _serial = serial(false);
+    let _delay = Delay::arm(Duration::from_secs(10));
     // A: TERM (ignored) now from the close, KILL by the reaper 50 ms later → the release.
     let a = spawn_big("TERM:50ms,KILL:10s", "TERM", Reap::Background);
     // B: HUP (ignored) now, KILL by the reaper 500 ms later.
@@ -285,7 +300,7 @@ fn reaper_keeps_other_jobs_on_time_while_a_release_runs() {
     let closed = Instant::now();
     drop(a);
     drop(b);
-    let b_gone = exits_within(&b_fd, Duration::from_secs(2));
+    let b_gone = exits_within(&b_fd, Duration::from_secs(5));
     let b_took = closed.elapsed();
     assert!(
         childguard::reaper::drain(Instant::now() + Duration::from_secs(30)),
@@ -304,10 +319,10 @@ fn reaper_keeps_other_jobs_on_time_while_a_release_runs() {
 /// and the report says why.
 #[test]
 fn release_is_skipped_while_huge_pages_could_make_up_the_child() {
-    let _serial = serial();
+    let _serial = serial(true);
     let holder = ChildHandle::builder(slowserver(&[
         "--alloc",
-        "0.5",
+        "0.25",
         "--hugepages",
         "--ignore-eof",
     ]))
@@ -323,8 +338,8 @@ fn release_is_skipped_while_huge_pages_could_make_up_the_child() {
         .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
         .unwrap();
     assert!(
-        huge_kib >= 128 << 10,
-        "precondition: a 512 MiB MADV_HUGEPAGE child should leave >= 128 MiB AnonHugePages, \
+        huge_kib >= 130 << 10,
+        "precondition: a 256 MiB MADV_HUGEPAGE child should leave >= 130 MiB AnonHugePages, \
          got {huge_kib} kB (transparent_hugepage disabled or memory too fragmented?)"
     );
     let handle = spawn_big("KILL:5s", "", Reap::Blocking);

@@ -107,3 +107,27 @@ pub(crate) fn after_mrelease() {
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub(crate) fn after_mrelease() {}
+
+/// Whether `release::plan` leaves out its system-wide huge-page test.
+#[cfg(feature = "failpoints")]
+static IGNORE_HUGE_PAGES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on (`true`), a `SIGKILL` rung's memory release leaves out its test of the
+/// *system's* transparent huge pages (`release.rs`, `plan`), so that tests of the release
+/// itself do not depend on what other processes on the host hold.
+#[cfg(feature = "failpoints")]
+pub fn ignore_system_huge_pages(on: bool) {
+    IGNORE_HUGE_PAGES.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// See [`ignore_system_huge_pages`].
+#[cfg(feature = "failpoints")]
+pub(crate) fn ignores_system_huge_pages() -> bool {
+    IGNORE_HUGE_PAGES.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn ignores_system_huge_pages() -> bool {
+    false
+}

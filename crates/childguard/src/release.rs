@@ -109,6 +109,9 @@ pub(crate) fn plan(wanted: bool, process: &Process) -> Plan {
     if resident < RELEASE_MIN_RESIDENT {
         return Plan::Nothing;
     }
+    if crate::failpoint::ignores_system_huge_pages() {
+        return Plan::Release;
+    }
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     match anon_huge_bytes(&meminfo) {
         Some(huge) if huge.saturating_mul(2) >= resident => Plan::Skip(format!(
