@@ -25,6 +25,9 @@
 //! counter bumped in a `pthread_atfork` child handler would close that (and not for raw
 //! `clone`); we accept it as the kernel makes it: about one chance in `pid_max` per such fork.
 
+use std::io;
+use std::sync::mpsc;
+
 use crate::sys::Published;
 
 /// A value owned by the process that published it.
@@ -54,6 +57,50 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
             .load()
             .filter(|stamped| stamped.pid == me)
             .map(|stamped| &stamped.value)
+    }
+
+    /// This process's value, started if it has none: `make` builds it and what its thread
+    /// needs (`state`), a thread named `name` is started, and, once the value is published,
+    /// runs `serve(value, state)` — for the life of the process.
+    ///
+    /// Only a value whose thread runs is published: a start that fails (`make` fails, or no
+    /// thread can be created: `RLIMIT_NPROC`, `pids.max`) leaves nothing behind, the caller
+    /// gets the error, and the next use tries again.
+    ///
+    /// Race avoided (two first uses at once): both may start a thread; one value is
+    /// published, and the other thread is told to end (its channel closes) before it serves
+    /// anything, dropping its state (fds, signal registrations) as it goes. No lock is held
+    /// across the start, so a `fork()` in the middle of one cannot leave the child a lock it
+    /// waits on forever.
+    pub(crate) fn get_or_start<S: Send + 'static>(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> io::Result<(T, S)>,
+        serve: fn(&'static T, S),
+    ) -> io::Result<&'static T> {
+        if let Some(value) = self.get() {
+            return Ok(value);
+        }
+        let (value, state) = make()?;
+        // The thread waits to be told which value it serves (or that it lost the race).
+        let (go, start) = mpsc::channel::<&'static T>();
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                if let Ok(value) = start.recv() {
+                    serve(value, state);
+                }
+            })?;
+        match self.publish(value) {
+            Ok(ours) => {
+                // Whatever arrives for it before the thread reads this waits (in a channel, a
+                // socket, signal-hook's pipe): nothing is lost.
+                let _ = go.send(ours);
+                Ok(ours)
+            }
+            // Dropping `go` ends our thread; `_ours` goes with it.
+            Err((_ours, theirs)) => Ok(theirs),
+        }
     }
 
     /// Publishes `value` as this process's, unless another thread of this process published

@@ -56,46 +56,28 @@ static REAPER: PerProcess<Reaper> = PerProcess::new();
 
 /// The reaper, started on first use. Starting can fail (no fd or thread left): the caller
 /// then keeps its job, and the next hand-off tries again — only a reaper whose thread runs is
-/// published, so no job is ever queued where no thread would take it.
-///
-/// Race avoided (two first hand-offs at once): both may start a thread; one reaper is
-/// published, and the other thread is told to end (its channel closes) before it takes any
-/// job, closing its epoll fd and wake socket as it goes. No lock is held across the start, so
-/// a `fork()` in the middle of one cannot leave the forked child a lock it waits on forever.
+/// published, so no job is ever queued where no thread would take it (see
+/// [`PerProcess::get_or_start`]; a reaper that lost a race of first hand-offs closes its epoll
+/// fd and wake socket as its thread ends).
 fn reaper() -> io::Result<&'static Reaper> {
-    if let Some(r) = REAPER.get() {
-        return Ok(r);
-    }
-    let (wake_tx, wake_rx) = UnixStream::pair()?;
-    wake_tx.set_nonblocking(true)?;
-    wake_rx.set_nonblocking(true)?;
-    let poller = Poller::new(wake_rx)?;
-    // The thread waits to be told which reaper it runs (or that it lost the race).
-    let (go, start) = std::sync::mpsc::channel::<&'static Reaper>();
-    std::thread::Builder::new()
-        .name("childguard-reaper".into())
-        .spawn(move || {
-            if let Ok(r) = start.recv() {
-                run(r, poller);
-            }
-        })?;
-    let fresh = Reaper {
-        inbox: Mutex::new(Vec::new()),
-        wake_tx,
-        in_flight: AtomicUsize::new(0),
-        idle: (Mutex::new(()), Condvar::new()),
-        sigchld_hooked: OnceLock::new(),
-    };
-    match REAPER.publish(fresh) {
-        Ok(r) => {
-            // Jobs queued before the thread has read this wait in the inbox; their wake-up
-            // byte waits in the socket.
-            let _ = go.send(r);
-            Ok(r)
-        }
-        // Dropping `go` ends our thread; `_ours` closes our wake socket.
-        Err((_ours, theirs)) => Ok(theirs),
-    }
+    REAPER.get_or_start(
+        "childguard-reaper",
+        || {
+            let (wake_tx, wake_rx) = UnixStream::pair()?;
+            wake_tx.set_nonblocking(true)?;
+            wake_rx.set_nonblocking(true)?;
+            let poller = Poller::new(wake_rx)?;
+            let fresh = Reaper {
+                inbox: Mutex::new(Vec::new()),
+                wake_tx,
+                in_flight: AtomicUsize::new(0),
+                idle: (Mutex::new(()), Condvar::new()),
+                sigchld_hooked: OnceLock::new(),
+            };
+            Ok((fresh, poller))
+        },
+        run,
+    )
 }
 
 /// Hands a job to the reaper thread; gives it back if the reaper cannot be started.

@@ -20,29 +20,20 @@ type Request = (Command, mpsc::Sender<io::Result<Child>>);
 /// The channel to this process's spawner thread.
 static SPAWNER: PerProcess<mpsc::Sender<Request>> = PerProcess::new();
 
-/// The spawner, started on first use. A failed start leaves nothing behind: the next use tries
-/// again. Two first uses at once may both start a thread: one channel is published, and the
-/// other thread ends as soon as its channel closes, having spawned nothing.
+/// The spawner, started on first use; a failed start is tried again on the next use (see
+/// [`PerProcess::get_or_start`]).
 fn spawner() -> io::Result<&'static mpsc::Sender<Request>> {
-    if let Some(tx) = SPAWNER.get() {
-        return Ok(tx);
-    }
-    let (tx, rx) = mpsc::channel::<Request>();
-    std::thread::Builder::new()
-        .name("childguard-spawner".into())
-        .spawn(move || {
-            for (mut cmd, reply) in rx {
-                let spawned = cmd.spawn();
-                // Drop `cmd` (and with it the child's ends of its sockets) *before* replying,
-                // so that spawn() never returns while this process still holds them.
-                drop(cmd);
-                let _ = reply.send(spawned);
-            }
-        })?;
-    match SPAWNER.publish(tx) {
-        Ok(tx) => Ok(tx),
-        // Dropping ours closes the channel of the thread just started: it ends.
-        Err((_ours, theirs)) => Ok(theirs),
+    SPAWNER.get_or_start("childguard-spawner", || Ok(mpsc::channel()), serve)
+}
+
+/// The spawner thread: spawns each command it is sent, for as long as the process lives.
+fn serve(_: &'static mpsc::Sender<Request>, requests: mpsc::Receiver<Request>) {
+    for (mut cmd, reply) in requests {
+        let spawned = cmd.spawn();
+        // Drop `cmd` (and with it the child's ends of its sockets) *before* replying, so that
+        // spawn() never returns while this process still holds them.
+        drop(cmd);
+        let _ = reply.send(spawned);
     }
 }
 

@@ -41,36 +41,23 @@ const READS_PER_ROUND: usize = 4;
 /// pause must not keep the closing thread waiting).
 const SYNC_MAX: usize = 16 << 20;
 
-/// The capture thread, started on first use. A failed start leaves nothing behind: the next
-/// use tries again. Two first uses at once may both start a thread: one is published, the
-/// other is told to end (its channel closes) before it reads anything.
+/// The capture thread, started on first use; a failed start is tried again on the next use
+/// (see [`PerProcess::get_or_start`]).
 pub(super) fn start() -> io::Result<&'static Drain> {
-    if let Some(d) = DRAIN.get() {
-        return Ok(d);
-    }
-    let (wake_tx, wake_rx) = UnixStream::pair()?;
-    wake_tx.set_nonblocking(true)?;
-    wake_rx.set_nonblocking(true)?;
-    let (go, begin) = std::sync::mpsc::channel::<&'static Drain>();
-    std::thread::Builder::new()
-        .name("childguard-capture".into())
-        .spawn(move || {
-            if let Ok(d) = begin.recv() {
-                run(d, wake_rx);
-            }
-        })?;
-    let fresh = Drain {
-        inbox: Mutex::new(Vec::new()),
-        wake_tx,
-    };
-    match DRAIN.publish(fresh) {
-        Ok(d) => {
-            let _ = go.send(d);
-            Ok(d)
-        }
-        // Dropping `go` ends our thread.
-        Err((_ours, theirs)) => Ok(theirs),
-    }
+    DRAIN.get_or_start(
+        "childguard-capture",
+        || {
+            let (wake_tx, wake_rx) = UnixStream::pair()?;
+            wake_tx.set_nonblocking(true)?;
+            wake_rx.set_nonblocking(true)?;
+            let fresh = Drain {
+                inbox: Mutex::new(Vec::new()),
+                wake_tx,
+            };
+            Ok((fresh, wake_rx))
+        },
+        run,
+    )
 }
 
 /// Wakes the thread (a sync was asked for). One pending byte is enough: a full socket is fine.

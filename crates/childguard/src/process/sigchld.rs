@@ -8,7 +8,7 @@
 
 use std::io;
 use std::process::ExitStatus;
-use std::sync::{mpsc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -31,46 +31,28 @@ pub(crate) struct Notifier {
 /// This process's notifier, once its thread runs (see [`crate::per_process`] for `fork()`).
 static NOTIFIER: PerProcess<Notifier> = PerProcess::new();
 
-/// The process-wide notifier, started on first use.
-///
-/// A start that fails (no thread can be created: `RLIMIT_NPROC`, `pids.max`, memory) leaves
-/// nothing behind and is tried again on the next use: only a running notifier is published,
-/// and the caller gets the error (a spawn that needs the notifier fails cleanly).
-///
-/// Race avoided (two first uses at once): both may start a thread; only one notifier is
-/// published, and the loser's thread is told to end (its channel closes) before it ever
-/// reads a signal, dropping its signal-hook registration. No lock is held across the start,
-/// so a `fork()` in the middle of one cannot leave the child a lock it waits on forever.
+/// The process-wide notifier, started on first use. A failed start is tried again on the next
+/// use (the caller gets the error: a spawn that needs the notifier fails cleanly); see
+/// [`PerProcess::get_or_start`] for the race of two first uses and for `fork()`.
 pub(crate) fn notifier() -> io::Result<&'static Notifier> {
-    if let Some(n) = NOTIFIER.get() {
-        return Ok(n);
-    }
-    let mut signals = signal_hook::iterator::Signals::new([libc::SIGCHLD])?;
-    // The thread waits to be told which notifier it feeds (or that it lost the race).
-    let (go, start) = mpsc::channel::<&'static Notifier>();
-    crate::failpoint::check(Point::NotifierStart)?;
-    std::thread::Builder::new()
-        .name("childguard-sigchld".into())
-        .spawn(move || {
-            let Ok(n) = start.recv() else { return };
+    NOTIFIER.get_or_start(
+        "childguard-sigchld",
+        || {
+            let signals = signal_hook::iterator::Signals::new([libc::SIGCHLD])?;
+            crate::failpoint::check(Point::NotifierStart)?;
+            let fresh = Notifier {
+                generation: Mutex::new(0),
+                changed: Condvar::new(),
+                wakers: Mutex::new(Vec::new()),
+            };
+            Ok((fresh, signals))
+        },
+        |n, mut signals| {
             for _ in signals.forever() {
                 n.count_one();
             }
-        })?;
-    let fresh = Notifier {
-        generation: Mutex::new(0),
-        changed: Condvar::new(),
-        wakers: Mutex::new(Vec::new()),
-    };
-    match NOTIFIER.publish(fresh) {
-        Ok(n) => {
-            // Signals that came before this send wait in signal-hook's pipe: none is lost.
-            let _ = go.send(n);
-            Ok(n)
-        }
-        // Dropping `go` ends our thread.
-        Err((_, theirs)) => Ok(theirs),
-    }
+        },
+    )
 }
 
 impl Notifier {
