@@ -263,52 +263,43 @@ fn exec_enoexec_is_a_clear_spawn_error() {
 fn sigchld_ignored_by_the_host_is_a_clear_error() {
     let _serial = serial();
     let out = driver("sigchld-ignored");
-    let refused = out
-        .lines()
-        .find(|l| l.starts_with("REFUSED "))
-        .unwrap_or_else(|| panic!("spawn with SIGCHLD ignored was not refused:\n{out}"));
-    assert_eq!(value(refused, "kind"), Some("SigchldIgnored"), "{refused}");
-    assert!(
-        refused.contains("SIG_IGN") && refused.contains("cg-slowserver"),
-        "{refused}"
-    );
-    assert!(out.contains("CHILDREN after-refusal=0"), "{out}");
-    let r = driver_report(&out, "ignored-after-spawn");
-    assert!(r["status"].is_null(), "{r}");
-    assert!(
-        r["notes"].to_string().contains("exit status lost"),
-        "the report does not say the status was lost: {r}"
-    );
-    assert!(r["reaped_ms"].is_number(), "{r}");
-    eprintln!("SIGCHLD=SIG_IGN after spawn: {r}");
+    assert_refused_while_auto_reaped(&out, "SIG_IGN", "ignored-after-spawn");
 }
 
 /// The host gives `SIGCHLD` the `SA_NOCLDWAIT` flag (in the driver): children are then reaped
 /// by the kernel exactly as with `SIG_IGN` (`waitid` gets `ECHILD`, the pid is free for reuse
-/// while we would still `kill`/`killpg` it), so the spawn is refused with the same error kind,
-/// naming the flag and the program, before any fork. Set after a spawn: the status is lost and
-/// the close says so.
+/// while we would still `kill`/`killpg` it by number), so the spawn is refused with the same
+/// error kind, naming the flag and the program, before any fork. Set after a spawn: the status
+/// is lost and the close says so.
 #[test]
 fn sigchld_nocldwait_by_the_host_is_a_clear_error() {
     let _serial = serial();
     let out = driver("sigchld-nocldwait");
+    assert_refused_while_auto_reaped(&out, "SA_NOCLDWAIT", "nocldwait-after-spawn");
+}
+
+/// The driver's `auto_reaped` output: the spawn refused (`SigchldIgnored`, the message naming
+/// `cause` and the program, no child left); the close of the child spawned before reports the
+/// status as lost.
+fn assert_refused_while_auto_reaped(out: &str, cause: &str, after_tag: &str) {
     let refused = out
         .lines()
         .find(|l| l.starts_with("REFUSED "))
-        .unwrap_or_else(|| panic!("spawn with SA_NOCLDWAIT on SIGCHLD was not refused:\n{out}"));
+        .unwrap_or_else(|| panic!("spawn under {cause} was not refused:\n{out}"));
     assert_eq!(value(refused, "kind"), Some("SigchldIgnored"), "{refused}");
     assert!(
-        refused.contains("SA_NOCLDWAIT") && refused.contains("cg-slowserver"),
+        refused.contains(cause) && refused.contains("cg-slowserver"),
         "{refused}"
     );
     assert!(out.contains("CHILDREN after-refusal=0"), "{out}");
-    let r = driver_report(&out, "nocldwait-after-spawn");
+    let r = driver_report(out, after_tag);
     assert!(r["status"].is_null(), "{r}");
     assert!(
         r["notes"].to_string().contains("exit status lost"),
         "the report does not say the status was lost: {r}"
     );
     assert!(r["reaped_ms"].is_number(), "{r}");
+    eprintln!("{cause} after spawn: {r}");
 }
 
 /// `pidfd_open` works but `waitid(P_PIDFD)` is `EINVAL` (Linux 5.3), or a seccomp profile

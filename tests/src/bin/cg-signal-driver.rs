@@ -439,26 +439,9 @@ fn set_sigchld(disposition: libc::sighandler_t) {
 /// The host sets `SIGCHLD` to `SIG_IGN`: before a spawn (refused), and after one (the kernel
 /// reaps the child itself: the status is lost, nothing is signalled, nothing panics).
 fn sigchld_ignored() {
-    set_sigchld(libc::SIG_IGN);
-    match build(slowserver(&[]), "EOF:1s,KILL:1s", Opts::default()) {
-        Ok(h) => {
-            println!("SPAWNED-WHILE-IGNORED pid={:?}", h.id());
-            close("ignored", h);
-        }
-        Err(e) => println!("REFUSED kind={:?} io={:?} msg={e}", e.kind(), e.io_kind()),
-    }
-    println!("CHILDREN after-refusal={}", our_children().len());
-    set_sigchld(libc::SIG_DFL);
-
-    let h = spawn(
-        "ignored-after-spawn",
-        &["--ignore", "HUP", "--ignore-eof"],
-        "HUP:20ms,KILL:1s",
-        Opts::default(),
-    );
-    set_sigchld(libc::SIG_IGN);
-    close("ignored-after-spawn", h);
-    set_sigchld(libc::SIG_DFL);
+    auto_reaped("ignored", |on| {
+        set_sigchld(if on { libc::SIG_IGN } else { libc::SIG_DFL })
+    });
 }
 
 /// `sigaction(2)`: `SIGCHLD` with handler `SIG_DFL` and, if `nocldwait`, the `SA_NOCLDWAIT`
@@ -485,26 +468,34 @@ fn set_sigchld_nocldwait(nocldwait: bool) {
 /// children itself, as with `SIG_IGN`. Before a spawn: refused; after one: the status is lost,
 /// nothing is signalled, nothing panics.
 fn sigchld_nocldwait() {
-    set_sigchld_nocldwait(true);
+    auto_reaped("nocldwait", set_sigchld_nocldwait);
+}
+
+/// A disposition under which the kernel reaps children itself, set by `set(true)` (undone by
+/// `set(false)`): a spawn under it (refused: `REFUSED`), then one made before it is set and
+/// closed under it (report `TAG-after-spawn`).
+fn auto_reaped(tag: &str, set: fn(bool)) {
+    set(true);
     match build(slowserver(&[]), "EOF:1s,KILL:1s", Opts::default()) {
         Ok(h) => {
-            println!("SPAWNED-WHILE-NOCLDWAIT pid={:?}", h.id());
-            close("nocldwait", h);
+            println!("SPAWNED-WHILE-AUTO-REAPED pid={:?}", h.id());
+            close(tag, h);
         }
         Err(e) => println!("REFUSED kind={:?} io={:?} msg={e}", e.kind(), e.io_kind()),
     }
     println!("CHILDREN after-refusal={}", our_children().len());
-    set_sigchld_nocldwait(false);
+    set(false);
 
+    let after = format!("{tag}-after-spawn");
     let h = spawn(
-        "nocldwait-after-spawn",
+        &after,
         &["--ignore", "HUP", "--ignore-eof"],
         "HUP:20ms,KILL:1s",
         Opts::default(),
     );
-    set_sigchld_nocldwait(true);
-    close("nocldwait-after-spawn", h);
-    set_sigchld_nocldwait(false);
+    set(true);
+    close(&after, h);
+    set(false);
 }
 
 /// Somebody else's `waitpid(-1)` reaps our child: before the close (with both mechanisms), and
