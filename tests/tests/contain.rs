@@ -149,6 +149,45 @@ fn without_containment_the_report_names_the_setsid_workers_that_escaped() {
 }
 
 #[test]
+fn a_background_close_and_an_async_close_of_a_contained_tree_leave_nothing() {
+    let _serial = serial();
+    // Reap::Background: close returns after the first rung; the reaper waits for the cgroup
+    // (inotify on cgroup.events in its epoll set), reaps and removes it.
+    let handle = ChildHandle::builder(slowserver(&["--daemonize", "--ignore-eof"]))
+        .socket(SocketMode::Stdio)
+        .ladder("TERM:100ms,KILL:5s".parse::<Ladder>().unwrap())
+        .contain(Containment::Cgroup)
+        .reap(childguard::Reap::Background)
+        .spawn()
+        .unwrap();
+    let daemon = childguard_tests::pidfd(read_ready(&handle).grandchild);
+    let report = handle.close().unwrap();
+    let dir = report.cgroup.as_ref().unwrap().path.clone();
+    assert!(report.handed_to_reaper, "{report}");
+    assert!(
+        childguard::reaper::drain(std::time::Instant::now() + Duration::from_secs(20)),
+        "the reaper still owns the contained child"
+    );
+    assert!(pidfd_exited_within(&daemon, Duration::ZERO), "{report}");
+    assert!(!dir.exists(), "the reaper left {}", dir.display());
+
+    // close_async: the same ladder, driven by tokio (the cgroup's inotify fd as an AsyncFd).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = contained(
+        slowserver(&["--daemonize", "--ignore-eof"]),
+        "TERM:100ms,KILL:5s",
+        KillMode::Mixed,
+    );
+    let daemon = childguard_tests::pidfd(read_ready(&handle).grandchild);
+    let report = runtime.block_on(handle.close_async()).unwrap();
+    assert!(report.cgroup.as_ref().unwrap().removed, "{report}");
+    assert!(pidfd_exited_within(&daemon, Duration::ZERO), "{report}");
+}
+
+#[test]
 fn setsid_workers_die_with_a_contained_close_in_both_kill_modes() {
     let _serial = serial();
     for mode in [KillMode::ControlGroup, KillMode::Mixed] {
