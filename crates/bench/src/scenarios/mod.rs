@@ -7,10 +7,12 @@
 //! too long to afford (then say so in `baseline_name`), and lower is better in every row.
 
 mod big;
+mod capture;
 mod contain;
 mod libnbd;
 mod overhead;
 mod precision;
+mod ready;
 mod scale;
 mod seed;
 mod spawn;
@@ -79,6 +81,16 @@ pub const ALL: &[Scenario] = &[
         name: "contain",
         about: "64 setsid'd busy workers: survivors contained vs process group, close vs /proc walk + kill, contained spawn+close cost",
         run: contain::run,
+    },
+    Scenario {
+        name: "ready",
+        about: "detection delay from the server's readiness to spawn() returning (Ready::Notify, Ready::Connect) vs a connect retried every 10 / 100 ms",
+        run: ready::run,
+    },
+    Scenario {
+        name: "capture",
+        about: "a server writing 100 MB of log: stderr captured (shared thread, 64 KiB tail) vs stderr to /dev/null",
+        run: capture::run,
     },
     Scenario {
         name: "spawn",

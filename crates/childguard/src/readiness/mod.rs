@@ -11,7 +11,7 @@
 //!   ([`Error::close_report`](crate::Error::close_report)).
 //!
 //! Each wait sleeps in `poll` on what can change — the notify socket, the child's pidfd — or
-//! on the capture's condition variable; only [`Ready::Connect`] retries, every 0.1–1 ms.
+//! on the capture's condition variable; only [`Ready::Connect`] retries, every 0.1–0.5 ms.
 
 mod connect;
 #[cfg(target_os = "linux")]
@@ -91,7 +91,7 @@ pub enum Ready {
     /// [`SocketMode::Stdio`](crate::SocketMode::Stdio)) unless the builder has one.
     Output(String),
     /// A connection to this address is accepted (then closed at once). Retried every
-    /// 0.1 ms, doubling to 1 ms.
+    /// 0.1 ms, doubling to 0.5 ms.
     Connect(ConnectTo),
     /// With [`SocketMode::Activation`](crate::SocketMode::Activation): the server accepted our
     /// connection on the activation socket (what activation always awaits, bounded by
