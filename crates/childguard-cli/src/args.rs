@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use childguard::Ladder;
 
-use crate::{duration, help, SLOWSERVER_SUBCOMMAND};
+use crate::{duration, help, messages, SLOWSERVER_SUBCOMMAND};
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -70,6 +70,11 @@ pub struct RunOptions {
     pub report: Option<ReportFormat>,
     /// `--preserve-status`.
     pub preserve_status: bool,
+    /// Run as GNU `timeout` (`childguard timeout`): a received `SIGALRM` is the timeout, and
+    /// a CMD `KILL`ed after the timeout gives 137.
+    pub gnu_timeout: bool,
+    /// `timeout -v`: name each signal sent on stderr.
+    pub verbose: bool,
     /// CMD and its arguments (never empty).
     pub command: Vec<OsString>,
 }
@@ -87,6 +92,14 @@ impl UsageError {
         UsageError {
             message: message.into(),
             hint: "childguard --help",
+        }
+    }
+
+    /// An error of `childguard timeout` (or `timeout`), pointing at its help.
+    pub fn timeout(message: impl Into<String>) -> UsageError {
+        UsageError {
+            message: message.into(),
+            hint: "timeout --help",
         }
     }
 
@@ -122,6 +135,10 @@ where
     };
     match first.to_str() {
         Some("run") => parse_run(args),
+        Some("timeout") => {
+            messages::set_program("timeout");
+            crate::timeout::parse(args)
+        }
         Some("demo") => parse_demo(args),
         Some("help") => Ok(Invocation::Help(help_topic(args.next())?)),
         Some("-h" | "--help") => Ok(Invocation::Help(help::TOP)),
@@ -138,6 +155,7 @@ fn help_topic(topic: Option<OsString>) -> Result<&'static str, UsageError> {
         None => Ok(help::TOP),
         Some(Some("run")) => Ok(help::RUN),
         Some(Some("demo")) => Ok(help::DEMO),
+        Some(Some("timeout")) => Ok(help::TIMEOUT),
         Some(_) => Err(UsageError::top(format!(
             "no help for {:?} (try run or demo)",
             topic.unwrap_or_default()
@@ -219,6 +237,8 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         stop_on_stdin_eof: flags.stop_on_stdin_eof,
         report: flags.report,
         preserve_status: flags.preserve_status,
+        gnu_timeout: false,
+        verbose: false,
         command,
     }))
 }

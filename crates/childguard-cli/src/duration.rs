@@ -23,7 +23,6 @@ pub fn parse_timeout(text: &str) -> Result<Option<Duration>, String> {
 }
 
 /// Parses a duration exactly as GNU `timeout` does (no humantime forms). `Ok(None)` for zero.
-#[cfg_attr(not(test), allow(dead_code))]
 pub fn parse_gnu(text: &str) -> Result<Option<Duration>, String> {
     let duration = gnu_form(text).unwrap_or_else(|| {
         Err("not a number of seconds with an optional unit s, m, h or d".into())

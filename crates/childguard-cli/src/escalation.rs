@@ -12,6 +12,7 @@ use childguard::{ChildHandle, Ending, Ladder, Rung, SentSignal, Signal};
 
 use crate::args::OnSignal;
 use crate::events::{Events, Woke};
+use crate::messages::say;
 
 /// What started the ladder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +125,7 @@ pub fn climb(
     trigger: Trigger,
     on_signal: OnSignal,
     to_group: bool,
+    verbose: Option<String>,
 ) -> childguard::Result<Climbed> {
     let plan = plan(ladder, trigger, on_signal);
     let started = Instant::now();
@@ -145,7 +147,7 @@ pub fn climb(
         climbed.shutdown = Some(started.elapsed());
     }
     if let Some(grace) = plan.eof_wait {
-        let deadline = started + grace;
+        let deadline = far(started, grace);
         if let Some(at) = wait_out(handle, events, deadline, &mut climbed, "the EOF wait")? {
             return Ok(climbed.ended(at, Ending::Eof));
         }
@@ -155,6 +157,10 @@ pub fn climb(
             // Exited just before this rung: the previous step ended it.
             let ending = climbed.previous_step();
             return Ok(climbed.ended(started.elapsed(), ending));
+        }
+        if let Some(command) = &verbose {
+            // As timeout -v says it, before the signal goes out.
+            say!("sending signal {} to command '{command}'", rung.signal);
         }
         let at = started.elapsed();
         // Sends the signal (and CONT); `Some` if CMD is already gone right after (KILL).
@@ -166,7 +172,7 @@ pub fn climb(
             true => Some(started.elapsed()),
             false => {
                 let what = format!("rung {index} ({rung})");
-                let deadline = Instant::now() + rung.grace;
+                let deadline = far(Instant::now(), rung.grace);
                 wait_out(handle, events, deadline, &mut climbed, &what)?
             }
         };
@@ -229,6 +235,13 @@ fn wait_out(
             Woke::StdinClosed => {}
         }
     }
+}
+
+/// `at + wait`, or a century from `at` when that overflows the clock (`-k inf`).
+fn far(at: Instant, wait: Duration) -> Instant {
+    at.checked_add(wait)
+        .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(at)
 }
 
 fn shut_down(socket: &UnixStream) {

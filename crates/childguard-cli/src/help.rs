@@ -8,6 +8,7 @@ Run a command under a signal ladder — timeout(1) with rungs — and report how
 
 Commands:
   run [OPTIONS] [--] CMD [ARG...]   run CMD; stop it with the ladder on a trigger
+  timeout [OPTION] DURATION CMD     GNU timeout(1)'s command line (also as argv[0] `timeout`)
   demo                              close a server with a 10 s read in flight, in ~1 ms
   help [run|demo]                   print help
 
@@ -97,4 +98,36 @@ takes 10 s, then closes it with the default ladder HUP:1s,TERM:2s,KILL:5s and pr
 close report: shutdown, signals, exit and reap times. It also prints what a waitpid-only
 close (what libnbd's nbd_close does) would have cost: the time the read still had left — an
 estimate, the demo does not wait for it.
+";
+
+/// `childguard timeout --help` (and `timeout --help` under that name).
+pub const TIMEOUT: &str = "\
+Usage: timeout [OPTION] DURATION COMMAND [ARG]...
+  or:  childguard timeout [OPTION] DURATION COMMAND [ARG]...
+
+GNU timeout(1)'s command line on childguard's close path: start COMMAND, and kill it if it
+is still running after DURATION. Run as `timeout` (ln -s childguard timeout) it is this.
+
+Options:
+  -f, --foreground       keep COMMAND in childguard's process group and signal only it
+                         (default: COMMAND leads a new group, which gets every signal)
+  -k, --kill-after=DUR   also send KILL if COMMAND is still running DUR after the signal
+  -p, --preserve-status  exit with COMMAND's status even when the timeout fired
+  -s, --signal=SIG       the signal sent on timeout (default TERM); 0 sends none
+  -v, --verbose          say on stderr which signal is sent to COMMAND
+  -h, --help             print this help
+  -V, --version          print the version
+
+DURATION is a number (exponents, inf allowed) with an optional unit s (default), m, h or d;
+0 disables the timeout. A SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or the -s signal
+sent to timeout is forwarded to COMMAND (then -k's KILL follows); a SIGALRM is the timeout.
+COMMAND gets the -s signal if timeout dies (PR_SET_PDEATHSIG).
+
+Exit status:
+  124  the timeout fired (unless --preserve-status)
+  125  timeout itself failed
+  126  COMMAND was found but could not be run
+  127  COMMAND was not found
+  137  COMMAND (or timeout) was sent KILL
+  else COMMAND's exit status (128+N if it died of signal N)
 ";

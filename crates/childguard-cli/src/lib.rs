@@ -23,6 +23,7 @@ mod help;
 mod messages;
 mod run;
 mod timeline;
+mod timeout;
 
 use std::ffi::OsString;
 
@@ -31,6 +32,21 @@ use args::Invocation;
 /// The hidden subcommand that turns this binary into the slowserver fixture (used by `demo`,
 /// which re-executes itself with it, so the demo needs no other binary).
 pub const SLOWSERVER_SUBCOMMAND: &str = "__slowserver";
+
+/// The whole program, from the whole command line: run as `timeout` (argv[0]'s file name,
+/// e.g. through `ln -s childguard timeout`) it is `childguard timeout`.
+pub fn main_from<I>(argv: I) -> i32
+where
+    I: IntoIterator<Item = OsString>,
+{
+    let mut argv = argv.into_iter();
+    let name = argv.next().unwrap_or_default();
+    let base = std::path::Path::new(&name).file_name().unwrap_or_default();
+    if base == "timeout" {
+        return main_with(std::iter::once(OsString::from("timeout")).chain(argv));
+    }
+    main_with(argv)
+}
 
 /// The whole program: `args` are the arguments after the program name. Returns the exit code
 /// (124–127 as in `timeout(1)`; see `docs/cli.md`).

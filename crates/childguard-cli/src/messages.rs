@@ -14,7 +14,6 @@ use std::sync::OnceLock;
 static PROGRAM: OnceLock<&'static str> = OnceLock::new();
 
 /// Sets the prefix (once, before the first message).
-#[allow(dead_code)]
 pub fn set_program(name: &'static str) {
     let _ = PROGRAM.set(name);
 }

@@ -63,6 +63,10 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
     let trigger = match events.wait(&mut handle, deadline)? {
         Woke::Exited => None,
         Woke::Deadline => options.timeout.map(Trigger::Timeout),
+        // timeout(1)'s own timer is SIGALRM: one sent to it is the timeout firing.
+        Woke::Signal(signal) if options.gnu_timeout && signal.as_raw() == libc::SIGALRM => {
+            Some(Trigger::Timeout(options.timeout.unwrap_or_default()))
+        }
         Woke::Signal(signal) => Some(Trigger::Signal(signal)),
         Woke::StdinClosed => Some(Trigger::StdinClosed),
     };
@@ -74,6 +78,9 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
             trigger,
             options.on_signal,
             options.group,
+            options
+                .verbose
+                .then(|| options.command[0].to_string_lossy().into_owned()),
         )?),
         None => None,
     };
@@ -88,12 +95,7 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
     }
     let left_running = report.handed_to_reaper && !wait_for_reaper(&report, &options.ladder);
     let timed_out = climbed.as_ref().is_some_and(|c| c.timed_out);
-    Ok(exit_code_for(
-        &report,
-        left_running,
-        timed_out,
-        options.preserve_status,
-    ))
+    Ok(exit_code_for(&report, left_running, timed_out, options))
 }
 
 /// The longest childguard waits, after the ladder, for the background reaper to see a CMD
@@ -169,14 +171,20 @@ fn exit_code_for(
     report: &CloseReport,
     left_running: bool,
     timed_out: bool,
-    preserve_status: bool,
+    options: &RunOptions,
 ) -> i32 {
     let program = report.program.as_deref().unwrap_or("CMD");
     let pid = report.pid.unwrap_or(0);
     if left_running {
         say!("{program}[{pid}] is still running: left behind unreaped as pid {pid}");
     }
-    if timed_out && !preserve_status {
+    // timeout(1) after its timeout: a command that had to be KILLed gives 137 (timeout is in
+    // the group it KILLs, or forces the status with --foreground), any other 124.
+    let killed = report
+        .status
+        .and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s))
+        == Some(libc::SIGKILL);
+    if timed_out && !options.preserve_status && !(options.gnu_timeout && killed) {
         return exit_code::TIMED_OUT;
     }
     match report.status {

@@ -1,5 +1,5 @@
 //! The `childguard` CLI, built inside the test package so integration tests can find it.
 
 fn main() {
-    std::process::exit(childguard_cli::main_with(std::env::args_os().skip(1)))
+    std::process::exit(childguard_cli::main_from(std::env::args_os()))
 }

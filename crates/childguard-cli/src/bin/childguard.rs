@@ -1,5 +1,5 @@
 //! The `childguard` command; everything lives in the library so that tests can wrap it.
 
 fn main() {
-    std::process::exit(childguard_cli::main_with(std::env::args_os().skip(1)))
+    std::process::exit(childguard_cli::main_from(std::env::args_os()))
 }
