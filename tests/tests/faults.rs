@@ -453,10 +453,11 @@ fn a_forked_child_starts_its_own_process_wide_threads() {
 }
 
 /// `fork()` without `exec` while holding handles (in the driver): the forked child's copies
-/// name the parent's children. Its `kill` and `try_wait` are refused (`Inherited`), its close
-/// and drop only let its fd copies go — so the parent's servers are untouched: still running
-/// (no EOF from a shutdown of the shared socket, no signal through the pidfd, no
-/// `cgroup.kill`), and the parent's own closes then end them by EOF and remove the cgroup.
+/// name the parent's children. Its `kill` and `try_wait` are refused (`Inherited`), its close,
+/// drop and detach only let its fd copies go — so the parent's servers and guardians are
+/// untouched: still running (no EOF from a shutdown of the shared socket, no signal through
+/// the pidfd, no `cgroup.kill`, no guardian dismissed), and the parent's own closes then end
+/// them by EOF and remove the cgroups.
 #[test]
 fn handles_inherited_through_fork_leave_the_parents_children_alone() {
     let _serial = serial();
@@ -476,7 +477,14 @@ fn handles_inherited_through_fork_leave_the_parents_children_alone() {
         "{r}"
     );
     assert!(out.contains("FORKED-EXIT code=Some(0)"), "{out}");
-    for tag in ["kept-plain", "kept-contained"] {
+    assert!(out.contains("INHERITED detach ok socket=true"), "{out}");
+    assert!(out.contains("INHERITED drained=true"), "{out}");
+    assert!(out.contains("GUARDIANS before-fork=2"), "{out}");
+    assert!(
+        out.contains("GUARDIANS after-forked-child=2"),
+        "the forked child's copy dismissed a guardian of the parent's:\n{out}"
+    );
+    for tag in ["kept-plain", "kept-contained", "kept-detached"] {
         assert!(
             out.contains(&format!("AFTER tag={tag} running=true")),
             "the forked child's copy ended the parent's {tag}:\n{out}"
@@ -484,8 +492,10 @@ fn handles_inherited_through_fork_leave_the_parents_children_alone() {
         let r = driver_report(&out, tag);
         assert_eq!(r["ended_by"]["kind"], "eof", "{tag}: {r}");
     }
-    let r = driver_report(&out, "kept-contained");
-    assert_eq!(r["cgroup"]["removed"], true, "{r}");
+    for tag in ["kept-contained", "kept-detached"] {
+        let r = driver_report(&out, tag);
+        assert_eq!(r["cgroup"]["removed"], true, "{tag}: {r}");
+    }
 }
 
 /// A `waitpid(-1)` elsewhere in the host reaps our child (in the driver). What we do: the

@@ -58,6 +58,15 @@ impl ChildHandle {
             // A socket-only handle: nothing to reap.
             return Ok(parts.socket.take());
         };
+        if process.is_inherited() {
+            // A copy made by fork() without exec: the child and its socket directory are the
+            // parent's, to reap and remove (see `ChildHandle::let_go_inherited`). Handing them
+            // to our reaper would dismiss the parent's guardian and remove its directory when
+            // the job ends; this process gives up its copies of their fds by forgetting them.
+            std::mem::forget(process);
+            std::mem::forget(parts.socket_dir.take());
+            return Ok(parts.socket.take());
+        }
         // Shared with the job's callback so that a failed hand-off can give it back.
         let socket_dir = Arc::new(Mutex::new(parts.socket_dir.take()));
         let for_reaper = Arc::clone(&socket_dir);

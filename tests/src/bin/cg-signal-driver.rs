@@ -18,9 +18,10 @@
 //! - `fork`: uses childguard (an `exit_with_parent` spawn, a background hand-off still in
 //!   flight, a portable spawn), then `fork()`s without `exec`; the forked child does it all
 //!   again (`FORKED …` lines) and must finish within a bound (`FORKED-EXIT …`).
-//! - `fork-inherited`: `fork()`s while holding two handles (one contained in a cgroup with
-//!   `exit_with_parent`, so it has a guardian); the forked child tries to kill, wait for and
-//!   close its copies; the parent then checks its servers are untouched.
+//! - `fork-inherited`: `fork()`s while holding three handles (two contained in a cgroup with
+//!   `exit_with_parent`, so with a guardian each); the forked child tries to kill, wait for,
+//!   close, drop and detach its copies; the parent then checks its servers and guardians are
+//!   untouched.
 //! - `notifier-retry`: the `SIGCHLD` notifier thread cannot be started for the first portable
 //!   spawn; the next one starts it.
 //!
@@ -787,15 +788,21 @@ fn forked_child() -> i32 {
 /// would see EOF), no removal of the cgroup, no dismissal of the guardian.
 fn fork_with_handles() {
     let mut plain = spawn("kept-plain", &[], "EOF:5s,KILL:1s", Opts::default());
-    let mut contained = ChildHandle::builder(slowserver(&[]))
-        .socket(SocketMode::Stdio)
-        .ladder("EOF:5s,KILL:1s".parse().expect("ladder"))
-        .contain(childguard::Containment::Cgroup)
-        .exit_with_parent(true)
-        .spawn()
-        .expect("contained spawn (needs a writable cgroup v2: CI runs as root)");
-    owned("kept-contained", &contained, Opts::default());
-    read_ready(&contained);
+    let contained_spawn = |tag: &str| {
+        let h = ChildHandle::builder(slowserver(&[]))
+            .socket(SocketMode::Stdio)
+            .ladder("EOF:5s,KILL:1s".parse().expect("ladder"))
+            .contain(childguard::Containment::Cgroup)
+            .exit_with_parent(true)
+            .spawn()
+            .expect("contained spawn (needs a writable cgroup v2: CI runs as root)");
+        owned(tag, &h, Opts::default());
+        read_ready(&h);
+        h
+    };
+    let mut contained = contained_spawn("kept-contained");
+    let mut detached = contained_spawn("kept-detached");
+    println!("GUARDIANS before-fork={}", live_guardians());
     std::io::stdout().flush().expect("flush before fork");
     // SAFETY: fork(2) in a multithreaded process; the child only runs the steps below (which
     // allocate and print, as a program that forks without exec does) and then _exits.
@@ -817,6 +824,13 @@ fn fork_with_handles() {
         );
         close("inherited-contained", contained);
         drop(plain);
+        match detached.detach() {
+            Ok(socket) => println!("INHERITED detach ok socket={}", socket.is_some()),
+            Err(e) => println!("INHERITED detach error={}", e.error()),
+        }
+        // Whatever the detach handed to this process's reaper is done with before we leave.
+        let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
+        println!("INHERITED drained={drained}");
         std::io::stdout().flush().ok();
         // SAFETY: _exit(2) ends the forked child without returning into main.
         unsafe { libc::_exit(0) };
@@ -830,12 +844,14 @@ fn fork_with_handles() {
         status.and_then(|s| s.exit_status()),
         status.and_then(|s| s.terminating_signal())
     );
-    // Give a shutdown or signal from the forked child time to show (it would end a server
-    // within milliseconds).
+    // Give a shutdown, signal or dismissal from the forked child time to show (it would end a
+    // server or a guardian within milliseconds).
     std::thread::sleep(Duration::from_millis(300));
+    println!("GUARDIANS after-forked-child={}", live_guardians());
     for (tag, h) in [
         ("kept-plain", &mut plain),
         ("kept-contained", &mut contained),
+        ("kept-detached", &mut detached),
     ] {
         println!(
             "AFTER tag={tag} running={}",
@@ -844,4 +860,18 @@ fn fork_with_handles() {
     }
     close("kept-plain", plain);
     close("kept-contained", contained);
+    close("kept-detached", detached);
+}
+
+/// Our children that are live cgroup guardians (`sh` running the script that writes
+/// `cgroup.kill`), not zombies.
+fn live_guardians() -> usize {
+    our_children()
+        .into_iter()
+        .filter(|&pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains("cgroup.kill")
+                && childguard_tests::proc_state(pid).is_some_and(|s| s != 'Z')
+        })
+        .count()
 }
