@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod nbd;
+pub mod postgres;
 
 use std::io::Read;
 use std::path::PathBuf;

@@ -3,15 +3,14 @@
 //! --setsid`, and postgres 15 with a busy backend.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use childguard::{ChildHandle, Containment, ErrorKind, KillMode, Ladder, Signal, SocketMode};
+use childguard_tests::postgres::{self, Cluster};
 use childguard_tests::{
-    eventually, fd_count, is_alive, our_children, read_ready, read_ready_with_workers, scratch,
-    slowserver,
+    eventually, fd_count, is_alive, our_children, read_ready, read_ready_with_workers, slowserver,
 };
 
 /// The tests of this file count this process's fds, children and cgroups: one at a time.
@@ -443,128 +442,50 @@ fn pidfd_exited_within(fd: &std::os::fd::OwnedFd, wait: Duration) -> bool {
 
 // ---- postgres ----
 
-/// postgres' bin directory (Debian: /usr/lib/postgresql/N/bin), or `None` to skip.
-fn postgres_bin() -> Option<PathBuf> {
-    let found = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("bin"))
-        .find(|bin| bin.join("initdb").exists() && bin.join("postgres").exists());
-    if found.is_none() && std::env::var_os("CHILDGUARD_SKIP_PEERS").is_some_and(|v| v == "1") {
-        eprintln!("postgres missing; skipped (CHILDGUARD_SKIP_PEERS=1)");
-        return None;
-    }
-    Some(
-        found.expect(
-            "postgres is missing: apt-get install postgresql (or set CHILDGUARD_SKIP_PEERS=1)",
-        ),
-    )
+/// Waits until the cluster answers a query (bounded).
+fn wait_ready(cluster: &Cluster) {
+    let ok = eventually(Duration::from_secs(60), || {
+        cluster.psql("select 1").status.success()
+    });
+    assert!(ok, "postgres did not come up within 60 s");
 }
 
-/// The unprivileged user postgres runs as (it refuses root): uid and gid of `postgres`.
-fn postgres_user() -> (u32, u32) {
-    let out = Command::new("id")
-        .args(["-u", "postgres"])
-        .output()
+/// One client spinning in a `DO` loop, one idle client; returns both once the busy query is
+/// running.
+fn clients(cluster: &Cluster) -> (Child, Child) {
+    let busy = cluster
+        .psql_command(&[
+            "-XAtq",
+            "-c",
+            "DO $$ BEGIN LOOP PERFORM 1; END LOOP; END $$",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap();
-    let uid = String::from_utf8_lossy(&out.stdout).trim().parse();
-    let out = Command::new("id")
-        .args(["-g", "postgres"])
-        .output()
+    let mut idle = cluster
+        .psql_command(&["-XAtq"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap();
-    let gid = String::from_utf8_lossy(&out.stdout).trim().parse();
-    match (uid, gid) {
-        (Ok(u), Ok(g)) => (u, g),
-        _ => panic!("no `postgres` user: .ci/run creates it (useradd --system postgres)"),
-    }
-}
-
-struct Pg {
-    bin: PathBuf,
-    data: PathBuf,
-    sockets: PathBuf,
-    uid: u32,
-    gid: u32,
-}
-
-impl Pg {
-    fn as_user(&self, program: &str) -> Command {
-        let mut cmd = Command::new(self.bin.join(program));
-        cmd.uid(self.uid).gid(self.gid).env_remove("PGDATA");
-        cmd.current_dir("/");
-        cmd
-    }
-
-    fn server(&self) -> Command {
-        let mut cmd = self.as_user("postgres");
-        cmd.arg("-D")
-            .arg(&self.data)
-            .arg("-k")
-            .arg(&self.sockets)
-            .args(["-c", "listen_addresses=", "-c", "fsync=off"]);
-        cmd.stdin(Stdio::null()).stderr(Stdio::null());
-        cmd
-    }
-
-    fn psql(&self, sql: &str) -> Command {
-        let mut cmd = self.as_user("psql");
-        cmd.arg("-h")
-            .arg(&self.sockets)
-            .args(["-U", "postgres", "-d", "postgres", "-XAtq", "-c", sql]);
-        cmd
-    }
-
-    /// Waits until the server answers a query (bounded).
-    fn wait_ready(&self) {
-        let ok = eventually(Duration::from_secs(60), || {
-            self.psql("select 1")
-                .stderr(Stdio::null())
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-        assert!(ok, "postgres did not come up within 60 s");
-    }
-
-    /// One client spinning in a `DO` loop, one idle client; returns both once the busy
-    /// query is running.
-    fn clients(&self) -> (Child, Child) {
-        let busy = self
-            .psql("DO $$ BEGIN LOOP PERFORM 1; END LOOP; END $$")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut idle = self.as_user("psql");
-        idle.arg("-h")
-            .arg(&self.sockets)
-            .args(["-U", "postgres", "-d", "postgres", "-XAtq"]);
-        let idle = idle
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut idle = idle;
-        // The idle client is connected once it answers.
-        let stdin = idle.stdin.as_mut().unwrap();
-        writeln!(stdin, "select 'idle-up';").unwrap();
-        let mut line = String::new();
-        BufReader::new(idle.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "idle-up");
-        let running = eventually(Duration::from_secs(30), || {
-            let out = self
-                .psql("select count(*) from pg_stat_activity where state = 'active' and query like 'DO %'")
-                .output()
-                .unwrap();
-            String::from_utf8_lossy(&out.stdout).trim() == "1"
-        });
-        assert!(running, "the busy backend never showed in pg_stat_activity");
-        (busy, idle)
-    }
+    // The idle client is connected once it answers.
+    writeln!(idle.stdin.as_mut().unwrap(), "select 'idle-up';").unwrap();
+    let mut line = String::new();
+    BufReader::new(idle.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "idle-up");
+    let running = eventually(Duration::from_secs(30), || {
+        let out = cluster.psql(
+            "select count(*) from pg_stat_activity where state = 'active' and query like 'DO %'",
+        );
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    });
+    assert!(running, "the busy backend never showed in pg_stat_activity");
+    (busy, idle)
 }
 
 fn end_clients((mut busy, mut idle): (Child, Child)) {
@@ -577,55 +498,28 @@ fn end_clients((mut busy, mut idle): (Child, Child)) {
 #[test]
 fn postgres_with_a_busy_backend_leaves_no_process_and_restarts_on_the_same_data_dir() {
     let _serial = serial();
-    let Some(bin) = postgres_bin() else { return };
-    let (uid, gid) = postgres_user();
-    let root = scratch("pg");
-    let pg = Pg {
-        bin,
-        data: root.join("data"),
-        sockets: root.join("run"),
-        uid,
-        gid,
+    let test = "postgres_with_a_busy_backend_leaves_no_process_and_restarts_on_the_same_data_dir";
+    let Some(postgres) = postgres::pg_tool(test, "postgres", postgres::INSTALL_POSTGRES) else {
+        return; // missing, and CHILDGUARD_SKIP_PEERS=1 asked to skip
     };
-    for dir in [&root, &pg.data, &pg.sockets] {
-        std::fs::create_dir_all(dir).unwrap();
-        std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
-    }
-    let init = pg
-        .as_user("initdb")
-        .arg("-D")
-        .arg(&pg.data)
-        .args(["-A", "trust", "-U", "postgres", "--no-sync"])
-        .output()
-        .unwrap();
-    assert!(
-        init.status.success(),
-        "initdb: {}",
-        String::from_utf8_lossy(&init.stderr)
-    );
-
+    let Some(cluster) = Cluster::new(test) else {
+        return;
+    };
     for ladder in ["HUP:1s,TERM:2s,KILL:5s", "INT:5s,QUIT:1s,KILL:5s"] {
-        let handle = ChildHandle::builder(pg.server())
+        let handle = ChildHandle::builder(cluster.command(&postgres, "data"))
             .ladder(ladder.parse::<Ladder>().unwrap())
             .contain(Containment::Cgroup)
             .spawn()
             .unwrap_or_else(|e| panic!("starting postgres ({ladder}): {e}"));
-        pg.wait_ready();
-        let clients = pg.clients();
-        let members: Vec<u32> = {
-            let dir = own_cgroup_dir().join(
-                cgroup_of(handle.id().unwrap())
-                    .unwrap()
-                    .rsplit('/')
-                    .next()
-                    .unwrap(),
-            );
-            std::fs::read_to_string(dir.join("cgroup.procs"))
-                .unwrap()
-                .lines()
-                .map(|l| l.parse().unwrap())
-                .collect()
-        };
+        wait_ready(&cluster);
+        let clients = clients(&cluster);
+        let leader_cgroup = cgroup_of(handle.id().unwrap()).unwrap();
+        let dir = own_cgroup_dir().join(leader_cgroup.rsplit('/').next().unwrap());
+        let members: Vec<u32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
         // postmaster, its auxiliaries and the two backends.
         assert!(members.len() >= 4, "{ladder}: members {members:?}");
         let fds: Vec<_> = members
@@ -644,13 +538,12 @@ fn postgres_with_a_busy_backend_leaves_no_process_and_restarts_on_the_same_data_
         end_clients(clients);
     }
     // Nothing holds the shared memory or the data dir: a third start comes up.
-    let handle = ChildHandle::builder(pg.server())
+    let handle = ChildHandle::builder(cluster.command(&postgres, "data"))
         .ladder("INT:5s,KILL:5s".parse::<Ladder>().unwrap())
         .contain(Containment::Cgroup)
         .spawn()
         .unwrap();
-    pg.wait_ready();
+    wait_ready(&cluster);
     let report = handle.close().unwrap();
     assert!(report.cgroup.unwrap().removed);
-    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -7,45 +7,24 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use childguard::{Capture, ChildHandle, ErrorKind, Ladder, Ready, Signal};
+use childguard_tests::postgres::{self, Cluster};
 use childguard_tests::*;
 
 const INSTALL: &str = "apt-get install -y postgresql redis-server (or run tests/run.sh)";
 
-fn skip_peers() -> bool {
-    std::env::var_os("CHILDGUARD_SKIP_PEERS").is_some_and(|v| v == "1")
-}
-
 /// `Some(path)` of a server binary, `None` only when skipping was asked for; else a panic that
 /// says what to install.
 fn find(test: &str, name: &str, candidates: Vec<PathBuf>) -> Option<PathBuf> {
-    if let Some(found) = candidates.into_iter().find(|p| p.is_file()) {
-        return Some(found);
-    }
-    if skip_peers() {
-        eprintln!("SKIPPED {test}: {name} not installed (CHILDGUARD_SKIP_PEERS=1)");
-        return None;
-    }
-    panic!("{test} needs {name}: install with `{INSTALL}` (or set CHILDGUARD_SKIP_PEERS=1)");
+    postgres::find_peer(test, name, candidates, INSTALL)
 }
 
-/// The newest `/usr/lib/postgresql/<major>/bin/<tool>`.
 fn pg_tool(test: &str, tool: &str) -> Option<PathBuf> {
-    let mut majors: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
-        .unwrap_or_default();
-    majors.sort();
-    let candidates = majors
-        .iter()
-        .rev()
-        .map(|m| m.join("bin").join(tool))
-        .collect();
-    find(test, &format!("postgres' {tool}"), candidates)
+    postgres::pg_tool(test, tool, INSTALL)
 }
 
 fn redis(test: &str) -> Option<PathBuf> {
@@ -68,94 +47,6 @@ macro_rules! require {
 
 fn ladder(text: &str) -> Ladder {
     text.parse().expect("test ladder")
-}
-
-/// The `postgres` user's uid and gid (Debian's package makes it).
-fn postgres_user() -> (u32, u32) {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
-    let line = passwd
-        .lines()
-        .find(|l| l.starts_with("postgres:"))
-        .expect("no postgres user: install postgresql");
-    let fields: Vec<&str> = line.split(':').collect();
-    (fields[2].parse().unwrap(), fields[3].parse().unwrap())
-}
-
-/// A temporary directory owned by the postgres user, with a fresh cluster in `data` (trust
-/// authentication, Unix socket only) and the socket directory `run`.
-struct Cluster {
-    root: PathBuf,
-    uid: u32,
-    gid: u32,
-}
-
-impl Cluster {
-    fn new(test: &str) -> Option<Cluster> {
-        let initdb = pg_tool(test, "initdb")?;
-        let (uid, gid) = postgres_user();
-        let root = scratch("pg");
-        std::fs::create_dir_all(root.join("run")).unwrap();
-        for dir in [root.clone(), root.join("run")] {
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
-        }
-        let out = Command::new(initdb)
-            .args([
-                "-D",
-                "data",
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-            ])
-            .current_dir(&root)
-            .uid(uid)
-            .gid(gid)
-            .env("LC_ALL", "C")
-            .output()
-            .expect("running initdb");
-        assert!(
-            out.status.success(),
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(Cluster { root, uid, gid })
-    }
-
-    /// `postgres -D data`, listening on no TCP port, its socket in `run`, as the postgres user.
-    fn command(&self, postgres: &Path, data: &str) -> Command {
-        let mut cmd = Command::new(postgres);
-        cmd.args(["-D", data, "-c", "listen_addresses=", "-c"])
-            .arg(format!(
-                "unix_socket_directories={}",
-                self.root.join("run").display()
-            ))
-            .args(["-c", "fsync=off"])
-            .current_dir(&self.root)
-            .uid(self.uid)
-            .gid(self.gid)
-            .env("LC_ALL", "C");
-        cmd
-    }
-
-    fn psql(&self, sql: &str) -> std::process::Output {
-        Command::new("psql")
-            .args(["-h"])
-            .arg(self.root.join("run"))
-            .args(["-U", "postgres", "-d", "postgres", "-tAc", sql])
-            .env("PGCONNECT_TIMEOUT", "5")
-            .stdin(Stdio::null())
-            .output()
-            .expect("running psql (postgresql-client)")
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
 }
 
 #[test]
@@ -199,7 +90,7 @@ fn postgres_notify_ready_first_query_succeeds_and_term_reports_stopping() {
 fn postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line() {
     let test = "postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line";
     let postgres = require!(pg_tool(test, "postgres"));
-    let (uid, gid) = postgres_user();
+    let (uid, gid) = postgres::postgres_user();
     let root = scratch("pg-missing");
     std::fs::create_dir_all(&root).unwrap();
     std::os::unix::fs::chown(&root, Some(uid), Some(gid)).unwrap();
