@@ -16,6 +16,8 @@ pub enum Invocation {
     Run(RunOptions),
     /// `childguard demo`.
     Demo,
+    /// `childguard with …`.
+    With(crate::with::WithOptions),
     /// Print this help text and exit 0.
     Help(&'static str),
     /// `--version`.
@@ -95,6 +97,14 @@ impl UsageError {
         }
     }
 
+    /// An error of `childguard with`.
+    pub fn with(message: impl Into<String>) -> UsageError {
+        UsageError {
+            message: message.into(),
+            hint: "childguard with --help",
+        }
+    }
+
     /// An error of `childguard timeout` (or `timeout`), pointing at its help.
     pub fn timeout(message: impl Into<String>) -> UsageError {
         UsageError {
@@ -135,6 +145,10 @@ where
     };
     match first.to_str() {
         Some("run") => parse_run(args),
+        Some("with") => match crate::with::parse(args)? {
+            Some(options) => Ok(Invocation::With(options)),
+            None => Ok(Invocation::Help(help::WITH)),
+        },
         Some("timeout") => {
             messages::set_program("timeout");
             crate::timeout::parse(args)
@@ -156,6 +170,7 @@ fn help_topic(topic: Option<OsString>) -> Result<&'static str, UsageError> {
         Some(Some("run")) => Ok(help::RUN),
         Some(Some("demo")) => Ok(help::DEMO),
         Some(Some("timeout")) => Ok(help::TIMEOUT),
+        Some(Some("with")) => Ok(help::WITH),
         Some(_) => Err(UsageError::top(format!(
             "no help for {:?} (try run or demo)",
             topic.unwrap_or_default()

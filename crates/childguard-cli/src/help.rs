@@ -9,6 +9,7 @@ Run a command under a signal ladder — timeout(1) with rungs — and report how
 Commands:
   run [OPTIONS] [--] CMD [ARG...]   run CMD; stop it with the ladder on a trigger
   timeout [OPTION] DURATION CMD     GNU timeout(1)'s command line (also as argv[0] `timeout`)
+  with [--ready C] -- SERVER.. -- CMD  start servers, wait until ready, run CMD, close them
   demo                              close a server with a 10 s read in flight, in ~1 ms
   help [run|demo]                   print help
 
@@ -130,4 +131,32 @@ Exit status:
   127  COMMAND was not found
   137  COMMAND (or timeout) was sent KILL
   else COMMAND's exit status (128+N if it died of signal N)
+";
+
+/// `childguard with --help`.
+pub const WITH: &str = "\
+Usage: childguard with [--ready COND] [--ready-timeout DUR] [--ladder SPEC] -- SERVER [ARG...]
+                       [--then [OPTIONS] -- SERVER2 [ARG...]]... -- CMD [ARG...]
+
+Start each SERVER, wait until it is ready, run CMD, then close every server with its ladder
+(last started first) and exit with CMD's status. A server that exits before it is ready, or
+while CMD runs, fails the run at once (exit 125) with the tail of its output.
+
+Options (for the SERVER that follows them):
+  --ready COND          notify (READY=1 on NOTIFY_SOCKET), tcp:HOST:PORT or unix:PATH (a
+                        connection is accepted), line:TEXT (an output line contains TEXT);
+                        without it the server counts as ready once started
+  --ready-timeout DUR   how long to wait for it (default 30s); then it is closed, exit 125
+  --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s)
+  -h, --help            print this help
+
+Each server leads its own process group (its ladder reaches its workers), gets the
+parent-death signal, and its output is passed through to stderr as [program pid] line.
+Signals childguard receives while CMD runs are forwarded to CMD.
+
+Examples:
+  childguard with --ready unix:/tmp/r/redis.sock -- redis-server --port 0 \\
+      --unixsocket /tmp/r/redis.sock -- redis-cli -s /tmp/r/redis.sock ping
+  childguard with --ready tcp:127.0.0.1:5432 --ladder INT:10s,QUIT:5s,KILL -- \\
+      postgres -D ./data -k /tmp -- pytest tests/
 ";

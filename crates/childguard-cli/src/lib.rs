@@ -24,6 +24,7 @@ mod messages;
 mod run;
 mod timeline;
 mod timeout;
+mod with;
 
 use std::ffi::OsString;
 
@@ -57,6 +58,7 @@ where
     match args::parse(args) {
         Ok(Invocation::Run(options)) => run::run(&options),
         Ok(Invocation::Demo) => demo::run(),
+        Ok(Invocation::With(options)) => with::run(options),
         // A help or version text that cannot be written (stdout closed or full) is a failure,
         // as in coreutils, never a panic.
         Ok(Invocation::Help(text)) => stdout_or_fail(text),

@@ -1,0 +1,253 @@
+//! `childguard with`: start servers, wait until each is ready, run a command against them,
+//! then close every server with its ladder and exit with the command's status.
+//!
+//! ```text
+//! childguard with [--ready COND] [--ready-timeout DUR] [--ladder SPEC] -- SERVER [ARG...]
+//!                [--then [--ready COND] … -- SERVER2 [ARG...]] -- CMD [ARG...]
+//! ```
+//!
+//! Readiness is the library's ([`Ready`]): `notify` (`READY=1` on a private `NOTIFY_SOCKET`),
+//! `tcp:HOST:PORT` or `unix:PATH` (a connection is accepted), `line:TEXT` (a line of the
+//! server's output contains TEXT). Each server leads its own process group (so its ladder
+//! reaches its workers), gets the parent-death signal, and has its output captured and passed
+//! through (`[program pid] line` on stderr), so that a server that dies — before it is ready,
+//! or while CMD runs — fails the run at once (exit 125) with its output tail.
+
+use std::ffi::OsString;
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use childguard::{Capture, ChildHandle, ConnectTo, Ladder, Ready};
+
+use crate::args::UsageError;
+use crate::duration;
+use crate::events::{Event, Events};
+use crate::exit_code;
+use crate::messages::say;
+
+/// One server to start.
+#[derive(Debug)]
+pub struct Server {
+    ready: Option<Ready>,
+    ready_timeout: Option<Duration>,
+    ladder: Option<Ladder>,
+    command: Vec<OsString>,
+}
+
+/// `childguard with` options.
+#[derive(Debug)]
+pub struct WithOptions {
+    servers: Vec<Server>,
+    command: Vec<OsString>,
+}
+
+fn usage(message: impl Into<String>) -> UsageError {
+    UsageError::with(message)
+}
+
+/// Parses the arguments after `with`; `Ok(None)` for `--help`.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOptions>, UsageError> {
+    let mut args = args.into_iter().peekable();
+    let mut servers = Vec::new();
+    loop {
+        let mut server = Server {
+            ready: None,
+            ready_timeout: None,
+            ladder: None,
+            command: Vec::new(),
+        };
+        // Options up to `--`.
+        loop {
+            let Some(arg) = args.next() else {
+                return Err(usage("missing `-- SERVER …` (e.g. `childguard with --ready unix:/tmp/s -- redis-server … -- CMD`)"));
+            };
+            let text = arg.to_string_lossy().into_owned();
+            if text == "--" {
+                break;
+            }
+            let (name, inline) = match text.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
+                _ => (text.clone(), None),
+            };
+            let mut value = || -> Result<String, UsageError> {
+                match inline.clone() {
+                    Some(v) => Ok(v),
+                    None => args
+                        .next()
+                        .map(|v| v.to_string_lossy().into_owned())
+                        .ok_or_else(|| usage(format!("{name} needs a value"))),
+                }
+            };
+            match name.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "--ready" => server.ready = Some(parse_ready(&value()?)?),
+                "--ready-timeout" => {
+                    let text = value()?;
+                    server.ready_timeout = duration::parse_timeout(&text).map_err(|why| {
+                        usage(format!(
+                            "invalid value for --ready-timeout: {text:?}: {why}"
+                        ))
+                    })?;
+                }
+                "--ladder" => {
+                    let text = value()?;
+                    server.ladder = Some(text.parse::<Ladder>().map_err(|e| {
+                        usage(format!("invalid value for --ladder: {text:?}: {e}"))
+                    })?);
+                }
+                _ => return Err(usage(format!("unknown option '{text}'"))),
+            }
+        }
+        // SERVER and its arguments, up to `--then` (another server) or `--` (CMD).
+        let mut then = false;
+        for arg in args.by_ref() {
+            if arg == "--" {
+                break;
+            }
+            if arg == "--then" {
+                then = true;
+                break;
+            }
+            server.command.push(arg);
+        }
+        if server.command.is_empty() {
+            return Err(usage("a server after `--` is missing"));
+        }
+        servers.push(server);
+        if !then {
+            break;
+        }
+    }
+    let command: Vec<OsString> = args.collect();
+    if command.is_empty() {
+        return Err(usage("missing `-- CMD` to run once the servers are ready"));
+    }
+    Ok(Some(WithOptions { servers, command }))
+}
+
+/// `notify`, `tcp:HOST:PORT`, `unix:PATH` or `line:TEXT`.
+fn parse_ready(text: &str) -> Result<Ready, UsageError> {
+    let bad = |why: String| usage(format!("invalid value for --ready: {text:?}: {why}"));
+    if text == "notify" {
+        return Ok(Ready::Notify);
+    }
+    match text.split_once(':') {
+        Some(("tcp", address)) => {
+            let addr = address
+                .to_socket_addrs()
+                .map_err(|e| bad(format!("{e} (expected tcp:HOST:PORT)")))?
+                .next()
+                .ok_or_else(|| bad("the name has no address".into()))?;
+            Ok(Ready::Connect(ConnectTo::Tcp(addr)))
+        }
+        Some(("unix", path)) if !path.is_empty() => {
+            Ok(Ready::Connect(ConnectTo::Unix(PathBuf::from(path))))
+        }
+        Some(("line", line)) if !line.is_empty() => Ok(Ready::Output(line.to_string())),
+        _ => Err(bad(
+            "expected notify, tcp:HOST:PORT, unix:PATH or line:TEXT".into(),
+        )),
+    }
+}
+
+/// Runs it; returns the exit code.
+pub fn run(options: WithOptions) -> i32 {
+    // Before any spawn: our SIGCHLD handler (and the forwarding of signals) are in place.
+    let events = match Events::start(false) {
+        Ok(events) => events,
+        Err(e) => {
+            say!("cannot listen for signals: {e}");
+            return exit_code::FAILED;
+        }
+    };
+    let mut started: Vec<ChildHandle> = Vec::new();
+    for server in options.servers {
+        match start(server) {
+            Ok(handle) => started.push(handle),
+            Err(e) => {
+                // The error names what was awaited and carries the server's output tail.
+                say!("{e}");
+                close_all(started);
+                return exit_code::FAILED;
+            }
+        }
+    }
+    let code = run_command(&options.command, &events, &mut started);
+    close_all(started);
+    code
+}
+
+fn start(server: Server) -> childguard::Result<ChildHandle> {
+    let mut command = Command::new(&server.command[0]);
+    command.args(&server.command[1..]);
+    let mut builder = ChildHandle::builder(command)
+        .process_group(true)
+        .exit_with_parent(cfg!(any(target_os = "linux", target_os = "android")))
+        .capture(Capture::both().passthrough(true));
+    if let Some(ladder) = server.ladder {
+        builder = builder.ladder(ladder);
+    }
+    if let Some(ready) = server.ready {
+        builder = builder.ready(ready);
+    }
+    if let Some(timeout) = server.ready_timeout {
+        builder = builder.ready_timeout(timeout);
+    }
+    builder.spawn()
+}
+
+/// Runs CMD until it exits; a server that exits meanwhile ends it (125). Signals childguard
+/// receives are forwarded to CMD.
+fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle]) -> i32 {
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    let spawned = ChildHandle::builder(cmd)
+        .exit_with_parent(cfg!(any(target_os = "linux", target_os = "android")))
+        .ignore_sigpipe(childguard::sigpipe_ignored_at_start().unwrap_or(false))
+        .spawn();
+    let mut handle = match spawned {
+        Ok(handle) => handle,
+        Err(e) => {
+            say!("{e}");
+            return exit_code::for_spawn_error(&e);
+        }
+    };
+    loop {
+        match handle.try_wait() {
+            Ok(Some(status)) => return exit_code::from_status(status),
+            Ok(None) => {}
+            Err(e) => {
+                say!("{e}");
+                return exit_code::FAILED;
+            }
+        }
+        for server in servers.iter_mut() {
+            if let Ok(Some(status)) = server.try_wait() {
+                let program = server.program().unwrap_or("server").to_string();
+                say!("server {program} exited while CMD ran ({status}); stopping CMD");
+                if let Some(tail) = server.output_tail().filter(|t| !t.is_empty()) {
+                    say!("its output ended with:\n{tail}");
+                }
+                let _ = handle.close();
+                return exit_code::FAILED;
+            }
+        }
+        match events.next(None) {
+            Some(Event::Signal(signal)) => {
+                let _ = handle.kill(signal, Duration::ZERO);
+            }
+            Some(Event::ChildChanged) | Some(Event::StdinClosed) | None => {}
+        }
+    }
+}
+
+/// Closes the servers, last started first, each with its ladder.
+fn close_all(servers: Vec<ChildHandle>) {
+    for server in servers.into_iter().rev() {
+        if let Err(e) = server.close() {
+            say!("closing a server: {e}");
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! `childguard with` (issue 15, item 4): servers started and made ready, a command run against
+//! them, every server closed after; a server dying early fails the run with its output tail.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use childguard_tests::*;
+
+fn childguard(args: &[&str]) -> Output {
+    Command::new(bin("cg-childguard"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running cg-childguard")
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Whether `program` is installed; if not, fails saying what to install, unless
+/// CHILDGUARD_SKIP_PEERS=1.
+fn peer(program: &str, package: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
+    if !found && std::env::var_os("CHILDGUARD_SKIP_PEERS").is_none() {
+        panic!("{program} not found: install {package} (or set CHILDGUARD_SKIP_PEERS=1)");
+    }
+    found
+}
+
+/// redis on a Unix socket in a private directory: ready when the socket accepts, the client
+/// runs, and afterwards no redis is left serving on it.
+#[test]
+fn redis_is_ready_for_the_client_and_closed_after() {
+    if !peer("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("with-redis");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("redis.sock");
+    let sock_s = sock.to_str().unwrap();
+    let ready = format!("unix:{sock_s}");
+    let dir_s = dir.to_str().unwrap();
+    let o = childguard(&[
+        "with",
+        "--ready",
+        &ready,
+        "--",
+        "redis-server",
+        "--port",
+        "0",
+        "--unixsocket",
+        sock_s,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        dir_s,
+        "--",
+        "redis-cli",
+        "-s",
+        sock_s,
+        "ping",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "PONG",
+        "{}",
+        err(&o)
+    );
+    // Closed: nothing accepts on the socket any more (redis removes it on HUP's shutdown).
+    assert!(
+        std::os::unix::net::UnixStream::connect(&sock).is_err(),
+        "redis still serving after the run"
+    );
+    // The command's own status is passed on.
+    let o = childguard(&[
+        "with",
+        "--ready",
+        &ready,
+        "--",
+        "redis-server",
+        "--port",
+        "0",
+        "--unixsocket",
+        sock_s,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        dir_s,
+        "--",
+        "sh",
+        "-c",
+        "exit 7",
+    ]);
+    assert_eq!(o.status.code(), Some(7), "{}", err(&o));
+}
+
+/// A server that exits before it is ready fails the run at once (125) with its output tail,
+/// and CMD never runs.
+#[test]
+fn a_server_dying_before_ready_fails_at_once_with_its_output() {
+    let marker = scratch("with-cmd-ran");
+    let _ = std::fs::remove_file(&marker);
+    let start = Instant::now();
+    let o = childguard(&[
+        "with",
+        "--ready",
+        "unix:/nonexistent/childguard-with.sock",
+        "--",
+        "sh",
+        "-c",
+        "echo boom-before-ready >&2; exit 3",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(err(&o).contains("boom-before-ready"), "{}", err(&o));
+    assert!(start.elapsed() < Duration::from_secs(10), "not at once");
+    assert!(
+        !Path::new(&marker).exists(),
+        "CMD ran without a ready server"
+    );
+}
+
+/// A server that exits while CMD runs ends the run at once (125), with its output tail.
+#[test]
+fn a_server_dying_while_the_command_runs_fails_the_run() {
+    let start = Instant::now();
+    let o = childguard(&[
+        "with",
+        "--ready",
+        "line:server-started",
+        "--",
+        "sh",
+        "-c",
+        "echo server-started; sleep 0.3; exit 4",
+        "--",
+        "sleep",
+        "60",
+    ]);
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(err(&o).contains("exited while CMD ran"), "{}", err(&o));
+    assert!(err(&o).contains("server-started"), "{}", err(&o));
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// Two servers, each with its own readiness; both closed after.
+#[test]
+fn two_servers_then_the_command() {
+    let o = childguard(&[
+        "with",
+        "--ready",
+        "line:one",
+        "--",
+        "sh",
+        "-c",
+        "echo one; exec sleep 60",
+        "--then",
+        "--ready",
+        "line:two",
+        "--",
+        "sh",
+        "-c",
+        "echo two; exec sleep 60",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+}
+
+#[test]
+fn usage_errors_name_the_problem() {
+    for (args, needle) in [
+        (&["with"][..], "missing"),
+        (
+            &["with", "--ready", "bogus:x", "--", "a", "--", "b"],
+            "bogus:x",
+        ),
+        (&["with", "--", "a"], "missing `-- CMD`"),
+        (&["with", "--ready"], "--ready needs a value"),
+    ] {
+        let o = childguard(args);
+        assert_eq!(o.status.code(), Some(125), "{args:?}");
+        assert!(err(&o).contains(needle), "{args:?}: {}", err(&o));
+    }
+}
