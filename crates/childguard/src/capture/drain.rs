@@ -40,7 +40,7 @@ const READS_PER_ROUND: usize = 4;
 /// The read buffer, and the pipe buffer asked for (Linux `F_SETPIPE_SZ`; the default pipe holds
 /// 64 KiB): a server logging fast then writes up to this much per wake-up of ours instead of
 /// waiting on us every 64 KiB. Measured (`childguard-bench capture`, 100 MB of log on 2
-/// busy CPUs): 2.6× the `/dev/null` time with 64 KiB, see docs/benchmarks.md for 1 MiB. Past
+/// busy CPUs): 2.6× the `/dev/null` time with 64 KiB, 2.0× with 1 MiB (docs/benchmarks.md). Past
 /// the per-user soft limit (`/proc/sys/fs/pipe-user-pages-soft`) the kernel refuses: the pipe
 /// keeps its size.
 const CHUNK: usize = 1 << 20;
