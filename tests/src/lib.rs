@@ -5,6 +5,8 @@
 
 pub mod nbd;
 pub mod postgres;
+#[allow(unsafe_code)]
+pub mod sys;
 
 use std::io::Read;
 use std::path::PathBuf;

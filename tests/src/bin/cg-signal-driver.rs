@@ -28,6 +28,9 @@
 //! Output: one fact a line, `WORD key=value …`; close reports as JSON after `REPORT tag `.
 //! The last line is `END children=N fds=N`: the driver's unreaped children and open fds.
 
+// Every `unsafe` block is in `childguard_tests::sys`.
+#![deny(unsafe_code)]
+
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
@@ -176,9 +179,7 @@ fn without_kept_table_handle(fds: &[i32]) -> Vec<i32> {
 }
 
 fn borrowed(fd: i32) -> std::os::fd::BorrowedFd<'static> {
-    // SAFETY: only used for an F_GETFD probe on a number that may or may not be open; fcntl
-    // reports EBADF for a closed one and touches nothing.
-    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
+    childguard_tests::sys::borrow_for_probe(fd)
 }
 
 /// Every way of ending a handle, in one process, so that strace sees every signal the library
@@ -431,10 +432,7 @@ fn limit_leaving_free(open: &[i32], free: u64) -> u64 {
 }
 
 fn set_sigchld(disposition: libc::sighandler_t) {
-    // SAFETY: signal(2) with SIG_IGN or SIG_DFL installs no handler code; this thread is the
-    // only one changing dispositions in this process.
-    let old = unsafe { libc::signal(libc::SIGCHLD, disposition) };
-    assert_ne!(old, libc::SIG_ERR, "signal(SIGCHLD)");
+    childguard_tests::sys::set_sigchld(disposition);
 }
 
 /// The host sets `SIGCHLD` to `SIG_IGN`: before a spawn (refused), and after one (the kernel
@@ -448,21 +446,7 @@ fn sigchld_ignored() {
 /// `sigaction(2)`: `SIGCHLD` with handler `SIG_DFL` and, if `nocldwait`, the `SA_NOCLDWAIT`
 /// flag.
 fn set_sigchld_nocldwait(nocldwait: bool) {
-    // SAFETY: an all-zero sigaction is a valid value (SIG_DFL, empty mask, no flags).
-    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-    action.sa_sigaction = libc::SIG_DFL;
-    if nocldwait {
-        action.sa_flags = libc::SA_NOCLDWAIT;
-    }
-    // SAFETY: installs SIG_DFL (no handler code) from a valid struct; the old action is not
-    // wanted; this thread is the only one changing dispositions in this process.
-    let rc = unsafe { libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut()) };
-    assert_eq!(
-        rc,
-        0,
-        "sigaction(SIGCHLD): {}",
-        std::io::Error::last_os_error()
-    );
+    childguard_tests::sys::set_sigchld_nocldwait(nocldwait);
 }
 
 /// The host gives `SIGCHLD` the `SA_NOCLDWAIT` flag (handler `SIG_DFL`): the kernel then reaps
@@ -671,19 +655,15 @@ fn fork_without_exec() {
     std::io::stdout().flush().expect("flush before fork");
 
     let began = Instant::now();
-    // SAFETY: fork(2) in a multithreaded process: the child has only this thread. It goes on
-    // to run Rust code that allocates and starts threads — what a program that forks without
-    // exec does, and what this test is about; glibc's fork keeps malloc usable in the child.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    // The forked child has only this thread, and goes on to run Rust code that allocates
+    // and starts threads: what a program that forks without exec does.
+    let pid = childguard_tests::sys::fork().expect("fork");
     if pid == 0 {
         let code = forked_child();
         std::io::stdout().flush().ok();
-        // SAFETY: _exit(2) ends the forked child without running the parent's atexit handlers
-        // or returning into main (which would print the parent's END lines a second time).
-        unsafe { libc::_exit(code) };
+        // Not returning into main, which would print the parent's END lines a second time.
+        childguard_tests::sys::exit_now(code);
     }
-    let pid = pid as u32;
     println!("FORKED-PID {pid}");
     let pin = childguard_tests::pidfd(pid);
     let deadline = began + FORKED_BOUND;
@@ -804,10 +784,9 @@ fn fork_with_handles() {
     let mut detached = contained_spawn("kept-detached");
     println!("GUARDIANS before-fork={}", live_guardians());
     std::io::stdout().flush().expect("flush before fork");
-    // SAFETY: fork(2) in a multithreaded process; the child only runs the steps below (which
-    // allocate and print, as a program that forks without exec does) and then _exits.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    // The forked child only runs the steps below (which allocate and print, as a program that
+    // forks without exec does) and then _exits.
+    let pid = childguard_tests::sys::fork().expect("fork");
     if pid == 0 {
         let show = |what: &str, r: Result<Option<std::process::ExitStatus>, Error>| match r {
             Ok(s) => println!("INHERITED {what} ok={s:?}"),
@@ -832,10 +811,10 @@ fn fork_with_handles() {
         let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
         println!("INHERITED drained={drained}");
         std::io::stdout().flush().ok();
-        // SAFETY: _exit(2) ends the forked child without returning into main.
-        unsafe { libc::_exit(0) };
+        // Not returning into main.
+        childguard_tests::sys::exit_now(0);
     }
-    let raw = rustix::process::Pid::from_raw(pid).expect("pid");
+    let raw = rustix::process::Pid::from_raw(pid as i32).expect("pid");
     let status = rustix::process::waitpid(Some(raw), WaitOptions::empty())
         .expect("waitpid forked child")
         .map(|(_, s)| s);

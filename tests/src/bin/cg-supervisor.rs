@@ -5,6 +5,8 @@
 //! `CHILD <pid>` on stdout once the server said READY and then the READY line itself, then
 //! sleeps until killed.
 
+#![deny(unsafe_code)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::Command;
 

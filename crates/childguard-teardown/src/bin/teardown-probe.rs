@@ -15,6 +15,8 @@
 //! then answers each `is-alive` line on stdin with `ALIVE true` or `ALIVE false`
 //! ([`Teardown::is_alive`]), and exits 0 at EOF on stdin. Errors go to stderr with exit status 1; usage errors exit 2.
 
+#![deny(unsafe_code)]
+
 use std::hint;
 use std::io::{self, BufRead, Write};
 use std::process;

@@ -1,0 +1,62 @@
+//! Every `unsafe` block of the test helpers and drivers: one thin wrapper per system call,
+//! each naming its man page. `cg-signal-driver` does to its own process what no test may do
+//! to the shared test process (dispositions, `fork` without exec) through these.
+
+/// An fd number as a `BorrowedFd`, for an `fcntl(F_GETFD)` probe on a number that may or may
+/// not be open (EBADF for a closed one, which touches nothing).
+pub fn borrow_for_probe(fd: i32) -> std::os::fd::BorrowedFd<'static> {
+    // SAFETY: the result is only used for F_GETFD probes, which are harmless on any number;
+    // nothing reads or writes through it, and it is never closed.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
+}
+
+/// `signal(2)`: `SIGCHLD` to `SIG_IGN` or `SIG_DFL` (the caller is the only thread changing
+/// dispositions in its process).
+pub fn set_sigchld(disposition: libc::sighandler_t) {
+    assert!(
+        disposition == libc::SIG_IGN || disposition == libc::SIG_DFL,
+        "set_sigchld takes SIG_IGN or SIG_DFL"
+    );
+    // SAFETY: SIG_IGN or SIG_DFL (checked above) installs no handler code.
+    let old = unsafe { libc::signal(libc::SIGCHLD, disposition) };
+    assert_ne!(old, libc::SIG_ERR, "signal(SIGCHLD)");
+}
+
+/// `sigaction(2)`: `SIGCHLD` with handler `SIG_DFL` and, if `nocldwait`, the `SA_NOCLDWAIT`
+/// flag.
+pub fn set_sigchld_nocldwait(nocldwait: bool) {
+    // SAFETY: an all-zero sigaction is a valid value (SIG_DFL, empty mask, no flags).
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = libc::SIG_DFL;
+    if nocldwait {
+        action.sa_flags = libc::SA_NOCLDWAIT;
+    }
+    // SAFETY: installs SIG_DFL (no handler code) from a valid struct; the old action is not
+    // wanted.
+    let rc = unsafe { libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut()) };
+    assert_eq!(
+        rc,
+        0,
+        "sigaction(SIGCHLD): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// `fork(2)`: 0 in the child, the child's pid in the parent.
+pub fn fork() -> std::io::Result<u32> {
+    // SAFETY: fork in a multithreaded process: the child has only the calling thread. The
+    // driver's child goes on to run Rust code that allocates and starts threads — what a
+    // program that forks without exec does, and what the fork test is about; glibc's fork
+    // keeps malloc usable in the child.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(pid as u32)
+}
+
+/// `_exit(2)`: ends the process at once, without atexit handlers or unwinding into `main`.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit has no preconditions; it does not return.
+    unsafe { libc::_exit(code) }
+}
