@@ -35,6 +35,18 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// `sh -c script`.
+pub fn sh(script: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script]);
+    cmd
+}
+
+/// A ladder from its text form (a test's own, known to parse).
+pub fn ladder(text: &str) -> Ladder {
+    text.parse().expect("test ladder")
+}
+
 /// A `Command` for the slowserver fixture with these flags.
 pub fn slowserver(args: &[&str]) -> Command {
     let mut cmd = Command::new(bin("cg-slowserver"));

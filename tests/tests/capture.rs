@@ -1,22 +1,11 @@
 //! Issue 14, part 2: output capture — drained by one shared thread, a bounded tail in the
 //! handle, the errors and the report, lines passed on.
 
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use childguard::{Capture, ChildHandle, ErrorKind, Ladder, OutputStream, Signal, SocketMode};
+use childguard::{Capture, ChildHandle, ErrorKind, OutputStream, Signal, SocketMode};
 use childguard_tests::*;
-
-fn sh(script: &str) -> Command {
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", script]);
-    cmd
-}
-
-fn ladder(text: &str) -> Ladder {
-    text.parse().expect("test ladder")
-}
 
 /// Closes `handle` once its child exited on its own (a close right away would signal it before
 /// it wrote anything).

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use childguard::{Capture, ChildHandle, ErrorKind, Ladder, Ready, Signal};
+use childguard::{Capture, ChildHandle, ErrorKind, Ready, Signal};
 use childguard_tests::postgres::{self, Cluster};
 use childguard_tests::*;
 
@@ -43,10 +43,6 @@ macro_rules! require {
             None => return,
         }
     };
-}
-
-fn ladder(text: &str) -> Ladder {
-    text.parse().expect("test ladder")
 }
 
 #[test]

@@ -8,18 +8,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use childguard::{Capture, ChildHandle, ErrorKind, Ladder, Ready, Signal, SocketMode};
+use childguard::{Capture, ChildHandle, ErrorKind, Ready, Signal, SocketMode};
 use childguard_tests::*;
-
-fn ladder(text: &str) -> Ladder {
-    text.parse().expect("test ladder")
-}
-
-fn sh(script: &str) -> Command {
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", script]);
-    cmd
-}
 
 /// `CLOCK_MONOTONIC` now, in ns (what slowserver's `--ready-stamp` writes).
 fn monotonic_ns() -> u128 {

@@ -3,21 +3,11 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use childguard::{ChildHandle, Ladder, Signal, SocketMode};
+use childguard::{ChildHandle, Signal, SocketMode};
 use childguard_tests::*;
-
-fn sh(script: &str) -> Command {
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", script]);
-    cmd
-}
-
-fn ladder(text: &str) -> Ladder {
-    text.parse().expect("test ladder")
-}
 
 /// The Must show of issue 14: before, the pipe ends died with the std `Child` inside spawn()
 /// and the server was killed by SIGPIPE at its first line, so the file never appeared.

@@ -109,9 +109,15 @@ pub(crate) struct Prepared {
 
 impl Prepared {
     pub(crate) fn for_child(self, child: u32, extend_max: Duration) -> NotifySocket {
+        NotifySocket::new(self.fd, Some(self.dir), child, extend_max)
+    }
+}
+
+impl NotifySocket {
+    fn new(fd: OwnedFd, dir: Option<SocketDir>, child: u32, extend_max: Duration) -> NotifySocket {
         NotifySocket {
-            fd: self.fd,
-            dir: Some(self.dir),
+            fd,
+            dir,
             child,
             extend_max,
             ready: false,
@@ -123,9 +129,7 @@ impl Prepared {
             ignored_count: 0,
         }
     }
-}
 
-impl NotifySocket {
     /// The socket, to poll for readability.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -335,19 +339,7 @@ mod tests {
             None,
         )
         .unwrap();
-        NotifySocket {
-            fd,
-            dir: None,
-            child,
-            extend_max: Duration::ZERO,
-            ready: false,
-            errno: None,
-            status: None,
-            stopping_at: None,
-            extensions: Vec::new(),
-            ignored: Vec::new(),
-            ignored_count: 0,
-        }
+        NotifySocket::new(fd, None, child, Duration::ZERO)
     }
 
     #[test]
