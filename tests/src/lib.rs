@@ -3,6 +3,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod driver;
 pub mod nbd;
 pub mod postgres;
 #[allow(unsafe_code)]

@@ -17,6 +17,7 @@ use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, CloseReport, Ending, ErrorKind, Reap, Signal, SocketMode};
+use childguard_tests::driver::{driver, driver_report, driver_with, value};
 use childguard_tests::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -27,48 +28,6 @@ fn serial() -> MutexGuard<'static, ()> {
 
 fn pidfd_signal(pin: &OwnedFd, signal: rustix::process::Signal) {
     let _ = rustix::process::pidfd_send_signal(pin, signal);
-}
-
-/// Runs `cg-signal-driver MODE` and returns its stdout (asserting it exited 0 and ended clean).
-fn driver(mode: &str) -> String {
-    driver_with(&[mode])
-}
-
-/// [`driver`] with arguments after the mode.
-fn driver_with(args: &[&str]) -> String {
-    let mode = args.join(" ");
-    let out = Command::new(bin("cg-signal-driver"))
-        .args(args)
-        .output()
-        .expect("running cg-signal-driver");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "cg-signal-driver {mode}: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("DRAINED true") && stdout.contains("END children=0 "),
-        "cg-signal-driver {mode} left something behind:\n{stdout}"
-    );
-    stdout
-}
-
-/// `KEY=value` from a driver line.
-fn value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-}
-
-/// The JSON report the driver printed as `REPORT tag {…}`.
-fn driver_report(stdout: &str, tag: &str) -> serde_json::Value {
-    let prefix = format!("REPORT {tag} ");
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no report {tag}:\n{stdout}"));
-    serde_json::from_str(line).expect("report JSON")
 }
 
 fn spawn_err(cmd: Command) -> childguard::Error {

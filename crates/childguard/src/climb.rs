@@ -37,6 +37,9 @@ pub(crate) struct Climb {
     /// reaper thread): it waits up to `release::HANDOFF` for the helper thread's `SIGKILL`.
     /// An async task or a background close, which must return at once, starts none.
     release_inline: bool,
+    /// A signal the kernel refused (`EPERM`/`EACCES` from an LSM or a child that changed its
+    /// uid, …): the rung it belonged to and the error. The climb then sends nothing more.
+    signal_error: Option<(usize, Signal, io::Error)>,
 }
 
 impl Climb {
@@ -71,6 +74,7 @@ impl Climb {
             release_memory,
             release: None,
             release_inline: false,
+            signal_error: None,
         }
     }
 
@@ -111,9 +115,14 @@ impl Climb {
                 }
             }
         }
-        let (_, reached) = process.signal_counting(rung.signal)?;
+        let (_, reached) = match process.signal_counting(rung.signal) {
+            Ok(counted) => counted,
+            Err(e) => return Ok(self.give_up(rung.signal, e, now)),
+        };
         if rung.signal.is_catchable() {
-            process.signal(Signal::CONT)?;
+            if let Err(e) = process.signal(Signal::CONT) {
+                return Ok(self.give_up(Signal::CONT, e, now));
+            }
         }
         self.sent.push(SentSignal {
             signal: rung.signal,
@@ -144,6 +153,23 @@ impl Climb {
         if until > self.deadline {
             self.deadline = until.min(self.hard_deadline);
         }
+    }
+
+    /// After a signal the kernel refused: no rung is left to send (a retry would be refused
+    /// alike, and a later, stronger rung too — EPERM is about who we are, not which signal),
+    /// and the climb is over now. Whoever drives it still watches the child and reaps it when
+    /// it exits; the error goes to the report ([`Climb::take_signal_error`]). Returns `false`,
+    /// as [`Climb::send_next`] does when no rung is left.
+    fn give_up(&mut self, signal: Signal, e: io::Error, now: Instant) -> bool {
+        self.signal_error = Some((self.next_rung, signal, e));
+        self.next_rung = self.ladder.rungs().len();
+        self.deadline = now;
+        false
+    }
+
+    /// The signal the kernel refused, if one was: rung index, signal, error.
+    pub(crate) fn take_signal_error(&mut self) -> Option<(usize, Signal, io::Error)> {
+        self.signal_error.take()
     }
 
     /// Lets the thread that steps this climb start memory releases (it may wait up to

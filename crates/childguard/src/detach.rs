@@ -79,7 +79,7 @@ impl ChildHandle {
             climb: None,
             on_done: Some(on_done),
         };
-        match reaper::hand_off(job) {
+        match reaper::try_hand_off(job) {
             Ok(()) => Ok(parts.socket.take()),
             Err(failed) => {
                 let (job, e) = *failed;

@@ -4,6 +4,10 @@ use std::fmt;
 use std::io;
 
 /// What went wrong, on which program. Converts into [`io::Error`] (keeping the OS error kind).
+///
+/// An error from a close carries the close's [`CloseReport`](crate::CloseReport)
+/// ([`Error::close_report`]): what was done before the failing step, and what became of the
+/// child (reaped, or handed to the background reaper, which still reaps it).
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
@@ -11,7 +15,8 @@ pub struct Error {
     source: io::Error,
     /// The captured output's tail, for errors after the fork (see [`Error::output_tail`]).
     output_tail: Option<String>,
-    /// The close of a child that did not become ready (see [`Error::close_report`]).
+    /// The report of the close this error comes from, or of the close of a child that did
+    /// not become ready (see [`Error::close_report`]).
     report: Option<Box<crate::CloseReport>>,
 }
 
@@ -64,14 +69,20 @@ impl Error {
         }
     }
 
-    /// Attaches the close report of a child closed because it did not become ready.
+    /// Attaches the report of the close that failed, or of the close of a child that did not
+    /// become ready.
     pub(crate) fn with_close_report(mut self, report: crate::CloseReport) -> Error {
         self.report = Some(Box::new(report));
         self
     }
 
-    /// With [`Builder::ready`](crate::Builder::ready), when the server did not become ready:
-    /// how it was closed (its signals, status, timeline).
+    /// The report of a close that went wrong: for an error from
+    /// [`ChildHandle::close`](crate::ChildHandle::close) (or `close_async`), the close's report
+    /// as far as it got — the steps done, the signals sent, whether the child was reaped or
+    /// handed to the background reaper (which then reaps it: a close never leaves a child
+    /// unreaped because a step failed); with [`Builder::ready`](crate::Builder::ready), when
+    /// the server did not become ready, how it was closed (its signals, status, timeline).
+    /// `None` for errors of other calls.
     pub fn close_report(&self) -> Option<&crate::CloseReport> {
         self.report.as_deref()
     }

@@ -25,27 +25,51 @@ pub enum Point {
     /// Starting the `SIGCHLD` notifier thread of the portable mechanism
     /// (`process/sigchld.rs`: `pthread_create`).
     NotifierStart,
+    /// Listing `/proc` for the members of a process group (`group.rs`: `opendir`/`getdents`).
+    ProcList,
+    /// `pidfd_open(2)` of a process-group member found in `/proc` (`group.rs`).
+    MemberPidfdOpen,
+    /// `pidfd_send_signal(2)` to the child (`process/pidfd.rs`).
+    PidfdSendSignal,
+    /// `killpg(2)` to the child's group (`group.rs`).
+    KillProcessGroup,
+    /// `kill(2)` to the child (`process/sigchld.rs`, the portable mechanism).
+    Kill,
+    /// Starting the background reaper thread (`reaper.rs`: `pthread_create`).
+    ReaperStart,
 }
 
 #[cfg(feature = "failpoints")]
 mod armed {
-    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
     use super::Point;
 
-    const POINTS: usize = 3;
+    const POINTS: usize = 9;
     static ERRNO: [AtomicI32; POINTS] = [const { AtomicI32::new(0) }; POINTS];
+    static HITS: [AtomicU64; POINTS] = [const { AtomicU64::new(0) }; POINTS];
 
     fn index(point: Point) -> usize {
         match point {
             Point::PidfdOpen => 0,
             Point::WaitidPidfd => 1,
             Point::NotifierStart => 2,
+            Point::ProcList => 3,
+            Point::MemberPidfdOpen => 4,
+            Point::PidfdSendSignal => 5,
+            Point::KillProcessGroup => 6,
+            Point::Kill => 7,
+            Point::ReaperStart => 8,
         }
     }
 
     pub(super) fn get(point: Point) -> i32 {
+        HITS[index(point)].fetch_add(1, Ordering::SeqCst);
         ERRNO[index(point)].load(Ordering::SeqCst)
+    }
+
+    pub(super) fn hits(point: Point) -> u64 {
+        HITS[index(point)].load(Ordering::SeqCst)
     }
 
     pub(super) fn set(point: Point, errno: i32) {
@@ -63,6 +87,12 @@ pub fn set(point: Point, errno: i32) {
 #[cfg(feature = "failpoints")]
 pub fn clear(point: Point) {
     armed::set(point, 0);
+}
+
+/// How many times the call at `point` was about to be made (armed or not) since the start.
+#[cfg(feature = "failpoints")]
+pub fn hits(point: Point) -> u64 {
+    armed::hits(point)
 }
 
 /// `Err(errno)` if `point` is armed, else `Ok(())`. Called right before the system call.

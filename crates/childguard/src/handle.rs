@@ -1036,11 +1036,23 @@ impl Closing {
         child: Option<(Process, Climb)>,
         climbed: io::Result<bool>,
     ) -> Result<CloseReport> {
+        let mut error = None;
         if let Some((process, mut climb)) = child {
             climb.record(&process, &mut self.report);
+            let refused = climb.take_signal_error();
+            if let Some((rung, signal, e)) = &refused {
+                self.report.notes.push(format!(
+                    "rung {rung} ({signal}): {e}; no further signal sent, the child is watched \
+                     and reaped when it exits"
+                ));
+            }
             let outcome = reap_or_hand_off(process, climb, climbed, self.started, &mut self.report);
-            let program = self.report.program.as_deref();
-            outcome.map_err(|e| Error::new(ErrorKind::Wait, program, e))?;
+            // Each error with the kind of the step that failed; the report goes with it.
+            error = match (outcome, refused) {
+                (Err(e), _) => Some((ErrorKind::Wait, e)),
+                (Ok(()), Some((_, _, e))) => Some((ErrorKind::Signal, e)),
+                (Ok(()), None) => None,
+            };
         }
         if let Some(notify) = self.notify.take() {
             self.report.notify = Some(notify.finish(self.started));
@@ -1054,7 +1066,13 @@ impl Closing {
             }
             self.report.output_tail = Some(capture.tail_text());
         }
-        Ok(finish(self.report, self.started))
+        let report = finish(self.report, self.started);
+        match error {
+            None => Ok(report),
+            Some((kind, e)) => {
+                Err(Error::new(kind, report.program.as_deref(), e).with_close_report(report))
+            }
+        }
     }
 }
 
@@ -1130,10 +1148,18 @@ fn reap_or_hand_off(
     report.escaped = process.escaped_pids();
     let contained = process.cgroup_report().is_some();
     // Only a handle that had a socket can have it held by someone else. A contained child's
-    // descendants are all in its cgroup, which the close waits to be empty.
+    // descendants are all in its cgroup, which the close waits to be empty. A group whose
+    // members could not be listed is treated as off Linux: members we do not know of may
+    // survive.
+    let unlisted = process.survivors_unlisted().map(|e| e.to_string());
     report.socket_may_be_held = report.shutdown.is_some()
         && !contained
-        && (!process.leads_group() || !cfg!(target_os = "linux"));
+        && (!process.leads_group() || !cfg!(target_os = "linux") || unlisted.is_some());
+    if let Some(e) = unlisted {
+        report.notes.push(format!(
+            "process group members could not be listed ({e}): survivors may exist"
+        ));
+    }
     let ladder_done = matches!(climbed, Ok(false)) && climb.is_exhausted(Instant::now());
     if matches!(climbed, Ok(true))
         || (ladder_done && !process.is_running() && !process.waits_for_cgroup())
@@ -1160,34 +1186,29 @@ fn reap_or_hand_off(
         report.ended_by = Ending::InBackground;
     }
     let pending = (!ladder_done).then_some(climb);
-    if let Err(failed) = reaper::hand_off(Job {
+    let handed = reaper::hand_off(Job {
         process,
         climb: pending,
         on_done: None,
-    }) {
-        let (mut job, e) = *failed;
-        // No reaper thread could be started: the child is still ours; wait for it here.
-        report.notes.push(format!(
-            "background reaper unavailable ({e}); waited in place"
-        ));
-        report.handed_to_reaper = false;
-        if let Some(climb) = job.climb.as_mut() {
-            climb.run_blocking(&mut job.process)?;
-        }
-        while job.process.check_exit()?.is_none() && job.process.is_running() {
-            job.process
-                .wait_until(Instant::now() + Duration::from_secs(1))?;
-        }
-        while job.process.waits_for_cgroup() {
-            job.process
-                .wait_until(Instant::now() + Duration::from_secs(1))?;
-        }
-        let reaped = job.process.reap();
-        report.cgroup = job.process.cgroup_report();
-        report.status = reaped?;
-        report.reaped = Some(started.elapsed());
+    });
+    if let Err(e) = handed {
+        note_parked(report, &e);
     }
     climbed.map(drop)
+}
+
+/// The report of a close whose child could not be handed to the reaper (no thread could be
+/// started: `pids.max`, `RLIMIT_NPROC`). The close does not wait for the child in place — a
+/// child in `D` state, or a ladder without `KILL`, would make that wait unbounded — so it
+/// returns within its bound, and the child is left unreaped *for now*: it is parked, and handed
+/// to the reaper (rungs still to come included) by the next hand-off or
+/// [`reaper::drain`](crate::reaper::drain) that can start the thread.
+fn note_parked(report: &mut CloseReport, e: &io::Error) {
+    report.handed_to_reaper = false;
+    report.notes.push(format!(
+        "left unreaped: the background reaper could not be started ({e}); the child is parked \
+         and handed to it at the next hand-off or drain()"
+    ));
 }
 
 fn finish(mut report: CloseReport, started: Instant) -> CloseReport {

@@ -54,6 +54,26 @@ struct Reaper {
 /// its own reaper instead, and its `drain` waits only for its own jobs.
 static REAPER: PerProcess<Reaper> = PerProcess::new();
 
+/// Jobs whose hand-off found no reaper and could not start one (no thread or fd left:
+/// `pids.max`, `RLIMIT_NPROC`, `EMFILE`). Never dropped — that would leave a zombie — and never
+/// waited for in place — that would unbound the close: handed to the reaper by the next
+/// hand-off or [`drain`] that can start it.
+///
+/// Per process, as [`REAPER`] is: a child made by `fork()` must not take the parent's parked
+/// children for its own (it would signal them), nor a lock a parent's thread may have held at
+/// the fork.
+static PARKED: PerProcess<Mutex<Vec<Job>>> = PerProcess::new();
+
+/// This process's parked jobs.
+fn parked() -> &'static Mutex<Vec<Job>> {
+    match PARKED.get() {
+        Some(p) => p,
+        None => match PARKED.publish(Mutex::new(Vec::new())) {
+            Ok(p) | Err((_, p)) => p,
+        },
+    }
+}
+
 /// The reaper, started on first use. Starting can fail (no fd or thread left): the caller
 /// then keeps its job, and the next hand-off tries again — only a reaper whose thread runs is
 /// published, so no job is ever queued where no thread would take it (see
@@ -63,6 +83,7 @@ fn reaper() -> io::Result<&'static Reaper> {
     REAPER.get_or_start(
         "childguard-reaper",
         || {
+            crate::failpoint::check(crate::failpoint::Point::ReaperStart)?;
             let (wake_tx, wake_rx) = UnixStream::pair()?;
             wake_tx.set_nonblocking(true)?;
             wake_rx.set_nonblocking(true)?;
@@ -80,42 +101,96 @@ fn reaper() -> io::Result<&'static Reaper> {
     )
 }
 
-/// Hands a job to the reaper thread; gives it back if the reaper cannot be started.
-pub(crate) fn hand_off(job: Job) -> Result<(), Box<(Job, io::Error)>> {
+/// Hands a job to the reaper thread, starting it if need be, with any jobs parked before.
+///
+/// `Err`: no reaper thread could be started. The job is then parked — still owned, not
+/// dropped, not waited for — and handed over by the next call (or [`drain`]) that can start
+/// the thread; until then its child is left unreaped and its remaining rungs wait.
+pub(crate) fn hand_off(job: Job) -> io::Result<()> {
+    try_hand_off(job).map_err(|failed| {
+        let (job, e) = *failed;
+        lock(parked()).push(job);
+        e
+    })
+}
+
+/// [`hand_off`] that gives the job back if no reaper thread can be started (for a caller that
+/// can still do something else with it: `detach` hands the handle back).
+pub(crate) fn try_hand_off(job: Job) -> Result<(), Box<(Job, io::Error)>> {
     let r = match reaper() {
         Ok(r) => r,
         Err(e) => return Err(Box::new((job, e))),
     };
-    if !job.process.uses_pidfd() {
-        r.sigchld_hooked.get_or_init(|| {
-            if let Ok(tx) = r.wake_tx.try_clone() {
-                // The handler writes one byte per SIGCHLD; a full pipe just drops it, which is
-                // fine: one pending byte is enough to wake us.
-                let _ = signal_hook::low_level::pipe::register(libc::SIGCHLD, tx);
-            }
-        });
+    let waiting = std::mem::take(&mut *lock(parked()));
+    let jobs = waiting.len() + 1;
+    if !job.process.uses_pidfd() || waiting.iter().any(|j| !j.process.uses_pidfd()) {
+        // Before the job is queued: a SIGCHLD from now on wakes the reaper.
+        let _ = hook_sigchld(r);
     }
-    r.in_flight.fetch_add(1, Ordering::SeqCst);
-    r.inbox.lock().unwrap_or_else(|p| p.into_inner()).push(job);
+    r.in_flight.fetch_add(jobs, Ordering::SeqCst);
+    let mut inbox = lock(&r.inbox);
+    inbox.extend(waiting);
+    inbox.push(job);
+    drop(inbox);
     let _ = (&r.wake_tx).write(&[1]);
     Ok(())
 }
 
-/// How many children the reaper still owns (being signalled or waited for).
+/// Hands parked jobs to the reaper, if it can be started now. Returns whether none is left
+/// parked.
+fn unpark() -> bool {
+    let Some(job) = lock(parked()).pop() else {
+        return true;
+    };
+    hand_off(job).is_ok()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The reaper's SIGCHLD pipe: the handler writes one byte per `SIGCHLD` to the wake socket.
+/// Registered the first time a job needs it (the portable mechanism, or a zombie a tracer
+/// holds). Returns whether this call registered it.
+fn hook_sigchld(r: &Reaper) -> bool {
+    let mut now = false;
+    r.sigchld_hooked.get_or_init(|| {
+        now = true;
+        if let Ok(tx) = r.wake_tx.try_clone() {
+            // A full pipe just drops a byte, which is fine: one pending byte is enough to wake us.
+            let _ = signal_hook::low_level::pipe::register(libc::SIGCHLD, tx);
+        }
+    });
+    now
+}
+
+/// How many children the reaper still owns (being signalled or waited for), counting those
+/// parked until a reaper thread can be started.
 pub fn in_flight() -> usize {
-    REAPER
+    let owned = REAPER
         .get()
-        .map_or(0, |r| r.in_flight.load(Ordering::SeqCst))
+        .map_or(0, |r| r.in_flight.load(Ordering::SeqCst));
+    owned + lock(parked()).len()
 }
 
 /// Waits until the reaper owns no child, or `deadline` passes. Returns whether it is idle.
 ///
 /// Call it before a program exits when children may still be on their way down: a process that
 /// exits leaves its unreaped children to init, and their remaining rungs are never sent.
+///
+/// Children parked because no reaper thread could be started are handed over first; while it
+/// still cannot be started, this tries again every 100 ms until `deadline`.
 pub fn drain(deadline: Instant) -> bool {
+    while !unpark() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
     let Some(r) = REAPER.get() else { return true };
-    let (lock, cond) = &r.idle;
-    let mut guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    let (idle, cond) = &r.idle;
+    let mut guard = lock(idle);
     while r.in_flight.load(Ordering::SeqCst) > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -154,7 +229,7 @@ fn run(r: &'static Reaper, mut poller: Poller) {
         due.extend(table.pop_due(now).into_iter().map(|k| (k, false)));
         let mut finished = 0;
         for (key, fired) in due {
-            if table.step(key, now, fired, &poller) {
+            if table.step(key, now, fired, &poller, r) {
                 finished += 1;
             }
         }
@@ -241,11 +316,15 @@ impl Table {
 
     /// Steps one job (see [`step`]); registers its current wait fds and queues its next
     /// deadline, or removes it once finished. Returns whether it finished.
-    fn step(&mut self, key: Key, now: Instant, fired: bool, poller: &Poller) -> bool {
+    fn step(&mut self, key: Key, now: Instant, fired: bool, poller: &Poller, r: &Reaper) -> bool {
         let Some(slot) = self.slot_mut(key) else {
             return false; // finished earlier in this round (or a stale event)
         };
-        if step(&mut slot.job, now) {
+        if fired {
+            slot.job.process.note_readable();
+        }
+        let stepped = step(&mut slot.job, now);
+        if matches!(stepped, Ok(true)) {
             for fd in slot.registered.drain(..) {
                 poller.remove(&fd);
             }
@@ -277,10 +356,22 @@ impl Table {
         }
         let nothing_to_poll = slot.registered.is_empty();
         let mut next = slot.job.climb.as_ref().map(Climb::deadline);
-        if nothing_to_poll && slot.job.process.uses_pidfd() {
-            // Its pidfds could not be registered (no fd left for a duplicate): look again soon.
-            let retry = now + Duration::from_millis(100);
-            next = Some(next.map_or(retry, |d| d.min(retry)));
+        let mut sooner = |at: Instant| next = Some(next.map_or(at, |d| d.min(at)));
+        let on_sigchld = slot.job.process.waits_on_sigchld();
+        if on_sigchld && hook_sigchld(r) {
+            // Hooked only now: a SIGCHLD since the step's check may have been missed.
+            sooner(now);
+        }
+        if stepped.is_err() || (nothing_to_poll && !on_sigchld) {
+            // The step failed (the job is kept: it is dropped only once reaped), or its pidfds
+            // could not be registered (no fd left for a duplicate): look again soon.
+            sooner(now + Duration::from_millis(100));
+        }
+        // Group members without a pidfd are looked at in /proc now and then.
+        let far = crate::climb::later(now, MAX_WAIT);
+        let recheck = slot.job.process.wake_by(far);
+        if recheck < far {
+            sooner(recheck);
         }
         let requeue = next.filter(|&d| slot.queued != Some(d));
         if requeue.is_some() || next.is_none() {
@@ -341,36 +432,38 @@ impl Table {
     }
 }
 
-/// Advances one job; returns `true` when it is finished (reaped or abandoned after an error).
-fn step(job: &mut Job, now: Instant) -> bool {
-    let result = (|| -> io::Result<bool> {
-        if job.process.is_gone()? {
-            job.process.reap()?;
-            return Ok(true);
-        }
-        if let Some(climb) = &mut job.climb {
-            climb.release_inline();
-            if !climb.advance(&mut job.process, now)? {
-                // Ladder used up: keep waiting for the exit, without further signals.
-                job.climb = None;
-            }
-        }
-        // Leader exited but group members outlived every rung: release the leader now.
-        // A contained child's cgroup must be empty first (members in D state): then the
-        // leader is reaped and the cgroup removed.
-        if job.climb.is_none() && !job.process.is_running() && !job.process.waits_for_cgroup() {
-            job.process.reap()?;
-            return Ok(true);
-        }
-        Ok(false)
-    })();
-    let done = result.unwrap_or(true);
+/// Advances one job; `Ok(true)` when it is finished: reaped (by us, or by somebody else's
+/// `waitpid(-1)`). Never finished on an error — a job dropped unreaped would leave a zombie for
+/// the life of the program: the caller keeps it and steps it again soon. A signal the kernel
+/// refuses ends the climb (see `Climb::give_up`), not the watch.
+fn step(job: &mut Job, now: Instant) -> io::Result<bool> {
+    let done = advance(job, now)?;
     if done {
         if let Some(on_done) = job.on_done.take() {
             on_done(&job.process);
         }
     }
-    done
+    Ok(done)
+}
+
+fn advance(job: &mut Job, now: Instant) -> io::Result<bool> {
+    if job.process.is_gone()? {
+        job.process.reap()?;
+        return Ok(!job.process.holds_pid());
+    }
+    if let Some(climb) = &mut job.climb {
+        climb.release_inline();
+        if !climb.advance(&mut job.process, now)? {
+            // Ladder used up (or a signal refused): keep waiting for the exit, without signals.
+            job.climb = None;
+        }
+    }
+    // Leader exited but group members outlived every rung: release the leader now.
+    if job.climb.is_none() && !job.process.is_running() {
+        job.process.reap()?;
+        return Ok(!job.process.holds_pid());
+    }
+    Ok(false)
 }
 
 /// What the reaper thread blocks in: epoll over the wake socket and every job's wait fds

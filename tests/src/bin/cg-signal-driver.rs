@@ -37,12 +37,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, CloseReport, Error, Ladder, Reap, Signal, SocketMode};
-use childguard_tests::{is_own_fd_table, our_children, read_ready, slowserver};
+use childguard_tests::{is_own_fd_table, our_children, pidfd, read_ready, slowserver};
 use rustix::process::{Resource, Rlimit, WaitOptions};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().cloned().unwrap_or_default();
+    // Helper processes, not drivers: they print nothing of the driver protocol.
+    match mode.as_str() {
+        "main-thread-exits" => main_thread_exits(),
+        "trace" => trace(),
+        _ => {}
+    }
     println!("DRIVER pid={}", std::process::id());
     match mode.as_str() {
         "strangers" => strangers(),
@@ -54,9 +60,16 @@ fn main() {
         "notifier-retry" => notifier_retry(),
         "fork" => fork_without_exec(),
         "fork-inherited" => fork_with_handles(),
+        "unlistable-group" => unlistable_group(),
+        "signal-refused" => signal_refused(),
+        "no-reaper" => no_reaper(),
+        "group-watch" => group_watch(),
+        "traced" => traced(),
         _ => {
             eprintln!(
-                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|pidfd-fails POINT ERRNO|notifier-retry|fork|fork-inherited"
+                "usage: cg-signal-driver strangers|emfile|sigchld-ignored|sigchld-nocldwait|steal|\
+                 pidfd-fails POINT ERRNO|notifier-retry|fork|fork-inherited|unlistable-group|\
+                 signal-refused|no-reaper|group-watch|traced"
             );
             std::process::exit(2);
         }
@@ -120,9 +133,20 @@ fn report(tag: &str, r: &CloseReport) {
 }
 
 fn close(tag: &str, handle: ChildHandle) {
-    match handle.close() {
+    closed(tag, handle.close());
+}
+
+/// Prints a close's outcome: `REPORT`, or `CLOSE-ERROR` and the report the error carries as
+/// `REPORT tag-error`.
+fn closed(tag: &str, outcome: Result<CloseReport, Error>) {
+    match outcome {
         Ok(r) => report(tag, &r),
-        Err(e) => println!("CLOSE-ERROR tag={tag} kind={:?} msg={e}", e.kind()),
+        Err(e) => {
+            println!("CLOSE-ERROR tag={tag} kind={:?} msg={e}", e.kind());
+            if let Some(r) = e.close_report() {
+                report(&format!("{tag}-error"), r);
+            }
+        }
     }
 }
 
@@ -853,4 +877,336 @@ fn live_guardians() -> usize {
                 && childguard_tests::proc_state(pid).is_some_and(|s| s != 'Z')
         })
         .count()
+}
+
+/// A shell command as a child's program.
+fn sh(script: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script]);
+    cmd
+}
+
+/// Kills a process we pinned with a pidfd and waits (up to 10 s) until it is gone.
+fn kill_pinned(pin: &std::os::fd::OwnedFd) {
+    let _ = rustix::process::pidfd_send_signal(pin, rustix::process::Signal::KILL);
+    let mut fds = [rustix::event::PollFd::new(
+        pin,
+        rustix::event::PollFlags::IN,
+    )];
+    let ten = rustix::event::Timespec {
+        tv_sec: 10,
+        tv_nsec: 0,
+    };
+    let _ = rustix::event::poll(&mut fds, Some(&ten));
+}
+
+/// Whether the process a pidfd pins has exited (its pidfd is readable).
+fn has_exited(pin: &std::os::fd::OwnedFd) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        pin,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+}
+
+/// Kills this driver if a step hangs (a close that never returns must fail the test, not hang
+/// the suite): the whole process group, which `childguard_tests::driver::driver` made ours, so
+/// that children that hold our stdout or stderr die with us.
+fn watchdog(limit: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        println!("HUNG after {limit:?}");
+        std::io::stdout().flush().ok();
+        if rustix::process::getpgrp() == rustix::process::getpid() {
+            let _ = rustix::process::kill_current_process_group(rustix::process::Signal::KILL);
+        }
+        std::process::exit(3);
+    });
+}
+
+/// Issue 12, item 1: a group whose members cannot be listed (`/proc` unreadable, the fd table
+/// full) is closed like one off Linux — not a `Wait` error that leaves the leader a zombie.
+fn unlistable_group() {
+    use childguard::failpoint::{self, Point};
+    let group = Opts {
+        group: true,
+        ..Opts::default()
+    };
+    // /proc cannot be read.
+    let h = build(slowserver(&["--fork-grandchild"]), "EOF:2s,KILL:1s", group).expect("spawn");
+    owned("proc-unreadable", &h, group);
+    let worker = pidfd(read_ready(&h).grandchild);
+    failpoint::set(Point::ProcList, libc::EACCES);
+    close("proc-unreadable", h);
+    failpoint::clear(Point::ProcList);
+    println!("WORKER tag=proc-unreadable alive={}", !has_exited(&worker));
+    kill_pinned(&worker);
+
+    // The fd table is full: a real EMFILE, RLIMIT_NOFILE lowered to 3 during the close.
+    let h = build(slowserver(&["--fork-grandchild"]), "EOF:2s,KILL:1s", group).expect("spawn");
+    owned("emfile", &h, group);
+    let worker = pidfd(read_ready(&h).grandchild);
+    let original = rustix::process::getrlimit(Resource::Nofile);
+    rustix::process::setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(3),
+            maximum: original.maximum,
+        },
+    )
+    .expect("lowering RLIMIT_NOFILE");
+    let outcome = h.close();
+    rustix::process::setrlimit(Resource::Nofile, original).expect("restoring RLIMIT_NOFILE");
+    closed("emfile", outcome);
+    println!("WORKER tag=emfile alive={}", !has_exited(&worker));
+    kill_pinned(&worker);
+}
+
+/// Issue 12, item 1: every signal refused (`EPERM`, as from an LSM): the close says so with a
+/// `Signal` error carrying its report, and the child — which exits by itself 300 ms later — is
+/// still reaped, by the reaper.
+fn signal_refused() {
+    use childguard::failpoint::{self, Point};
+    for point in [Point::PidfdSendSignal, Point::KillProcessGroup, Point::Kill] {
+        failpoint::set(point, libc::EPERM);
+    }
+    let o = Opts::default();
+    for (tag, opts) in [
+        ("pidfd", o),
+        ("group", Opts { group: true, ..o }),
+        (
+            "portable",
+            Opts {
+                portable: true,
+                ..o
+            },
+        ),
+        (
+            "background",
+            Opts {
+                background: true,
+                ..o
+            },
+        ),
+    ] {
+        let h = build(sh("exec sleep 0.3"), "HUP:1s,KILL:1s", opts).expect("spawn");
+        owned(tag, &h, opts);
+        let started = Instant::now();
+        close(tag, h);
+        println!("TOOK tag={tag} ms={}", started.elapsed().as_millis());
+    }
+    for point in [Point::PidfdSendSignal, Point::KillProcessGroup, Point::Kill] {
+        failpoint::clear(point);
+    }
+}
+
+/// Issue 12, item 2: no reaper thread can be started. Every close still returns within its
+/// bound (a ladder without KILL on a child that ignores it; a background close; a cancelled
+/// `close_async`), its report saying the child was left unreaped; the children are parked and
+/// handed over once the reaper can start (here: `drain`).
+fn no_reaper() {
+    use childguard::failpoint::{self, Point};
+    watchdog(Duration::from_secs(20));
+    failpoint::set(Point::ReaperStart, libc::EAGAIN);
+    let ignore_hup = ["--ignore", "HUP", "--ignore-eof"];
+    let o = Opts::default();
+
+    let h = spawn("outlived", &ignore_hup, "HUP:50ms", o);
+    let outlived = pidfd(h.id().expect("pid"));
+    let started = Instant::now();
+    close("outlived", h);
+    println!("TOOK tag=outlived ms={}", started.elapsed().as_millis());
+
+    let background = Opts {
+        background: true,
+        ..o
+    };
+    let h = spawn("background", &ignore_hup, "HUP:50ms,KILL:1s", background);
+    let started = Instant::now();
+    close("background", h);
+    println!("TOOK tag=background ms={}", started.elapsed().as_millis());
+
+    let h = spawn("cancelled", &ignore_hup, "HUP:5s,KILL:1s", o);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let started = Instant::now();
+    let cancelled = rt.block_on(async {
+        tokio::time::timeout(Duration::from_millis(20), h.close_async())
+            .await
+            .is_err()
+    });
+    println!(
+        "TOOK tag=cancelled ms={} cancelled={cancelled}",
+        started.elapsed().as_millis()
+    );
+    println!(
+        "PARKED in_flight={} children={}",
+        childguard::reaper::in_flight(),
+        our_children().len()
+    );
+    failpoint::clear(Point::ReaperStart);
+    // Its ladder had no KILL: end it ourselves. The other two get theirs from the reaper.
+    kill_pinned(&outlived);
+}
+
+/// Issue 12, items 2, 3 and 5: how a group is watched after its leader exited.
+fn group_watch() {
+    use childguard::failpoint::{self, Point};
+    let group = Opts {
+        group: true,
+        ..Opts::default()
+    };
+    // Six members that ignore HUP and exit one by one, 100 ms apart: /proc is listed when the
+    // leader's exit is seen, after the rung, and to confirm the group is empty — not on every
+    // member's exit.
+    let members = "trap '' HUP; for i in 1 2 3 4 5 6; do sleep 0.$i & done; exit 0";
+    let h = build(sh(members), "HUP:10s,KILL:1s", group).expect("spawn");
+    owned("staggered", &h, group);
+    let mut h = h;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.try_wait().expect("try_wait").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let before = failpoint::hits(Point::ProcList);
+    close("staggered", h);
+    println!(
+        "SCANS tag=staggered n={}",
+        failpoint::hits(Point::ProcList) - before
+    );
+
+    // A member whose main thread exited while another thread runs (`Z` in /proc/PID/stat):
+    // alive until its pidfd says otherwise. It ignores HUP, so the KILL rung must reach it.
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = sh("trap '' HUP; \"$0\" main-thread-exits & echo $!; read x");
+    cmd.arg(&exe);
+    member_case("zombie-main", cmd, group);
+
+    // No pidfd for members (a kernel without pidfd_open, a seccomp filter), portable
+    // mechanism: members are tracked by pid and start time, so the leader — and its group id
+    // — is kept until the KILL rung has ended the member.
+    failpoint::set(Point::MemberPidfdOpen, libc::ENOSYS);
+    let portable = Opts {
+        portable: true,
+        ..group
+    };
+    member_case(
+        "unpinned",
+        sh("trap '' HUP; sleep 30 & echo $!; read x"),
+        portable,
+    );
+    failpoint::clear(Point::MemberPidfdOpen);
+}
+
+/// Spawns `cmd` (which prints a member's pid and exits on EOF), closes it with
+/// `HUP:200ms,KILL:1s`, and prints whether the member survived.
+fn member_case(tag: &str, cmd: Command, o: Opts) {
+    let h = build(cmd, "HUP:200ms,KILL:1s", o).expect("spawn");
+    owned(tag, &h, o);
+    let member: u32 = read_line(&h).trim().parse().expect("member pid");
+    let pin = pidfd(member);
+    if tag == "zombie-main" {
+        // Wait until its main thread is gone and /proc shows it as `Z`, still with a thread.
+        let ok = childguard_tests::eventually(Duration::from_secs(10), || {
+            std::fs::read_to_string(format!("/proc/{member}/stat"))
+                .is_ok_and(|s| s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+        });
+        println!("MEMBER tag={tag} pid={member} zombie-main={ok}");
+    } else {
+        println!("MEMBER tag={tag} pid={member}");
+    }
+    close(tag, h);
+    println!("SURVIVED tag={tag} member={}", !has_exited(&pin));
+    kill_pinned(&pin);
+}
+
+/// One line from the handle's socket (byte by byte).
+fn read_line(handle: &ChildHandle) -> String {
+    use std::io::Read;
+    let mut socket = handle.socket().expect("socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut line = Vec::new();
+    let mut byte = [0u8];
+    while line.last() != Some(&b'\n') {
+        match socket.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => panic!("reading a line: {other:?} after {line:?}"),
+        }
+    }
+    String::from_utf8_lossy(&line).into_owned()
+}
+
+/// Helper process: its main thread exits (`exit(2)`, not `exit_group`) while a second thread
+/// sleeps for 30 s, so `/proc` shows it as `Z` while it still runs.
+fn main_thread_exits() -> ! {
+    std::thread::spawn(|| std::thread::sleep(Duration::from_secs(30)));
+    // SAFETY: SYS_exit ends only the calling thread, without unwinding or running destructors
+    // of this thread's stack; nothing on it is shared with the other thread, which keeps the
+    // process alive.
+    unsafe {
+        libc::syscall(libc::SYS_exit, 0);
+    }
+    unreachable!("SYS_exit returned")
+}
+
+/// Helper process: `trace PID MS` attaches to PID with `PTRACE_SEIZE` (no stop), prints
+/// `TRACING`, never waits for it, and exits after MS milliseconds — so the tracee's exit
+/// stays hidden from its real parent's `waitid` until then.
+fn trace() -> ! {
+    let args: Vec<String> = std::env::args().collect();
+    let pid: libc::pid_t = args[2].parse().expect("pid");
+    let ms: u64 = args[3].parse().expect("ms");
+    // SAFETY: PTRACE_SEIZE takes a pid and no pointers (addr and data are 0).
+    let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, 0) };
+    if rc != 0 {
+        println!("TRACE-FAILED {}", std::io::Error::last_os_error());
+        std::process::exit(1);
+    }
+    println!("TRACING");
+    std::io::stdout().flush().ok();
+    std::thread::sleep(Duration::from_millis(ms));
+    std::process::exit(0)
+}
+
+/// Issue 12, item 6: a child whose exit a tracer hides (its pidfd readable, our `waitid`
+/// empty) is waited for without spinning, and reaped once the tracer lets go.
+fn traced() {
+    use std::io::BufRead;
+    watchdog(Duration::from_secs(20));
+    let h = spawn("traced", &[], "HUP:10s", Opts::default());
+    let pid = h.id().expect("pid");
+    let mut tracer = Command::new(std::env::current_exe().expect("current_exe"))
+        .args(["trace", &pid.to_string(), "1000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning the tracer");
+    let mut line = String::new();
+    std::io::BufReader::new(tracer.stdout.take().expect("tracer stdout"))
+        .read_line(&mut line)
+        .expect("tracer line");
+    println!("TRACER {}", line.trim());
+    send(&h, "EXIT 0\n");
+    let zombie = childguard_tests::eventually(Duration::from_secs(5), || {
+        childguard_tests::proc_state(pid) == Some('Z')
+    });
+    let cpu = || rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    let (cpu_before, started) = (cpu(), Instant::now());
+    let outcome = h.close();
+    let (cpu_after, took) = (cpu(), started.elapsed());
+    let spent = (cpu_after.tv_sec - cpu_before.tv_sec) as f64 * 1e3
+        + (cpu_after.tv_nsec - cpu_before.tv_nsec) as f64 / 1e6;
+    println!(
+        "TRACED zombie={zombie} took_ms={} cpu_ms={spent:.1}",
+        took.as_millis()
+    );
+    closed("traced", outcome);
+    let _ = tracer.wait();
 }

@@ -5,23 +5,38 @@
 //! a stranger's group. We therefore keep the leader an unreaped zombie (observed with
 //! `WNOWAIT`) for as long as we signal its group: a zombie's pid cannot be reused, so the id
 //! stays ours. We also never pass 0 or 1 to `killpg` (0 means *our own* group, and group 1 is
-//! init's); a child whose pid is one of those is not a group we created.
+//! init's); a child whose pid is one of those is not a group we created. The leader is released
+//! only once no member is known to be alive — so a member we cannot see must not be taken as
+//! gone: see [`Survivors`].
 //!
 //! Survivors (Linux): after the leader exits, the members still in the group are found in
-//! `/proc/*/stat`, each opened as a pidfd and checked again (a pid recycled between the scan
-//! and `pidfd_open` is not in our group), and their pidfds are polled until the rung's deadline.
+//! `/proc/*/stat`. Each is opened as a pidfd and checked again (a pid recycled between the scan
+//! and `pidfd_open` is not in our group), and from then on it is alive until its pidfd turns
+//! readable — not until `/proc` shows it as a zombie: a member whose main thread exited while
+//! other threads run shows state `Z` but still runs (and holds the socket). Where `pidfd_open`
+//! fails (a kernel without it, a seccomp filter, no fd left), a member is tracked by its pid
+//! *and its start time* from `/proc/PID/stat` instead: a recycled pid has a later start time,
+//! so it is never taken for the member (and never keeps the leader waiting).
+//!
+//! `/proc` is listed only when the group may have changed in a way no pidfd shows: when the
+//! leader's exit is first seen, after each rung is sent to the group (at the rung deadlines),
+//! and to confirm that the group is empty once no known member is left. In between, known
+//! members are watched through their pidfds (on a host with 30 000 processes a listing costs
+//! ~0.3 s). A listing that fails (`/proc` unreadable, `EMFILE`) is not fatal: the members we
+//! know are still watched, and for the rest the close says survivors may exist, as it does off
+//! Linux.
+//!
 //! Elsewhere, members that outlive the leader cannot be listed; they get the signals sent while
 //! the leader was alive, and the report says the group may survive.
 
 use std::io;
 #[cfg(target_os = "linux")]
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustix::process::kill_process_group;
-#[cfg(target_os = "linux")]
-use rustix::process::Pid;
 
+use crate::failpoint::{self, Point};
 use crate::signal::Signal;
 use crate::sys;
 
@@ -34,6 +49,7 @@ pub(crate) fn signal(pgid: u32, signal: Signal) -> io::Result<bool> {
         ));
     }
     let pgid = super::pid(pgid)?;
+    failpoint::check(Point::KillProcessGroup)?;
     match kill_process_group(pgid, sys::rustix_signal(signal)?) {
         Ok(()) => Ok(true),
         Err(rustix::io::Errno::SRCH) => Ok(false),
@@ -41,11 +57,54 @@ pub(crate) fn signal(pgid: u32, signal: Signal) -> io::Result<bool> {
     }
 }
 
+/// How often members without a pidfd are looked at again in `/proc` (nothing wakes us when
+/// they exit). Only on the fallback where `pidfd_open` fails.
+const UNPINNED_RECHECK: Duration = Duration::from_millis(20);
+
+/// One group member other than the leader.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+struct Member {
+    pid: u32,
+    /// Start time from `/proc/PID/stat` (clock ticks after boot): with the pid, it names this
+    /// process and no later one.
+    start: u64,
+    /// Its pidfd, when `pidfd_open` worked: readable once the whole process has exited.
+    pidfd: Option<OwnedFd>,
+}
+
+#[cfg(target_os = "linux")]
+impl Member {
+    fn is_alive(&self, pgid: u32) -> bool {
+        match &self.pidfd {
+            Some(fd) => !is_readable(fd),
+            None => stat(self.pid)
+                .is_some_and(|s| s.start == self.start && s.group == pgid && s.is_running()),
+        }
+    }
+}
+
 /// Group members other than the leader that were alive at the last look.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Survivors {
     #[cfg(target_os = "linux")]
-    members: Vec<(u32, OwnedFd)>,
+    members: Vec<Member>,
+    /// `/proc` must be listed again before `members` may be taken as the whole group.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    stale: bool,
+    /// Why the last listing failed, if it did: members may exist that we do not know of.
+    unlisted: Option<io::Error>,
+}
+
+impl Default for Survivors {
+    fn default() -> Survivors {
+        Survivors {
+            #[cfg(target_os = "linux")]
+            members: Vec::new(),
+            stale: true,
+            unlisted: None,
+        }
+    }
 }
 
 impl Survivors {
@@ -55,7 +114,7 @@ impl Survivors {
 
     #[cfg(target_os = "linux")]
     pub(crate) fn pids(&self) -> Vec<u32> {
-        self.members.iter().map(|(pid, _)| *pid).collect()
+        self.members.iter().map(|m| m.pid).collect()
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -63,39 +122,97 @@ impl Survivors {
         Vec::new()
     }
 
-    /// Looks again at who is left in group `pgid` (led by `pgid` itself).
+    /// Why the group could not be listed the last time we tried (`None`: it could, or it
+    /// never needed to be). Members unknown to us may then be alive.
+    pub(crate) fn unlisted(&self) -> Option<&io::Error> {
+        self.unlisted.as_ref()
+    }
+
+    /// The group may have changed where no pidfd shows it (a rung was sent, which a member may
+    /// answer by forking): list it again at the next [`Survivors::refresh`].
+    pub(crate) fn mark_stale(&mut self) {
+        self.stale = true;
+    }
+
+    /// Looks again at who is left in group `pgid` (led by `pgid` itself): drops known members
+    /// that exited, and lists `/proc` if the group is stale or no known member is left.
     #[cfg(target_os = "linux")]
-    pub(crate) fn refresh(&mut self, pgid: u32) -> io::Result<()> {
-        // Members already known and still running keep their pidfd; a readable pidfd has exited.
-        self.members.retain(|(_, fd)| !is_readable(fd));
-        for pid in members_in_proc(pgid)? {
-            if self.members.iter().any(|(p, _)| *p == pid) {
-                continue;
-            }
-            let Some(raw) = Pid::from_raw(pid as i32) else {
-                continue;
-            };
-            let Ok(fd) = rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty())
-            else {
-                continue; // exited meanwhile
-            };
-            // Re-check after opening: the pidfd now pins this exact process.
-            if process_group_of(pid) == Some(pgid) && !is_readable(&fd) {
-                self.members.push((pid, fd));
-            }
+    pub(crate) fn refresh(&mut self, pgid: u32) {
+        self.members.retain(|m| m.is_alive(pgid));
+        if self.members.is_empty() {
+            self.stale = true; // confirm that the group is empty before we say so
         }
-        Ok(())
+        if !self.stale {
+            return;
+        }
+        match self.list(pgid) {
+            Ok(()) => {
+                self.stale = false;
+                self.unlisted = None;
+            }
+            // Stays stale: the next refresh tries again.
+            Err(e) => self.unlisted = Some(e),
+        }
     }
 
     #[cfg(not(target_os = "linux"))]
-    pub(crate) fn refresh(&mut self, _pgid: u32) -> io::Result<()> {
+    pub(crate) fn refresh(&mut self, _pgid: u32) {}
+
+    /// Adds every member of `pgid` in `/proc` that we do not know yet.
+    #[cfg(target_os = "linux")]
+    fn list(&mut self, pgid: u32) -> io::Result<()> {
+        for (pid, start) in members_in_proc(pgid)? {
+            if self
+                .members
+                .iter()
+                .any(|m| m.pid == pid && m.start == start)
+            {
+                continue;
+            }
+            let Some(raw) = rustix::process::Pid::from_raw(pid as i32) else {
+                continue;
+            };
+            let opened = failpoint::check(Point::MemberPidfdOpen).and_then(|()| {
+                Ok(rustix::process::pidfd_open(
+                    raw,
+                    rustix::process::PidfdFlags::empty(),
+                )?)
+            });
+            let member = match opened {
+                // Re-check after opening: the pidfd now pins this exact process, and the same
+                // start time proves it is the one we listed, still in our group.
+                Ok(fd) => {
+                    let same = stat(pid).is_some_and(|s| s.start == start && s.group == pgid);
+                    (same && !is_readable(&fd)).then_some(Member {
+                        pid,
+                        start,
+                        pidfd: Some(fd),
+                    })
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => None, // exited meanwhile
+                // No pidfd for it (ENOSYS, EPERM from a filter, EMFILE): track it by pid and
+                // start time, checked in `/proc` every UNPINNED_RECHECK.
+                Err(_) => {
+                    let member = Member {
+                        pid,
+                        start,
+                        pidfd: None,
+                    };
+                    member.is_alive(pgid).then_some(member)
+                }
+            };
+            self.members.extend(member);
+        }
         Ok(())
     }
 
     /// The survivors' pidfds (readable once each exits).
     #[cfg(target_os = "linux")]
     pub(crate) fn fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
-        self.members.iter().map(|(_, fd)| fd.as_fd()).collect()
+        self.members
+            .iter()
+            .filter_map(|m| m.pidfd.as_ref().map(|fd| fd.as_fd()))
+            .collect()
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -103,11 +220,26 @@ impl Survivors {
         Vec::new()
     }
 
-    /// Waits until a known survivor exits or `deadline` passes.
+    /// `deadline`, or sooner if a member has no pidfd and must be looked at in `/proc`.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn wake_by(&self, deadline: Instant) -> Instant {
+        if self.members.iter().any(|m| m.pidfd.is_none()) {
+            deadline.min(Instant::now() + UNPINNED_RECHECK)
+        } else {
+            deadline
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn wake_by(&self, deadline: Instant) -> Instant {
+        deadline
+    }
+
+    /// Waits until a known survivor exits or `deadline` passes (sooner for members without a
+    /// pidfd, see [`Survivors::wake_by`]).
     #[cfg(target_os = "linux")]
     pub(crate) fn wait_until(&self, deadline: Instant) -> io::Result<()> {
-        let fds: Vec<_> = self.members.iter().map(|(_, fd)| fd.as_fd()).collect();
-        super::pidfd::poll_until(&fds, deadline)
+        super::pidfd::poll_until(&self.fds(), self.wake_by(deadline)).map(drop)
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -129,9 +261,11 @@ pub(crate) fn is_readable(fd: &OwnedFd) -> bool {
     matches!(poll(&mut pfd, Some(&zero)), Ok(n) if n > 0)
 }
 
-/// Pids in `/proc` whose process group is `pgid`, other than `pgid` itself, not zombies.
+/// Pids in `/proc` whose process group is `pgid`, other than `pgid` itself, with their start
+/// times. Zombies included: whether a member still runs is for its pidfd to say.
 #[cfg(target_os = "linux")]
-fn members_in_proc(pgid: u32) -> io::Result<Vec<u32>> {
+fn members_in_proc(pgid: u32) -> io::Result<Vec<(u32, u64)>> {
+    failpoint::check(Point::ProcList)?;
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -142,41 +276,94 @@ fn members_in_proc(pgid: u32) -> io::Result<Vec<u32>> {
         else {
             continue;
         };
-        if pid != pgid && process_group_of(pid) == Some(pgid) {
-            found.push(pid);
+        if pid == pgid {
+            continue;
+        }
+        if let Some(s) = stat(pid).filter(|s| s.group == pgid) {
+            found.push((pid, s.start));
         }
     }
     Ok(found)
 }
 
-/// The process group of a live (non-zombie) process, from `/proc/PID/stat`.
+/// What `/proc/PID/stat` says about a process.
 #[cfg(target_os = "linux")]
-pub(crate) fn process_group_of(pid: u32) -> Option<u32> {
-    let (state, pgrp) = state_and_group(pid)?;
-    (state != 'Z' && state != 'X').then_some(pgrp)
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stat {
+    /// The state letter (`Z` for a zombie — or a process whose main thread exited while
+    /// others run).
+    pub(crate) state: char,
+    /// The parent.
+    pub(crate) parent: u32,
+    /// The process group.
+    pub(crate) group: u32,
+    /// Threads, counting an exited main thread that still holds the process id.
+    pub(crate) threads: u64,
+    /// Start time after boot, in clock ticks.
+    pub(crate) start: u64,
 }
 
-/// The state letter (`Z` for a zombie) and process group of `pid`, from `/proc/PID/stat`;
-/// `None` once the pid is free.
 #[cfg(target_os = "linux")]
-pub(crate) fn state_and_group(pid: u32) -> Option<(char, u32)> {
-    stat_fields(pid).map(|(state, _, group)| (state, group))
+impl Stat {
+    /// Whether any thread of it still runs: not dead, and not a zombie — unless a zombie main
+    /// thread is all that exited (a whole-process zombie counts one thread, itself).
+    pub(crate) fn is_running(&self) -> bool {
+        match self.state {
+            'X' | 'x' => false,
+            'Z' => self.threads > 1,
+            _ => true,
+        }
+    }
+}
+
+/// `/proc/PID/stat` of `pid`, parsed; `None` once the pid is free.
+#[cfg(target_os = "linux")]
+pub(crate) fn stat(pid: u32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
 }
 
 /// The parent of `pid` (`/proc/PID/stat` field 4), if it exists.
 #[cfg(target_os = "linux")]
 pub(crate) fn parent_of(pid: u32) -> Option<u32> {
-    stat_fields(pid).map(|(_, parent, _)| parent)
+    stat(pid).map(|s| s.parent)
 }
 
-/// State, parent and process group of `pid`, from `/proc/PID/stat`.
+/// Parses the text of a `/proc/PID/stat` (see proc_pid_stat(5)).
 #[cfg(target_os = "linux")]
-fn stat_fields(pid: u32) -> Option<(char, u32, u32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may contain anything.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split(' ');
-    let state = fields.next()?.chars().next()?;
-    let parent = fields.next()?.parse().ok()?;
-    Some((state, parent, fields.next()?.parse().ok()?))
+fn parse_stat(text: &str) -> Option<Stat> {
+    // Fields after the command name, which is in parentheses and may contain anything: field 3
+    // (state) is the first of them.
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    Some(Stat {
+        state: field(3)?.chars().next()?,
+        parent: field(4)?.parse().ok()?,
+        group: field(5)?.parse().ok()?,
+        threads: field(20)?.parse().ok()?,
+        start: field(22)?.parse().ok()?,
+    })
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_read_past_a_command_name_with_parentheses_and_spaces() {
+        let text = "4242 (a) b (c) Z 1 4240 4240 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 3 0 987654 0 0";
+        let s = parse_stat(text).expect("parses");
+        assert_eq!(
+            (s.state, s.parent, s.group, s.threads, s.start),
+            ('Z', 1, 4240, 3, 987654)
+        );
+        assert!(
+            s.is_running(),
+            "a zombie main thread with live threads runs"
+        );
+        let whole_zombie = text.replace(" 20 0 3 0 ", " 20 0 1 0 ");
+        assert!(!parse_stat(&whole_zombie).unwrap().is_running());
+        assert!(parse_stat("4242 (x) R").is_none());
+    }
 }

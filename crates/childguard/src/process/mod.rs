@@ -22,6 +22,7 @@ pub(crate) mod sigchld;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::containment::CgroupReport;
@@ -72,7 +73,8 @@ pub(crate) struct Process {
     life: Life,
     exited_at: Option<Instant>,
     survivors: group::Survivors,
-    /// `SIGCHLD` generation read before the last [`Process::check_exit`] (portable mechanism).
+    /// `SIGCHLD` generation read before the last [`Process::check_exit`] (portable mechanism,
+    /// or a pidfd child whose exit a tracer holds).
     sigchld_seen: u64,
     /// Containment: the child's own cgroup, and who gets the catchable rungs.
     #[cfg(target_os = "linux")]
@@ -80,6 +82,12 @@ pub(crate) struct Process {
     /// A group leader's descendants when its close began (uncontained; for `escaped`).
     #[cfg(target_os = "linux")]
     descendants: Option<descendants::Descendants>,
+    /// The leader's pidfd was seen readable since the last `waitid` (set by whoever waited
+    /// on it: [`Process::wait_until`], the reaper's epoll, the tokio face).
+    readable_seen: AtomicBool,
+    /// The pidfd said "exited" but `waitid` found nothing: a tracer holds the zombie. Waits go
+    /// to the `SIGCHLD` notifier instead of the (always readable) pidfd.
+    held_by_tracer: bool,
 }
 
 impl Process {
@@ -113,6 +121,8 @@ impl Process {
             cgroup: None,
             #[cfg(target_os = "linux")]
             descendants: None,
+            readable_seen: AtomicBool::new(false),
+            held_by_tracer: false,
         })
     }
 
@@ -244,7 +254,10 @@ impl Process {
         if self.leads_group {
             // The leader is alive or an unreaped zombie, so its pid — our group id — cannot
             // have been recycled: killpg reaches only our group (never 0 or 1: see `group`).
-            return group::signal(self.pid, signal).map(|sent| (sent, None));
+            let sent = group::signal(self.pid, signal).map(|sent| (sent, None));
+            // A rung deadline: members may answer by forking; list the group again.
+            self.survivors.mark_stale();
+            return sent;
         }
         if !self.is_running() {
             return Ok((false, Some(0)));
@@ -349,7 +362,28 @@ impl Process {
             let reap = !self.leads_group;
             let observed = match &self.mechanism {
                 #[cfg(target_os = "linux")]
-                Mechanism::Pidfd(fd) => fd.observe_exit(reap),
+                Mechanism::Pidfd(fd) => {
+                    if self.held_by_tracer {
+                        // Read first: a SIGCHLD after this read wakes our next wait.
+                        self.sigchld_seen = sigchld::notifier()?.generation();
+                    }
+                    let observed = fd.observe_exit(reap);
+                    let readable = self.readable_seen.swap(false, Ordering::Relaxed);
+                    if matches!(observed, Ok(None)) && readable && !self.held_by_tracer {
+                        // Race (a traced child): the pidfd turns readable when the child
+                        // exits, but a tracer is told first, and until it waits for the zombie
+                        // (or detaches, or exits) our waitid finds nothing. Polling the pidfd
+                        // again would return at once: a busy loop until the deadline. The
+                        // tracer's wait sends us — the real parent — SIGCHLD, so wait for that
+                        // from now on. The generation is read before the second look, so a
+                        // SIGCHLD that comes between that look and our sleep is not missed.
+                        self.held_by_tracer = true;
+                        self.sigchld_seen = sigchld::notifier()?.generation();
+                        fd.observe_exit(reap)
+                    } else {
+                        observed
+                    }
+                }
                 Mechanism::Sigchld(_) => {
                     // Read the generation first: a SIGCHLD after this read wakes our next wait.
                     self.sigchld_seen = sigchld::notifier()?.generation();
@@ -387,7 +421,9 @@ impl Process {
         if !self.leads_group || !self.holds_group_id() {
             return Ok(true);
         }
-        self.survivors.refresh(self.pid)?;
+        // A listing that fails is not an error: the members we know are still watched, and
+        // `survivors_unlisted` tells the report that others may exist.
+        self.survivors.refresh(self.pid);
         Ok(self.survivors.is_empty())
     }
 
@@ -399,7 +435,29 @@ impl Process {
     }
 
     fn holds_group_id(&self) -> bool {
+        self.holds_pid()
+    }
+
+    /// Whether the child is not reaped yet (running, or a zombie we keep): somebody must still
+    /// reap it.
+    pub(crate) fn holds_pid(&self) -> bool {
         matches!(self.life, Life::Running | Life::Exited(_))
+    }
+
+    /// Why the group's members could not be listed at the last look, if they could not:
+    /// survivors we do not know of may then exist.
+    pub(crate) fn survivors_unlisted(&self) -> Option<&io::Error> {
+        self.survivors.unlisted()
+    }
+
+    /// `deadline`, or sooner when something we wait for has no fd to wake us (group members
+    /// without a pidfd, looked at in `/proc` now and then).
+    pub(crate) fn wake_by(&self, deadline: Instant) -> Instant {
+        if self.is_running() {
+            deadline
+        } else {
+            self.survivors.wake_by(deadline)
+        }
     }
 
     /// Pids of group members still alive (last seen), for the report.
@@ -422,19 +480,38 @@ impl Process {
     pub(crate) fn wait_until(&self, deadline: Instant) -> io::Result<()> {
         #[cfg(target_os = "linux")]
         if self.cgroup.is_some() && (self.uses_pidfd() || !self.is_running()) {
-            return pidfd::poll_until(&self.wait_fds(), deadline);
+            return pidfd::poll_until(&self.wait_fds(), deadline).map(drop);
         }
         if !self.is_running() {
             return self.survivors.wait_until(deadline);
         }
         match &self.mechanism {
             #[cfg(target_os = "linux")]
-            Mechanism::Pidfd(fd) => fd.wait_readable(deadline),
-            Mechanism::Sigchld(_) => {
+            Mechanism::Pidfd(fd) if !self.held_by_tracer => {
+                if fd.wait_readable(deadline)? {
+                    self.note_readable();
+                }
+                Ok(())
+            }
+            _ => {
                 sigchld::notifier()?.wait_change_from(self.sigchld_seen, deadline);
                 Ok(())
             }
         }
+    }
+
+    /// The leader's pidfd was seen readable (it exited, or a tracer holds its zombie): the
+    /// next [`Process::check_exit`] tells which.
+    pub(crate) fn note_readable(&self) {
+        if self.is_running() {
+            self.readable_seen.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a change arrives as `SIGCHLD` rather than on an fd (the portable mechanism, or
+    /// a zombie a tracer holds).
+    pub(crate) fn waits_on_sigchld(&self) -> bool {
+        matches!(self.wait_on(), WaitOn::Sigchld(_))
     }
 
     /// The leader's pidfd (Linux), while it has not been reaped.
@@ -454,7 +531,9 @@ impl Process {
         if let Some((cgroup, _)) = &self.cgroup {
             // The leader's exit (it is reaped or kept a zombie), then the cgroup emptying.
             let mut fds = Vec::with_capacity(2);
-            if let (true, Some(pidfd)) = (self.is_running(), self.pidfd()) {
+            if let (true, false, Some(pidfd)) =
+                (self.is_running(), self.held_by_tracer, self.pidfd())
+            {
                 fds.push(pidfd);
             }
             fds.push(cgroup.watch().fd());
@@ -465,18 +544,19 @@ impl Process {
         }
         match &self.mechanism {
             #[cfg(target_os = "linux")]
-            Mechanism::Pidfd(fd) => vec![fd.as_fd()],
-            Mechanism::Sigchld(_) => Vec::new(),
+            Mechanism::Pidfd(fd) if !self.held_by_tracer => vec![fd.as_fd()],
+            _ => Vec::new(),
         }
     }
 
     /// What [`Process::wait_until`] would block on, for drivers that wait without blocking (the
     /// tokio face): fds that turn readable, or a `SIGCHLD` after the generation last seen.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn wait_on(&self) -> WaitOn<'_> {
-        match &self.mechanism {
-            Mechanism::Sigchld(_) if self.is_running() => WaitOn::Sigchld(self.sigchld_seen),
-            _ => WaitOn::Fds(self.wait_fds()),
+        let on_sigchld = matches!(self.mechanism, Mechanism::Sigchld(_)) || self.held_by_tracer;
+        if on_sigchld && self.is_running() {
+            WaitOn::Sigchld(self.sigchld_seen)
+        } else {
+            WaitOn::Fds(self.wait_fds())
         }
     }
 
@@ -499,6 +579,41 @@ impl Process {
         // of the reap: the report shows it as not removed.
         let _ = self.remove_cgroup_if_empty();
         Ok(self.status())
+    }
+}
+
+/// The last line of defence against a zombie: a process dropped before it was reaped (an error
+/// path that returned early) is handed, without rungs, to the background reaper, which reaps
+/// it when it exits. Never blocks: if no reaper thread can be started, the child is parked and
+/// handed over at the next hand-off or [`crate::reaper::drain`].
+impl Drop for Process {
+    fn drop(&mut self) {
+        // A copy inherited through fork() names the parent's child: only its fds let go.
+        if !self.holds_pid() || self.is_inherited() {
+            return;
+        }
+        let orphan = Process {
+            pid: self.pid,
+            owner: self.owner,
+            spawn_began: self.spawn_began,
+            leads_group: self.leads_group,
+            mechanism: std::mem::replace(&mut self.mechanism, Mechanism::Sigchld(None)),
+            life: std::mem::replace(&mut self.life, Life::Lost),
+            exited_at: self.exited_at,
+            survivors: std::mem::take(&mut self.survivors),
+            sigchld_seen: self.sigchld_seen,
+            #[cfg(target_os = "linux")]
+            cgroup: self.cgroup.take(),
+            #[cfg(target_os = "linux")]
+            descendants: self.descendants.take(),
+            readable_seen: AtomicBool::new(false),
+            held_by_tracer: self.held_by_tracer,
+        };
+        let _parked_if_err = crate::reaper::hand_off(crate::reaper::Job {
+            process: orphan,
+            climb: None,
+            on_done: None,
+        });
     }
 }
 
@@ -554,7 +669,7 @@ mod tests {
     use std::os::unix::process::CommandExt;
 
     fn proc_state(pid: u32) -> Option<char> {
-        group::state_and_group(pid).map(|(state, _)| state)
+        group::stat(pid).map(|s| s.state)
     }
 
     #[test]

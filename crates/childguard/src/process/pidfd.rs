@@ -13,7 +13,7 @@ use std::time::Instant;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags, WaitId};
 
-use crate::failpoint::Point;
+use crate::failpoint::{self, Point};
 use crate::signal::Signal;
 use crate::sys;
 
@@ -89,6 +89,7 @@ impl PidFd {
 
     /// `pidfd_send_signal(2)`.
     pub(crate) fn send(&self, signal: Signal) -> io::Result<()> {
+        failpoint::check(Point::PidfdSendSignal)?;
         Ok(pidfd_send_signal(&self.0, sys::rustix_signal(signal)?)?)
     }
 
@@ -98,15 +99,16 @@ impl PidFd {
         super::observe_exit(WaitId::PidFd(self.0.as_fd()), reap)
     }
 
-    /// `poll(2)` until the pidfd is readable (the child exited) or `deadline` passes.
-    pub(crate) fn wait_readable(&self, deadline: Instant) -> io::Result<()> {
+    /// `poll(2)` until the pidfd is readable (the child exited) or `deadline` passes. Returns
+    /// whether it is readable.
+    pub(crate) fn wait_readable(&self, deadline: Instant) -> io::Result<bool> {
         poll_until(&[self.0.as_fd()], deadline)
     }
 }
 
-/// Polls `fds` for readability until one is readable or `deadline` passes. EINTR counts as a
-/// wake-up (the caller re-checks).
-pub(crate) fn poll_until(fds: &[BorrowedFd<'_>], deadline: Instant) -> io::Result<()> {
+/// Polls `fds` for readability until one is readable or `deadline` passes; returns whether
+/// one is. EINTR counts as a wake-up (the caller re-checks).
+pub(crate) fn poll_until(fds: &[BorrowedFd<'_>], deadline: Instant) -> io::Result<bool> {
     let left = deadline.saturating_duration_since(Instant::now());
     // The kernel lets a poll timeout fire late by 0.1% of its length (0.5% when niced; at
     // least the 50 µs timer slack): 1 ms late on a 1 s rung. Aim that much early instead;
@@ -128,8 +130,8 @@ pub(crate) fn poll_until(fds: &[BorrowedFd<'_>], deadline: Instant) -> io::Resul
         }
     };
     match polled {
-        Ok(_) => Ok(()),
-        Err(rustix::io::Errno::INTR) => Ok(()),
+        Ok(n) => Ok(n > 0),
+        Err(rustix::io::Errno::INTR) => Ok(false),
         Err(e) => Err(e.into()),
     }
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use rustix::process::{kill_process, WaitId};
 
-use crate::failpoint::Point;
+use crate::failpoint::{self, Point};
 use crate::per_process::PerProcess;
 use crate::signal::Signal;
 use crate::sys;
@@ -110,6 +110,7 @@ impl Notifier {
 /// `kill(2)` on our unreaped child.
 pub(crate) fn send(pid: u32, signal: Signal) -> io::Result<()> {
     let pid = super::pid(pid)?;
+    failpoint::check(Point::Kill)?;
     Ok(kill_process(pid, sys::rustix_signal(signal)?)?)
 }
 

@@ -114,24 +114,10 @@ impl Drop for HandOffOnDrop {
             climb: Some(climb),
             on_done: None,
         };
-        if let Err(failed) = reaper::hand_off(job) {
-            // Last resort (no thread or fd left for the reaper): finish here, as the blocking
-            // close does, rather than leave a child unreaped.
-            let (mut job, _) = *failed;
-            let _ = finish_in_place(&mut job);
-        }
+        // If no reaper thread can be started, the job is parked and handed over at the next
+        // hand-off or `drain()` (never waited for here: this may be a runtime thread).
+        let _parked_if_err = reaper::hand_off(job);
     }
-}
-
-fn finish_in_place(job: &mut Job) -> io::Result<()> {
-    if let Some(climb) = job.climb.as_mut() {
-        climb.run_blocking(&mut job.process)?;
-    }
-    while job.process.check_exit()?.is_none() && job.process.is_running() {
-        job.process
-            .wait_until(Instant::now() + Duration::from_secs(1))?;
-    }
-    job.process.reap().map(drop)
 }
 
 #[cfg(test)]

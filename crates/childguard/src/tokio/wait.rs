@@ -10,8 +10,10 @@ use crate::sys;
 
 /// Waits, without blocking the thread, until something `process` waits for may have changed
 /// (a pidfd turned readable, a `SIGCHLD` arrived) or `deadline` passes. Like
-/// [`Process::wait_until`], spurious wake-ups are allowed: the caller re-checks.
+/// [`Process::wait_until`], spurious wake-ups are allowed: the caller re-checks. Tells the
+/// process when its pidfd was seen readable ([`Process::note_readable`]).
 pub(super) async fn wait_change(process: &Process, deadline: Instant) -> io::Result<()> {
+    let deadline = process.wake_by(deadline);
     let mut sleep = std::pin::pin!(::tokio::time::sleep_until(deadline.into()));
     match process.wait_on() {
         WaitOn::Fds(fds) => {
@@ -28,6 +30,7 @@ pub(super) async fn wait_change(process: &Process, deadline: Instant) -> io::Res
                 }
                 for fd in &fds {
                     if let Poll::Ready(ready) = fd.poll_read_ready(cx) {
+                        process.note_readable();
                         return Poll::Ready(ready.map(drop));
                     }
                 }
