@@ -161,4 +161,21 @@ fn a_traced_child_is_waited_for_without_spinning() {
         "the exit was not hidden long enough: {traced}"
     );
     assert!(cpu < 100.0, "the close spun: {traced}");
+
+    // The background reaper: the whole driver's CPU time while the reaper waits ~1 s.
+    let background = out
+        .lines()
+        .find(|l| l.starts_with("TRACED-BACKGROUND "))
+        .expect("TRACED-BACKGROUND line");
+    assert!(
+        background.contains("zombie=true") && background.contains("drained=true"),
+        "{background}"
+    );
+    assert!(number(background, "took_ms") >= 300.0, "{background}");
+    assert!(
+        number(background, "cpu_ms") < 150.0,
+        "the reaper spun: {background}"
+    );
+    let r = driver_report(&out, "traced-background");
+    assert_eq!(r["handed_to_reaper"], true, "{r}");
 }

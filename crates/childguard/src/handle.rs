@@ -870,6 +870,15 @@ impl ChildHandle {
 
     /// Shuts the socket down, closes it, climbs the ladder and reaps the child (see the close
     /// timeline above). `Drop` does the same and discards the report.
+    ///
+    /// An error names the step that failed ([`ErrorKind::Signal`]: the kernel refused a rung,
+    /// e.g. `EPERM` from an LSM; [`ErrorKind::Wait`]: waiting or reaping failed) and carries the
+    /// report ([`Error::report`]). Whatever failed, the child is not dropped unreaped: it was
+    /// reaped, or handed to the background reaper, which watches it (sending nothing more
+    /// after a refused signal) and reaps it when it exits. If no reaper thread can be started
+    /// either, the close still returns within its bound, with a report that notes the child
+    /// was left unreaped; it is handed over at the next hand-off or
+    /// [`reaper::drain`](crate::reaper::drain).
     pub fn close(mut self) -> Result<CloseReport> {
         self.close_path()
     }

@@ -22,6 +22,10 @@
 //!   `exit_with_parent`, so with a guardian each); the forked child tries to kill, wait for,
 //!   close, drop and detach its copies; the parent then checks its servers and guardians are
 //!   untouched.
+//! - `unlistable-group`, `signal-refused`, `no-reaper`, `group-watch`, `traced`: issue 12's
+//!   error and fallback paths (`tests/reaping.rs`): group members that cannot be listed,
+//!   signals refused with `EPERM`, no reaper thread, how a group is watched, a traced child.
+//!   `main-thread-exits` and `trace PID MS` are helper processes those modes start.
 //! - `notifier-retry`: the `SIGCHLD` notifier thread cannot be started for the first portable
 //!   spawn; the next one starts it.
 //!
@@ -1179,20 +1183,10 @@ fn trace() -> ! {
 /// Issue 12, item 6: a child whose exit a tracer hides (its pidfd readable, our `waitid`
 /// empty) is waited for without spinning, and reaped once the tracer lets go.
 fn traced() {
-    use std::io::BufRead;
     watchdog(Duration::from_secs(20));
     let h = spawn("traced", &[], "HUP:10s", Opts::default());
     let pid = h.id().expect("pid");
-    let mut tracer = Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["trace", &pid.to_string(), "1000"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawning the tracer");
-    let mut line = String::new();
-    std::io::BufReader::new(tracer.stdout.take().expect("tracer stdout"))
-        .read_line(&mut line)
-        .expect("tracer line");
-    println!("TRACER {}", line.trim());
+    let mut tracer = start_tracer(pid, 1000);
     send(&h, "EXIT 0\n");
     let zombie = childguard_tests::eventually(Duration::from_secs(5), || {
         childguard_tests::proc_state(pid) == Some('Z')
@@ -1209,4 +1203,52 @@ fn traced() {
     );
     closed("traced", outcome);
     let _ = tracer.wait();
+
+    // The same in the background reaper: a background close hands the hidden zombie over, and
+    // the reaper must wait for the tracer's release without spinning either.
+    let background = Opts {
+        background: true,
+        ..Opts::default()
+    };
+    let h = spawn("traced-background", &[], "HUP:10s", background);
+    let pid = h.id().expect("pid");
+    let mut tracer = start_tracer(pid, 1000);
+    send(&h, "EXIT 0\n");
+    let zombie = childguard_tests::eventually(Duration::from_secs(5), || {
+        childguard_tests::proc_state(pid) == Some('Z')
+    });
+    let (cpu_before, started) = (process_cpu_ms(), Instant::now());
+    close("traced-background", h);
+    let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
+    println!(
+        "TRACED-BACKGROUND zombie={zombie} drained={drained} took_ms={} cpu_ms={}",
+        started.elapsed().as_millis(),
+        process_cpu_ms() - cpu_before
+    );
+    let _ = tracer.wait();
+}
+
+/// Starts `cg-signal-driver trace PID MS` and waits for its `TRACING` line.
+fn start_tracer(pid: u32, ms: u64) -> std::process::Child {
+    use std::io::BufRead;
+    let mut tracer = Command::new(std::env::current_exe().expect("current_exe"))
+        .args(["trace", &pid.to_string(), &ms.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning the tracer");
+    let mut line = String::new();
+    std::io::BufReader::new(tracer.stdout.take().expect("tracer stdout"))
+        .read_line(&mut line)
+        .expect("tracer line");
+    println!("TRACER {}", line.trim());
+    tracer
+}
+
+/// CPU time this process has used, all threads (user + system, from `/proc/self/stat`, in
+/// clock ticks of 10 ms: `_SC_CLK_TCK` is 100 on Linux).
+fn process_cpu_ms() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks = |n: usize| fields[n - 3].parse::<u64>().expect("clock ticks");
+    (ticks(14) + ticks(15)) * 10
 }

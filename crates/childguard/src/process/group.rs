@@ -323,6 +323,13 @@ pub(crate) fn stat(pid: u32) -> Option<Stat> {
     parse_stat(&text)
 }
 
+/// The process group of `pid` while any thread of it runs (`None` once it is a whole-process
+/// zombie or gone; a zombie main thread with live threads still runs: see [`Stat::is_running`]).
+#[cfg(target_os = "linux")]
+pub(crate) fn process_group_of(pid: u32) -> Option<u32> {
+    stat(pid).filter(Stat::is_running).map(|s| s.group)
+}
+
 /// The parent of `pid` (`/proc/PID/stat` field 4), if it exists.
 #[cfg(target_os = "linux")]
 pub(crate) fn parent_of(pid: u32) -> Option<u32> {
