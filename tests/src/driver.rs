@@ -62,3 +62,16 @@ pub fn driver_report(stdout: &str, tag: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no report {tag}:\n{stdout}"));
     serde_json::from_str(line).expect("report JSON")
 }
+
+/// The signal names of a report's `signals`, in order.
+pub fn signal_names(report: &serde_json::Value) -> Vec<String> {
+    report["signals"]
+        .as_array()
+        .map(|signals| {
+            signals
+                .iter()
+                .filter_map(|s| s["signal"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}

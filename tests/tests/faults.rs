@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, CloseReport, Ending, ErrorKind, Reap, Signal, SocketMode};
-use childguard_tests::driver::{driver, driver_report, driver_with, value};
+use childguard_tests::driver::{driver, driver_report, driver_with, signal_names, value};
 use childguard_tests::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -299,13 +299,12 @@ fn any_pidfd_failure_falls_back_to_the_portable_mechanism() {
                 notes.contains("supervised without a pidfd") && notes.contains(step),
                 "{case} {tag}: the report does not say the child fell back, nor why: {r}"
             );
-            let signals: Vec<&str> = r["signals"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s["signal"].as_str().unwrap())
-                .collect();
-            assert_eq!(signals[0], "HUP", "{case} {tag}: {r}");
+            let signals = signal_names(&r);
+            assert_eq!(
+                signals.first().map(String::as_str),
+                Some("HUP"),
+                "{case} {tag}: {r}"
+            );
         }
         // The blocking close sent TERM through kill(2) and saw the exit through SIGCHLD.
         let r = driver_report(&out, "blocking");
@@ -490,13 +489,7 @@ fn foreign_waitpid_reaps_our_child() {
         }
         if tag == "mid-ladder" {
             // HUP (ignored) at 0, KILL at 100 ms; the thief reaps right after.
-            let signals: Vec<&str> = r["signals"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s["signal"].as_str().unwrap())
-                .collect();
-            assert_eq!(signals, ["HUP", "KILL"], "{r}");
+            assert_eq!(signal_names(&r), ["HUP", "KILL"], "{r}");
             assert!((100..1000).contains(&took), "{tag} took {took} ms: {r}");
         } else {
             assert_eq!(r["signals"], serde_json::json!([]), "{tag}: {r}");

@@ -4,7 +4,7 @@
 //! `RLIMIT_NOFILE`, a tracer — would disturb the test process), which ends by draining the
 //! reaper and counting its children: `driver()` fails if one is left, alive or zombie.
 
-use childguard_tests::driver::{driver, driver_report, line, value};
+use childguard_tests::driver::{driver, driver_report, line, signal_names, value};
 
 fn number(line: &str, key: &str) -> f64 {
     value(line, key)
@@ -100,7 +100,10 @@ fn a_group_is_listed_at_rung_deadlines_not_on_every_wake_up() {
     let scans = number(line(&out, "SCANS", "staggered"), "n");
     let r = driver_report(&out, "staggered");
     assert_eq!(r["group_survivors"], serde_json::json!([]), "{r}");
-    assert!(r["reaped_ms"].as_f64().unwrap() >= 500.0, "{r}");
+    assert!(
+        r["reaped_ms"].as_f64().unwrap() >= 300.0,
+        "the close did not wait for the members: {r}"
+    );
     assert!(scans <= 4.0, "/proc listed {scans} times: {r}");
 }
 
@@ -119,13 +122,7 @@ fn a_member_is_alive_until_its_pidfd_or_start_time_says_otherwise() {
     );
     for tag in ["zombie-main", "unpinned"] {
         let r = driver_report(&out, tag);
-        let signals: Vec<&str> = r["signals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["signal"].as_str().unwrap())
-            .collect();
-        assert_eq!(signals, ["HUP", "KILL"], "{tag}: {r}");
+        assert_eq!(signal_names(&r), ["HUP", "KILL"], "{tag}: {r}");
         assert!(r["reaped_ms"].as_f64().unwrap() >= 200.0, "{tag}: {r}");
         assert_eq!(r["group_survivors"], serde_json::json!([]), "{tag}: {r}");
         assert!(

@@ -893,28 +893,26 @@ fn sh(script: &str) -> Command {
 /// Kills a process we pinned with a pidfd and waits (up to 10 s) until it is gone.
 fn kill_pinned(pin: &std::os::fd::OwnedFd) {
     let _ = rustix::process::pidfd_send_signal(pin, rustix::process::Signal::KILL);
-    let mut fds = [rustix::event::PollFd::new(
-        pin,
-        rustix::event::PollFlags::IN,
-    )];
-    let ten = rustix::event::Timespec {
-        tv_sec: 10,
-        tv_nsec: 0,
-    };
-    let _ = rustix::event::poll(&mut fds, Some(&ten));
+    exited_within(pin, 10);
 }
 
 /// Whether the process a pidfd pins has exited (its pidfd is readable).
 fn has_exited(pin: &std::os::fd::OwnedFd) -> bool {
+    exited_within(pin, 0)
+}
+
+/// Waits up to `seconds` for the pidfd to turn readable (its process exited); says whether it
+/// did.
+fn exited_within(pin: &std::os::fd::OwnedFd, seconds: i64) -> bool {
     let mut fds = [rustix::event::PollFd::new(
         pin,
         rustix::event::PollFlags::IN,
     )];
-    let zero = rustix::event::Timespec {
-        tv_sec: 0,
+    let timeout = rustix::event::Timespec {
+        tv_sec: seconds,
         tv_nsec: 0,
     };
-    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+    matches!(rustix::event::poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
 }
 
 /// Kills this driver if a step hangs (a close that never returns must fail the test, not hang
