@@ -873,7 +873,7 @@ impl ChildHandle {
     ///
     /// An error names the step that failed ([`ErrorKind::Signal`]: the kernel refused a rung,
     /// e.g. `EPERM` from an LSM; [`ErrorKind::Wait`]: waiting or reaping failed) and carries the
-    /// report ([`Error::report`]). Whatever failed, the child is not dropped unreaped: it was
+    /// report ([`Error::close_report`]). Whatever failed, the child is not dropped unreaped: it was
     /// reaped, or handed to the background reaper, which watches it (sending nothing more
     /// after a refused signal) and reaps it when it exits. If no reaper thread can be started
     /// either, the close still returns within its bound, with a report that notes the child
