@@ -459,7 +459,9 @@ fn advance(job: &mut Job, now: Instant) -> io::Result<bool> {
         }
     }
     // Leader exited but group members outlived every rung: release the leader now.
-    if job.climb.is_none() && !job.process.is_running() {
+    // A contained child's cgroup must be empty first (members in D state): then the
+    // leader is reaped and the cgroup removed.
+    if job.climb.is_none() && !job.process.is_running() && !job.process.waits_for_cgroup() {
         job.process.reap()?;
         return Ok(!job.process.holds_pid());
     }

@@ -32,7 +32,9 @@
 use std::io;
 #[cfg(target_os = "linux")]
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::{Duration, Instant};
+#[cfg(target_os = "linux")]
+use std::time::Duration;
+use std::time::Instant;
 
 use rustix::process::kill_process_group;
 
@@ -59,6 +61,7 @@ pub(crate) fn signal(pgid: u32, signal: Signal) -> io::Result<bool> {
 
 /// How often members without a pidfd are looked at again in `/proc` (nothing wakes us when
 /// they exit). Only on the fallback where `pidfd_open` fails.
+#[cfg(target_os = "linux")]
 const UNPINNED_RECHECK: Duration = Duration::from_millis(20);
 
 /// One group member other than the leader.
