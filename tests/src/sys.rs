@@ -60,3 +60,26 @@ pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit has no preconditions; it does not return.
     unsafe { libc::_exit(code) }
 }
+
+/// `exit(2)` — the system call, not `exit_group`: ends only the calling thread. Called on a
+/// process's main thread while another runs, it leaves `/proc` showing the process as `Z`
+/// while it still runs.
+pub fn exit_this_thread() -> ! {
+    // SAFETY: SYS_exit ends only the calling thread, without unwinding or running destructors
+    // of this thread's stack; whatever another thread uses lives on the heap or in statics,
+    // not on this stack.
+    unsafe {
+        libc::syscall(libc::SYS_exit, 0);
+    }
+    unreachable!("SYS_exit returned")
+}
+
+/// `ptrace(2)` `PTRACE_SEIZE`: attaches to `pid` as its tracer without stopping it.
+pub fn ptrace_seize(pid: i32) -> std::io::Result<()> {
+    // SAFETY: PTRACE_SEIZE takes a pid and no pointers (addr and data are 0).
+    let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, 0) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

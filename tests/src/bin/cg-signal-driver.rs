@@ -1150,13 +1150,7 @@ fn read_line(handle: &ChildHandle) -> String {
 /// sleeps for 30 s, so `/proc` shows it as `Z` while it still runs.
 fn main_thread_exits() -> ! {
     std::thread::spawn(|| std::thread::sleep(Duration::from_secs(30)));
-    // SAFETY: SYS_exit ends only the calling thread, without unwinding or running destructors
-    // of this thread's stack; nothing on it is shared with the other thread, which keeps the
-    // process alive.
-    unsafe {
-        libc::syscall(libc::SYS_exit, 0);
-    }
-    unreachable!("SYS_exit returned")
+    childguard_tests::sys::exit_this_thread()
 }
 
 /// Helper process: `trace PID MS` attaches to PID with `PTRACE_SEIZE` (no stop), prints
@@ -1166,10 +1160,8 @@ fn trace() -> ! {
     let args: Vec<String> = std::env::args().collect();
     let pid: libc::pid_t = args[2].parse().expect("pid");
     let ms: u64 = args[3].parse().expect("ms");
-    // SAFETY: PTRACE_SEIZE takes a pid and no pointers (addr and data are 0).
-    let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, 0) };
-    if rc != 0 {
-        println!("TRACE-FAILED {}", std::io::Error::last_os_error());
+    if let Err(e) = childguard_tests::sys::ptrace_seize(pid) {
+        println!("TRACE-FAILED {e}");
         std::process::exit(1);
     }
     println!("TRACING");
