@@ -41,7 +41,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, CloseReport, Error, Ladder, Reap, Signal, SocketMode};
-use childguard_tests::{is_own_fd_table, our_children, pidfd, read_ready, slowserver};
+use childguard_tests::{is_own_fd_table, our_children, pidfd, read_ready, sh, slowserver};
 use rustix::process::{Resource, Rlimit, WaitOptions};
 
 fn main() {
@@ -881,13 +881,6 @@ fn live_guardians() -> usize {
                 && childguard_tests::proc_state(pid).is_some_and(|s| s != 'Z')
         })
         .count()
-}
-
-/// A shell command as a child's program.
-fn sh(script: &str) -> Command {
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", script]);
-    cmd
 }
 
 /// Kills a process we pinned with a pidfd and waits (up to 10 s) until it is gone.
