@@ -1,8 +1,14 @@
 //! [`Events`]: everything `run` waits for, on one channel — signals childguard receives, CMD
 //! changing state (`SIGCHLD`), and stdin closing — so that waiting for "CMD exited, or a
 //! trigger, or a deadline" is one blocking `recv_timeout`, never a sleep-polling loop.
+//!
+//! Each event also rings a doorbell (one byte on a socket pair), so that the library's close,
+//! which waits in `poll` on the child's pidfd, can watch the channel too
+//! ([`Events::doorbell`], [`Events::signals_arrived`]).
 
-use std::io;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
 use std::time::Instant;
@@ -13,7 +19,7 @@ use signal_hook::iterator::Signals;
 
 /// Every signal whose default action would end childguard and that can be caught, so that
 /// none of them can leave CMD unsupervised: each either is forwarded or starts the ladder
-/// (see `escalation::plan`).
+/// (see `trigger::plan`).
 ///
 /// Not here: `KILL` and `STOP` (cannot be caught: `PR_SET_PDEATHSIG` covers `KILL`); the fault
 /// signals `ILL`, `FPE`, `SEGV`, `BUS` and `TRAP` (a real fault must still end childguard;
@@ -66,6 +72,24 @@ pub struct Events {
     rx: Receiver<Event>,
     /// Kept so the channel never disconnects, even if a feeding thread ends.
     _tx: Sender<Event>,
+    /// Readable once an event was sent (non-blocking; drained by [`Events::signals_arrived`]).
+    bell: UnixStream,
+}
+
+/// The sending side of the channel: every event is sent, then the doorbell rung — in that
+/// order, so a readable doorbell always finds its event in the channel.
+struct Feed {
+    tx: Sender<Event>,
+    bell: UnixStream,
+}
+
+impl Feed {
+    fn send(&self, event: Event) -> bool {
+        let sent = self.tx.send(event).is_ok();
+        // Non-blocking: a full doorbell (nobody drained it yet) is rung already.
+        let _ = (&self.bell).write(&[1]);
+        sent
+    }
 }
 
 impl Events {
@@ -74,8 +98,17 @@ impl Events {
     /// for `SIGCHLD`, under which children would be reaped by the kernel).
     pub fn start(watch_stdin: bool) -> io::Result<Events> {
         let (tx, rx) = mpsc::channel();
+        let (bell, ringer) = UnixStream::pair()?;
+        bell.set_nonblocking(true)?;
+        ringer.set_nonblocking(true)?;
+        let feed = || -> io::Result<Feed> {
+            Ok(Feed {
+                tx: tx.clone(),
+                bell: ringer.try_clone()?,
+            })
+        };
         let mut signals = Signals::new(caught().iter().chain(&[SIGCHLD]))?;
-        let to_main = tx.clone();
+        let to_main = feed()?;
         thread::Builder::new()
             .name("childguard-signals".into())
             .spawn(move || {
@@ -85,22 +118,22 @@ impl Events {
                         Some(signal) => Event::Signal(signal),
                         None => continue,
                     };
-                    if to_main.send(event).is_err() {
+                    if !to_main.send(event) {
                         return;
                     }
                 }
             })?;
         if watch_stdin {
-            let to_main = tx.clone();
+            let to_main = feed()?;
             thread::Builder::new()
                 .name("childguard-stdin".into())
                 .spawn(move || {
                     // EOF or a read error (the other end vanished) both mean "closed".
                     let _ = io::copy(&mut io::stdin().lock(), &mut io::sink());
-                    let _ = to_main.send(Event::StdinClosed);
+                    to_main.send(Event::StdinClosed);
                 })?;
         }
-        Ok(Events { rx, _tx: tx })
+        Ok(Events { rx, _tx: tx, bell })
     }
 
     /// The next event, or `None` once `deadline` has passed (never, without a deadline).
@@ -133,5 +166,26 @@ impl Events {
                 Some(Event::StdinClosed) => return Ok(Woke::StdinClosed),
             }
         }
+    }
+
+    /// Readable when an event may be waiting: for a `poll` that also waits on something
+    /// else (the library's close, see `run`).
+    pub fn doorbell(&self) -> BorrowedFd<'_> {
+        self.bell.as_fd()
+    }
+
+    /// Drains the doorbell and the events waiting, without blocking; returns the signals
+    /// childguard received among them (`SIGCHLD` and stdin closing are dropped: the close
+    /// watches the child itself, and stdin closing only ever triggers the ladder).
+    pub fn signals_arrived(&self) -> Vec<Signal> {
+        let mut buf = [0u8; 64];
+        while matches!((&self.bell).read(&mut buf), Ok(n) if n > 0) {}
+        self.rx
+            .try_iter()
+            .filter_map(|event| match event {
+                Event::Signal(signal) => Some(signal),
+                Event::ChildChanged | Event::StdinClosed => None,
+            })
+            .collect()
     }
 }

@@ -16,7 +16,6 @@ mod activate;
 mod args;
 mod demo;
 mod duration;
-mod escalation;
 mod events;
 mod exit_code;
 mod help;
@@ -24,6 +23,7 @@ mod messages;
 mod run;
 mod timeline;
 mod timeout;
+mod trigger;
 mod with;
 
 use std::ffi::OsString;

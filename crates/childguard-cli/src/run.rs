@@ -1,18 +1,19 @@
-//! `childguard run`: spawn CMD, wait for it or for a trigger, climb the ladder, close, and
-//! exit as `timeout(1)` would.
+//! `childguard run`: spawn CMD, wait for it or for a trigger, close it with the ladder the
+//! trigger calls for, and exit as `timeout(1)` would.
 
+use std::cell::{Cell, RefCell};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use childguard::{ChildHandle, CloseReport, Ladder, Signal, SocketMode};
+use childguard::{ChildHandle, CloseControl, CloseReport, Ladder, Rung, Signal, SocketMode};
 
 use crate::activate;
 use crate::args::RunOptions;
-use crate::escalation::{self, Trigger};
 use crate::events::{Events, Woke};
 use crate::exit_code;
 use crate::messages::say;
 use crate::timeline;
+use crate::trigger::{self, Trigger};
 
 /// A failure of childguard itself: the exit code and what to say.
 #[derive(Debug)]
@@ -70,32 +71,62 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
         Woke::Signal(signal) => Some(Trigger::Signal(signal)),
         Woke::StdinClosed => Some(Trigger::StdinClosed),
     };
-    let climbed = match trigger {
-        Some(trigger) => Some(escalation::climb(
-            &mut handle,
-            &events,
-            &options.ladder,
-            trigger,
-            options.on_signal,
-            options.group,
-            options
-                .verbose
-                .then(|| options.command[0].to_string_lossy().into_owned()),
-        )?),
-        None => None,
-    };
-    let close_started = Instant::now();
-    let report = handle.close()?;
-    let report = match &climbed {
-        Some(climbed) => timeline::rebase(report, climbed, close_started),
-        None => report,
+    let report = match trigger {
+        Some(trigger) => close_for(handle, &events, trigger, options)?,
+        None => handle.close()?,
     };
     if let Some(format) = options.report {
         timeline::write(&report, format);
     }
     let left_running = report.handed_to_reaper && !wait_for_reaper(&report, &options.ladder);
-    let timed_out = climbed.as_ref().is_some_and(|c| c.timed_out);
+    let timed_out = matches!(trigger, Some(Trigger::Timeout(_)));
     Ok(exit_code_for(&report, left_running, timed_out, options))
+}
+
+/// Closes CMD for `trigger`: the library's close climbs [`trigger::plan`]'s ladder, and a
+/// signal childguard receives meanwhile cuts the current wait short (the next rung goes out at
+/// once: a second Ctrl-C escalates). With `-v`, each rung is announced as it is sent.
+fn close_for(
+    handle: ChildHandle,
+    events: &Events,
+    trigger: Trigger,
+    options: &RunOptions,
+) -> childguard::Result<CloseReport> {
+    let plan = trigger::plan(&options.ladder, trigger, options.on_signal);
+    let ladder = trigger::ladder(&plan);
+    let started = Instant::now();
+    let notes = RefCell::new(vec![format!("{}; ladder {ladder}", trigger.describe())]);
+    // The wait a signal cuts short: the EOF wait, then each rung's grace.
+    let current: Cell<Option<(usize, Rung)>> = Cell::new(None);
+    let command = options.command[0].to_string_lossy().into_owned();
+    let control = CloseControl::new()
+        .ladder(ladder)
+        .skip_when_readable(events.doorbell(), || {
+            let signals = events.signals_arrived();
+            let what = match current.get() {
+                Some((index, rung)) => format!("rung {index} ({rung})"),
+                None => "the EOF wait".into(),
+            };
+            for signal in &signals {
+                let at = started.elapsed().as_secs_f64() * 1000.0;
+                notes.borrow_mut().push(format!(
+                    "SIG{signal} received at +{at:.1}ms: cut {what} short"
+                ));
+            }
+            !signals.is_empty()
+        })
+        .on_rung(|index, rung| {
+            current.set(Some((index, rung)));
+            if options.verbose {
+                // As timeout -v says it, before the signal goes out.
+                say!("sending signal {} to command '{command}'", rung.signal);
+            }
+        });
+    let mut report = handle.close_with(control)?;
+    let mut all = notes.into_inner();
+    all.append(&mut report.notes);
+    report.notes = all;
+    Ok(report)
 }
 
 /// The longest childguard waits, after the ladder, for the background reaper to see a CMD

@@ -4,8 +4,10 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::ladder::Ladder;
+use crate::close_control::CloseControl;
+use crate::ladder::{Ladder, Rung};
 use crate::process::Process;
+use crate::readiness::notify::NotifySocket;
 use crate::release::{self, Release};
 use crate::report::{CloseReport, Ending, SentSignal};
 use crate::signal::Signal;
@@ -181,12 +183,36 @@ impl Climb {
     /// Advances without blocking: sends every rung whose time has come. Returns `false` once
     /// the ladder is used up and its last grace has passed.
     pub(crate) fn advance(&mut self, process: &mut Process, now: Instant) -> io::Result<bool> {
+        self.advance_announcing(process, now, &mut |_, _| {})
+    }
+
+    /// [`advance`](Climb::advance), calling `announce` with each rung just before its signal
+    /// goes out.
+    fn advance_announcing(
+        &mut self,
+        process: &mut Process,
+        now: Instant,
+        announce: &mut dyn FnMut(usize, Rung),
+    ) -> io::Result<bool> {
         while now >= self.deadline {
+            if let Some(rung) = self.ladder.rungs().get(self.next_rung) {
+                announce(self.next_rung, *rung);
+            }
             if !self.send_next(process)? {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// Cuts the current wait short at `now`: the EOF wait or the grace of a rung that has a
+    /// next one ([`CloseControl::skip_when_readable`](crate::CloseControl::skip_when_readable)).
+    /// The last rung's grace is never cut: it is the bound the close promised to wait.
+    pub(crate) fn skip(&mut self, now: Instant) {
+        if self.next_rung < self.ladder.rungs().len() && now < self.deadline {
+            self.deadline = now;
+            self.hard_deadline = later(now, self.extend_max);
+        }
     }
 
     /// Blocks until `process` is gone or the ladder is used up. Returns whether it is gone.
@@ -219,6 +245,31 @@ impl Climb {
             if let Some(until) = wait(process, self.deadline)? {
                 self.extend(until);
             }
+        }
+    }
+
+    /// [`run_blocking`](Climb::run_blocking) as [`ChildHandle::close_with`] drives it: each
+    /// wait is `control`'s (it also watches the caller's fd and the `NOTIFY_SOCKET`, if any),
+    /// and `control` hears of each rung before it is sent.
+    ///
+    /// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
+    pub(crate) fn run_blocking_controlled(
+        &mut self,
+        process: &mut Process,
+        mut notify: Option<&mut NotifySocket>,
+        control: &mut CloseControl<'_>,
+    ) -> io::Result<bool> {
+        self.release_inline();
+        loop {
+            if process.is_gone()? {
+                return Ok(true);
+            }
+            let mut announce = |index, rung| control.announce(index, rung);
+            if !self.advance_announcing(process, Instant::now(), &mut announce)? {
+                return Ok(false);
+            }
+            let deadline = self.deadline;
+            control.wait(self, process, notify.as_deref_mut(), deadline)?;
         }
     }
 

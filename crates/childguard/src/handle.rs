@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::activation::{self, SocketDir};
 use crate::capture::{Capture, Captured};
 use crate::climb::{later, Climb};
+use crate::close_control::CloseControl;
 use crate::containment::{Containment, KillMode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ladder::{Ladder, Rung};
@@ -755,7 +756,7 @@ impl ChildHandle {
             self.ladder = ladder;
         }
         self.reap = Reap::Blocking;
-        self.close_path()
+        self.close_path(CloseControl::new())
     }
 
     /// The capture, lent to a readiness wait ([`put_capture`](ChildHandle::put_capture) gives
@@ -880,11 +881,25 @@ impl ChildHandle {
     /// was left unreaped; it is handed over at the next hand-off or
     /// [`reaper::drain`](crate::reaper::drain).
     pub fn close(mut self) -> Result<CloseReport> {
-        self.close_path()
+        self.close_path(CloseControl::new())
+    }
+
+    /// [`close`](ChildHandle::close), told things while it climbs (see [`CloseControl`]):
+    /// a ladder to climb instead of the handle's, an fd whose readability means "go to the
+    /// next rung now", and a callback before each rung's signal. The steps, their order and
+    /// the report are `close()`'s; only the waits between the rungs watch more.
+    ///
+    /// This is how a supervisor that receives signals of its own (the `childguard` CLI: a
+    /// second Ctrl-C escalates at once) drives the library's climb instead of its own.
+    pub fn close_with(mut self, control: CloseControl<'_>) -> Result<CloseReport> {
+        self.close_path(control)
     }
 
     /// The one close path: shutdown → close → ladder → reap, each a named step.
-    fn close_path(&mut self) -> Result<CloseReport> {
+    fn close_path(&mut self, mut control: CloseControl<'_>) -> Result<CloseReport> {
+        if let Some(ladder) = control.ladder.take() {
+            self.ladder = ladder;
+        }
         let reap = self.reap;
         let mut closing = self.begin_close();
         let Some((mut process, mut climb)) = closing.child.take() else {
@@ -893,9 +908,11 @@ impl ChildHandle {
         let climbed = match (closing.earlier_exit.take(), closing.notify.as_mut()) {
             (Some(e), _) => Err(e),
             // A NOTIFY_SOCKET is read between the rungs, for EXTEND_TIMEOUT_USEC= and STOPPING=1.
-            (None, Some(notify)) if reap == Reap::Blocking => {
-                climb.allow_extension(notify.extend_max());
-                climb.run_blocking_with(&mut process, |p, until| notify.wait_in_close(p, until))
+            (None, notify) if reap == Reap::Blocking => {
+                if let Some(notify) = notify.as_ref() {
+                    climb.allow_extension(notify.extend_max());
+                }
+                climb.run_blocking_controlled(&mut process, notify, &mut control)
             }
             (None, _) => climb_ladder(&mut climb, &mut process, reap),
         };
@@ -1231,16 +1248,16 @@ impl Drop for ChildHandle {
             return;
         }
         match on_drop::decide(self.reap, self.reap_chosen) {
-            OnDrop::AsConfigured => drop(self.close_path()),
+            OnDrop::AsConfigured => drop(self.close_path(CloseControl::new())),
             #[cfg(feature = "tokio")]
             OnDrop::Background => {
                 // Never block an executor thread: first due rung now, the rest in the reaper.
                 self.reap = Reap::Background;
-                drop(self.close_path());
+                drop(self.close_path(CloseControl::new()));
             }
             #[cfg(feature = "tokio")]
             OnDrop::BlockInPlace => {
-                ::tokio::task::block_in_place(|| drop(self.close_path()));
+                ::tokio::task::block_in_place(|| drop(self.close_path(CloseControl::new())));
             }
         }
     }

@@ -30,6 +30,7 @@
 mod activation;
 mod capture;
 mod climb;
+mod close_control;
 mod containment;
 mod detach;
 mod error;
@@ -57,6 +58,7 @@ mod sys;
 pub mod tokio;
 
 pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES};
+pub use close_control::CloseControl;
 pub use containment::{CgroupReport, Containment, KillMode};
 pub use detach::DetachError;
 pub use error::{Error, ErrorKind, Result};

@@ -43,6 +43,12 @@ pub(crate) mod notify {
         pub(crate) fn finish(self, _close_started: Instant) -> NotifyReport {
             match self {}
         }
+        pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+            match *self {}
+        }
+        pub(crate) fn receive(&mut self) -> Option<Instant> {
+            match *self {}
+        }
     }
 }
 

@@ -311,20 +311,7 @@ pub(crate) fn poll_with(
     other: &[BorrowedFd<'_>],
     deadline: Instant,
 ) -> io::Result<()> {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let mut fds: Vec<PollFd<'_>> = std::iter::once(notify)
-        .chain(other.iter().copied())
-        .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
-        .collect();
-    let left = deadline.saturating_duration_since(Instant::now());
-    let timeout = Timespec::try_from(left).unwrap_or(Timespec {
-        tv_sec: i64::MAX,
-        tv_nsec: 0,
-    });
-    match poll(&mut fds, Some(&timeout)) {
-        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    crate::close_control::poll_readable(notify, other, deadline).map(drop)
 }
 
 #[cfg(test)]

@@ -1,0 +1,164 @@
+//! [`CloseControl`]: what the caller of [`ChildHandle::close_with`](crate::ChildHandle::close_with)
+//! can tell a blocking close while it climbs — which ladder to climb, "go to the next rung
+//! now", and a word before each rung's signal goes out.
+//!
+//! The climb itself stays [`Climb`](crate::climb::Climb)'s: this only changes what the wait
+//! between its steps watches, so a supervisor (the `childguard` CLI) that must react to the
+//! signals it receives drives the library's one climb instead of climbing on its own.
+
+use std::fmt;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::Instant;
+
+use crate::climb::Climb;
+use crate::ladder::{Ladder, Rung};
+use crate::process::Process;
+use crate::readiness::notify::NotifySocket;
+use crate::readiness::EXIT_CHECK;
+
+/// What a blocking close is told while it climbs ([`ChildHandle::close_with`]).
+///
+/// ```no_run
+/// # use childguard::{ChildHandle, CloseControl};
+/// # fn demo(handle: ChildHandle, signals: std::os::unix::net::UnixStream) -> childguard::Result<()> {
+/// use std::os::fd::AsFd;
+/// let report = handle.close_with(
+///     CloseControl::new()
+///         .ladder("INT:1s,TERM:2s,KILL:5s".parse().unwrap())
+///         // readable: a signal arrived; drain it and go to the next rung now
+///         .skip_when_readable(signals.as_fd(), || true)
+///         .on_rung(|index, rung| eprintln!("rung {index}: sending {}", rung.signal)),
+/// )?;
+/// # Ok(()) }
+/// ```
+///
+/// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
+#[derive(Default)]
+pub struct CloseControl<'a> {
+    pub(crate) ladder: Option<Ladder>,
+    skip: Option<(BorrowedFd<'a>, Box<dyn FnMut() -> bool + 'a>)>,
+    on_rung: Option<Box<dyn FnMut(usize, Rung) + 'a>>,
+}
+
+impl<'a> CloseControl<'a> {
+    /// A control that changes nothing: `close_with(CloseControl::new())` is `close()`.
+    pub fn new() -> CloseControl<'a> {
+        CloseControl::default()
+    }
+
+    /// Climb `ladder` (its EOF wait included) instead of the handle's. For a supervisor whose
+    /// ladder depends on why it closes — e.g. a received signal forwarded as the first rung.
+    pub fn ladder(mut self, ladder: Ladder) -> CloseControl<'a> {
+        self.ladder = Some(ladder);
+        self
+    }
+
+    /// Watch `fd` during every wait of the climb (the EOF wait and each rung's grace), in the
+    /// same `poll` as the child's pidfd. When it turns readable, `woke` is called: it must
+    /// drain what made `fd` readable (or the next wait wakes at once) without blocking, and
+    /// returns whether to cut the current wait short — the next rung's signal then goes out at
+    /// once. Once the last rung has been sent there is no next rung: its grace is the bound the
+    /// close waits for, whatever `woke` says (so a skip can never make a close give up early).
+    ///
+    /// Typical `fd`: the read end of a self-pipe written by a signal handler
+    /// (`signal_hook::low_level::pipe`), so a second Ctrl-C escalates at once. Only a blocking
+    /// close ([`Reap::Blocking`](crate::Reap::Blocking)) waits; with `Reap::Background` the
+    /// climb is the reaper's and `fd` is never watched.
+    pub fn skip_when_readable(
+        mut self,
+        fd: BorrowedFd<'a>,
+        woke: impl FnMut() -> bool + 'a,
+    ) -> CloseControl<'a> {
+        self.skip = Some((fd, Box::new(woke)));
+        self
+    }
+
+    /// Called with each rung's index and rung just before its signal is sent (as
+    /// `timeout -v` says "sending signal …" before it sends). It runs on the closing thread
+    /// between the rungs: keep it short, it delays the signal.
+    pub fn on_rung(mut self, f: impl FnMut(usize, Rung) + 'a) -> CloseControl<'a> {
+        self.on_rung = Some(Box::new(f));
+        self
+    }
+
+    /// The callback for [`Climb::run_blocking_controlled`].
+    pub(crate) fn announce(&mut self, index: usize, rung: Rung) {
+        if let Some(f) = self.on_rung.as_mut() {
+            f(index, rung);
+        }
+    }
+
+    /// One wait of a controlled climb: until `deadline`, the child's exit, a datagram on the
+    /// `NOTIFY_SOCKET` (an extension asked for goes to `climb`), or `fd` readable (a skip goes
+    /// to `climb`). Returns early on any of them; the climb loop re-checks.
+    pub(crate) fn wait(
+        &mut self,
+        climb: &mut Climb,
+        process: &Process,
+        notify: Option<&mut NotifySocket>,
+        deadline: Instant,
+    ) -> io::Result<()> {
+        let Some((fd, woke)) = self.skip.as_mut() else {
+            let extended = match notify {
+                Some(notify) => notify.wait_in_close(process, deadline)?,
+                None => process.wait_until(deadline).map(|()| None)?,
+            };
+            if let Some(until) = extended {
+                climb.extend(until);
+            }
+            return Ok(());
+        };
+        // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
+        let until = if process.is_running() && !process.uses_pidfd() {
+            deadline.min(Instant::now() + EXIT_CHECK)
+        } else {
+            deadline
+        };
+        let mut others = process.wait_fds();
+        if let Some(notify) = notify.as_ref() {
+            others.push(notify.fd());
+        }
+        if poll_readable(*fd, &others, until)? && woke() {
+            climb.skip(Instant::now());
+        }
+        if let Some(until) = notify.and_then(NotifySocket::receive) {
+            climb.extend(until);
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for CloseControl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CloseControl")
+            .field("ladder", &self.ladder)
+            .field("skip_fd", &self.skip.as_ref().map(|(fd, _)| *fd))
+            .field("on_rung", &self.on_rung.is_some())
+            .finish()
+    }
+}
+
+/// `poll(2)` on `watched` and `others` until `deadline`; returns whether `watched` is readable
+/// (or hung up: a closed pipe is also worth the caller's look).
+pub(crate) fn poll_readable(
+    watched: BorrowedFd<'_>,
+    others: &[BorrowedFd<'_>],
+    deadline: Instant,
+) -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds: Vec<PollFd<'_>> = std::iter::once(watched)
+        .chain(others.iter().copied())
+        .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+        .collect();
+    let left = deadline.saturating_duration_since(Instant::now());
+    let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    });
+    match poll(&mut fds, Some(&timeout)) {
+        Ok(_) => Ok(!fds[0].revents().is_empty()),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
