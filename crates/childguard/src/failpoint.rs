@@ -127,6 +127,7 @@ pub fn set_mrelease_delay(delay: Option<std::time::Duration>) {
 
 /// Called by `sys::process_mrelease` right after the system call: sleeps the armed delay.
 #[cfg(feature = "failpoints")]
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))] // Linux-only callers
 pub(crate) fn after_mrelease() {
     let nanos = MRELEASE_DELAY.load(std::sync::atomic::Ordering::SeqCst);
     if nanos > 0 {

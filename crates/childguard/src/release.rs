@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 
 use crate::process::Process;
 use crate::report::MemoryRelease;
-use crate::signal::Signal;
 
 /// The resident size from which a `SIGKILL` rung asks for `process_mrelease` (64 MiB).
 pub(crate) const RELEASE_MIN_RESIDENT: u64 = 64 << 20;
@@ -242,14 +241,26 @@ impl Release {
 /// is closed *before* the outcome is sent, so a close that saw the outcome never returns while
 /// the copy is open (`faults.rs::no_fd_outlives_the_close`).
 fn kill_then_release(pidfd: OwnedFd, tx: mpsc::Sender<Message>) {
-    let killed = crate::sys::rustix_signal(Signal::KILL)
-        .and_then(|kill| Ok(rustix::process::pidfd_send_signal(&pidfd, kill)?));
+    let killed = kill_through(&pidfd);
     let _ = tx.send(Message::Killed);
     let started = Instant::now();
     let outcome = killed.and_then(|()| crate::sys::process_mrelease(pidfd.as_fd()));
     let took = started.elapsed();
     drop(pidfd);
     let _ = tx.send(Message::Done(outcome, took));
+}
+
+/// `SIGKILL` through a pidfd (`pidfd_send_signal(2)`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn kill_through(pidfd: &OwnedFd) -> io::Result<()> {
+    let kill = crate::sys::rustix_signal(crate::signal::Signal::KILL)?;
+    Ok(rustix::process::pidfd_send_signal(pidfd, kill)?)
+}
+
+/// Off Linux there are no pidfds, so no release is ever planned (see [`plan`]).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn kill_through(_pidfd: &OwnedFd) -> io::Result<()> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// Names the harmless `process_mrelease` failures.

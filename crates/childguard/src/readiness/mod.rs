@@ -136,6 +136,8 @@ pub(crate) enum NotReady {
     /// It was reaped by someone else before it became ready.
     Lost,
     /// It sent `ERRNO=`.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    // Linux-only callers
     Errno(i32),
     /// The timeout passed.
     TimedOut,
