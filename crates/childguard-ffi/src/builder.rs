@@ -1,0 +1,348 @@
+//! `cg_builder`: what to spawn and how, collected call by call, turned into a
+//! `childguard::Builder` by `cg_spawn`.
+
+use std::ffi::{c_char, OsString};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use childguard::{Capture, ConnectTo, Containment, Ladder, Ready, SocketMode};
+
+use crate::error::{cg_status, guard, guard_status, Failure};
+use crate::ptr;
+
+/// No socket: the child's stdio is inherited from this process.
+pub const CG_SOCKET_NONE: i32 = 0;
+/// A `socketpair(2)`: the child's end on its fds 0 and 1 (as libnbd's `connect_command`), ours
+/// is `cg_socket_fd()`.
+pub const CG_SOCKET_STDIO: i32 = 1;
+/// systemd socket activation: a listening Unix socket in a private directory reaches the child
+/// as fd 3 (`LISTEN_FDS=1`, `LISTEN_PID`, `LISTEN_FDNAMES`); `cg_spawn` connects to it and
+/// `cg_socket_fd()` is that connection.
+pub const CG_SOCKET_ACTIVATION: i32 = 2;
+
+/// No containment: the ladder reaches the child (or its process group).
+pub const CG_CONTAIN_NONE: i32 = 0;
+/// A cgroup v2 of the child's own (Linux): `cg_spawn` fails with `CG_ERR_CONTAINMENT` if it
+/// cannot be made; the `KILL` rung kills every member; the close ends when it is empty.
+pub const CG_CONTAIN_CGROUP: i32 = 1;
+/// As `CG_CONTAIN_CGROUP`, falling back to a process group if no cgroup can be made (the
+/// report says so).
+pub const CG_CONTAIN_BEST_EFFORT: i32 = 2;
+
+/// Capture the child's stderr.
+pub const CG_CAPTURE_STDERR: i32 = 1;
+/// Capture the child's stdout (not with `CG_SOCKET_STDIO`: stdout is the socket).
+pub const CG_CAPTURE_STDOUT: i32 = 2;
+/// Capture both.
+pub const CG_CAPTURE_BOTH: i32 = 3;
+
+/// The configuration of one spawn, made by `cg_builder_new()`.
+///
+/// Opaque. Ownership: the caller's until it is passed to `cg_spawn()` (which always consumes
+/// it, on success and on failure) or freed with `cg_builder_free()`. Thread-safety: an object
+/// may be used by one thread at a time; different builders on different threads are fine.
+#[allow(non_camel_case_types)]
+#[derive(Debug)]
+pub struct cg_builder {
+    pub(crate) argv: Vec<OsString>,
+    pub(crate) env: Vec<(OsString, Option<OsString>)>,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) socket: SocketMode,
+    pub(crate) ladder: Option<Ladder>,
+    pub(crate) process_group: bool,
+    pub(crate) containment: Containment,
+    pub(crate) ready: Option<Ready>,
+    pub(crate) ready_timeout: Option<Duration>,
+    pub(crate) exit_with_parent: bool,
+    pub(crate) capture: Option<Capture>,
+}
+
+/// A new builder for the program `argv[0]` with arguments `argv[1..]`; `argv` is a
+/// NULL-terminated array of NUL-terminated strings (copied: the caller keeps ownership of
+/// `argv`). The program is looked up in `PATH` when it has no `/`.
+///
+/// Returns NULL on error (`argv` NULL or empty): see `cg_last_error_message()`.
+///
+/// Ownership: the returned builder is the caller's: pass it to `cg_spawn()` or free it with
+/// `cg_builder_free()`. Thread-safety: safe from any thread.
+#[no_mangle]
+pub extern "C" fn cg_builder_new(argv: *const *const c_char) -> *mut cg_builder {
+    guard(
+        "cg_builder_new",
+        |_| std::ptr::null_mut(),
+        || {
+            let argv: Vec<OsString> = ptr::string_array(argv, "argv")?
+                .into_iter()
+                .map(|s| OsString::from_vec(s.into_bytes()))
+                .collect();
+            if argv.is_empty() {
+                return Err(Failure::invalid(
+                    "argv is empty (argv[0] must name the program)",
+                ));
+            }
+            Ok(ptr::give(cg_builder {
+                argv,
+                env: Vec::new(),
+                cwd: None,
+                socket: SocketMode::None,
+                ladder: None,
+                process_group: false,
+                containment: Containment::None,
+                ready: None,
+                ready_timeout: None,
+                exit_with_parent: false,
+                capture: None,
+            }))
+        },
+    )
+}
+
+/// Frees a builder that was not passed to `cg_spawn()`. NULL is a no-op.
+///
+/// Thread-safety: not while another thread uses the same builder.
+#[no_mangle]
+pub extern "C" fn cg_builder_free(builder: *mut cg_builder) {
+    guard(
+        "cg_builder_free",
+        |_| (),
+        || {
+            if !builder.is_null() {
+                drop(ptr::take(builder, "builder")?);
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Runs `f` on the builder; NULL is an error.
+fn with(
+    function: &str,
+    builder: *mut cg_builder,
+    f: impl FnOnce(&mut cg_builder) -> Result<(), Failure>,
+) -> cg_status {
+    guard_status(function, || f(ptr::borrow_mut(builder, "builder")?))
+}
+
+/// Sets `key=value` in the child's environment (both copied). The child inherits this
+/// process's environment otherwise.
+///
+/// Thread-safety (all `cg_builder_*` setters): one thread at a time per builder.
+#[no_mangle]
+pub extern "C" fn cg_builder_env(
+    builder: *mut cg_builder,
+    key: *const c_char,
+    value: *const c_char,
+) -> cg_status {
+    with("cg_builder_env", builder, |b| {
+        let key = ptr::os_str(key, "key")?.to_owned();
+        let value = ptr::os_str(value, "value")?.to_owned();
+        if key.is_empty() || key.as_encoded_bytes().contains(&b'=') {
+            return Err(Failure::invalid(format!(
+                "key {key:?} is empty or contains '='"
+            )));
+        }
+        b.env.push((key, Some(value)));
+        Ok(())
+    })
+}
+
+/// Removes `key` from the child's environment (copied).
+#[no_mangle]
+pub extern "C" fn cg_builder_env_remove(builder: *mut cg_builder, key: *const c_char) -> cg_status {
+    with("cg_builder_env_remove", builder, |b| {
+        b.env.push((ptr::os_str(key, "key")?.to_owned(), None));
+        Ok(())
+    })
+}
+
+/// The child's working directory (copied; default: this process's).
+#[no_mangle]
+pub extern "C" fn cg_builder_cwd(builder: *mut cg_builder, dir: *const c_char) -> cg_status {
+    with("cg_builder_cwd", builder, |b| {
+        b.cwd = Some(PathBuf::from(ptr::os_str(dir, "dir")?));
+        Ok(())
+    })
+}
+
+/// How the child is connected: `CG_SOCKET_NONE` (default), `CG_SOCKET_STDIO` or
+/// `CG_SOCKET_ACTIVATION`. With activation, `name` (nullable, copied) is `LISTEN_FDNAMES`
+/// (default `unknown`); it must be NULL for the other modes.
+#[no_mangle]
+pub extern "C" fn cg_builder_socket(
+    builder: *mut cg_builder,
+    mode: i32,
+    name: *const c_char,
+) -> cg_status {
+    with("cg_builder_socket", builder, |b| {
+        let name = match name.is_null() {
+            true => None,
+            false => Some(ptr::utf8(name, "name")?.to_owned()),
+        };
+        b.socket = match (mode, name) {
+            (CG_SOCKET_NONE, None) => SocketMode::None,
+            (CG_SOCKET_STDIO, None) => SocketMode::Stdio,
+            (CG_SOCKET_ACTIVATION, name) => SocketMode::Activation { name },
+            (CG_SOCKET_NONE | CG_SOCKET_STDIO, Some(_)) => {
+                return Err(Failure::invalid("name is only for CG_SOCKET_ACTIVATION"))
+            }
+            (other, _) => {
+                return Err(Failure::invalid(format!(
+                    "mode {other} is not CG_SOCKET_NONE, CG_SOCKET_STDIO or CG_SOCKET_ACTIVATION"
+                )))
+            }
+        };
+        Ok(())
+    })
+}
+
+/// The ladder climbed on close, as text: e.g. `"EOF:200ms,HUP:1s,TERM:2s,KILL:5s"` (the
+/// default is `HUP:1s,TERM:2s,KILL:5s`). Signal names with or without `SIG`, or numbers;
+/// durations as `200ms`, `2s`, `1min`. A string that does not parse is `CG_ERR_CONFIG`, with
+/// the parser's message naming the rung and why.
+#[no_mangle]
+pub extern "C" fn cg_builder_ladder(builder: *mut cg_builder, ladder: *const c_char) -> cg_status {
+    with("cg_builder_ladder", builder, |b| {
+        let text = ptr::utf8(ladder, "ladder")?;
+        let parsed = text
+            .parse::<Ladder>()
+            .map_err(|e| Failure::new(cg_status::CG_ERR_CONFIG, format!("ladder {text:?}: {e}")))?;
+        b.ladder = Some(parsed);
+        Ok(())
+    })
+}
+
+/// `on` (nonzero): the child leads a new process group and every rung goes to the whole group;
+/// members that outlive the leader get the remaining rungs.
+#[no_mangle]
+pub extern "C" fn cg_builder_process_group(builder: *mut cg_builder, on: bool) -> cg_status {
+    with("cg_builder_process_group", builder, |b| {
+        b.process_group = on;
+        Ok(())
+    })
+}
+
+/// Containment: `CG_CONTAIN_NONE` (default), `CG_CONTAIN_CGROUP` or `CG_CONTAIN_BEST_EFFORT`.
+/// A cgroup needs write access to this process's cgroup (root, or a delegated subtree).
+#[no_mangle]
+pub extern "C" fn cg_builder_contain(builder: *mut cg_builder, containment: i32) -> cg_status {
+    with("cg_builder_contain", builder, |b| {
+        b.containment = match containment {
+            CG_CONTAIN_NONE => Containment::None,
+            CG_CONTAIN_CGROUP => Containment::Cgroup,
+            CG_CONTAIN_BEST_EFFORT => Containment::BestEffort,
+            other => {
+                return Err(Failure::invalid(format!(
+                    "containment {other} is not CG_CONTAIN_NONE, CG_CONTAIN_CGROUP or \
+                     CG_CONTAIN_BEST_EFFORT"
+                )))
+            }
+        };
+        Ok(())
+    })
+}
+
+/// `on`: the kernel kills the child when this process dies, even by `SIGKILL` (Linux
+/// `PR_SET_PDEATHSIG`, tied to childguard's own long-lived spawner thread, so spawning from a
+/// short-lived thread is safe). Elsewhere `cg_spawn` fails with `CG_ERR_CONFIG`.
+#[no_mangle]
+pub extern "C" fn cg_builder_exit_with_parent(builder: *mut cg_builder, on: bool) -> cg_status {
+    with("cg_builder_exit_with_parent", builder, |b| {
+        b.exit_with_parent = on;
+        Ok(())
+    })
+}
+
+/// Capture the child's output (`CG_CAPTURE_STDERR`, `_STDOUT`, `_BOTH`): one shared thread
+/// drains it, so the child never blocks on a full pipe; the last 64 KiB / 1000 lines are in
+/// errors after the fork and in the report's `output_tail`.
+#[no_mangle]
+pub extern "C" fn cg_builder_capture(builder: *mut cg_builder, streams: i32) -> cg_status {
+    with("cg_builder_capture", builder, |b| {
+        b.capture = Some(match streams {
+            CG_CAPTURE_STDERR => Capture::stderr(),
+            CG_CAPTURE_STDOUT => Capture::stdout(),
+            CG_CAPTURE_BOTH => Capture::both(),
+            other => {
+                return Err(Failure::invalid(format!(
+                    "streams {other} is not CG_CAPTURE_STDERR, CG_CAPTURE_STDOUT or \
+                     CG_CAPTURE_BOTH"
+                )))
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Readiness: `cg_spawn` returns once the child sent `READY=1` on a private `NOTIFY_SOCKET`
+/// (systemd `Type=notify`; Linux). The child exiting first, or the ready timeout, fails the
+/// spawn with `CG_ERR_READY` (the child is closed with its ladder).
+#[no_mangle]
+pub extern "C" fn cg_builder_ready_notify(builder: *mut cg_builder) -> cg_status {
+    with("cg_builder_ready_notify", builder, |b| {
+        b.ready = Some(Ready::Notify);
+        Ok(())
+    })
+}
+
+/// Readiness: a line of the child's output contains `text` (copied). Captures stdout and
+/// stderr (stderr only with `CG_SOCKET_STDIO`) unless `cg_builder_capture` chose.
+#[no_mangle]
+pub extern "C" fn cg_builder_ready_output(
+    builder: *mut cg_builder,
+    text: *const c_char,
+) -> cg_status {
+    with("cg_builder_ready_output", builder, |b| {
+        b.ready = Some(Ready::output(ptr::utf8(text, "text")?));
+        Ok(())
+    })
+}
+
+/// Readiness: a TCP connection to `addr` (`"127.0.0.1:6379"`, `"[::1]:80"`; copied) is
+/// accepted. Retried every 0.1–0.5 ms.
+#[no_mangle]
+pub extern "C" fn cg_builder_ready_connect_tcp(
+    builder: *mut cg_builder,
+    addr: *const c_char,
+) -> cg_status {
+    with("cg_builder_ready_connect_tcp", builder, |b| {
+        let text = ptr::utf8(addr, "addr")?;
+        let addr: std::net::SocketAddr = text.parse().map_err(|e| {
+            Failure::invalid(format!("addr {text:?}: {e} (expected e.g. 127.0.0.1:6379)"))
+        })?;
+        b.ready = Some(Ready::Connect(ConnectTo::Tcp(addr)));
+        Ok(())
+    })
+}
+
+/// Readiness: a connection to the Unix stream socket at `path` (copied) is accepted.
+#[no_mangle]
+pub extern "C" fn cg_builder_ready_connect_unix(
+    builder: *mut cg_builder,
+    path: *const c_char,
+) -> cg_status {
+    with("cg_builder_ready_connect_unix", builder, |b| {
+        let path = PathBuf::from(ptr::os_str(path, "path")?);
+        b.ready = Some(Ready::Connect(ConnectTo::Unix(path)));
+        Ok(())
+    })
+}
+
+/// Readiness, with `CG_SOCKET_ACTIVATION`: the server accepted our connection (any other mode
+/// fails the spawn with `CG_ERR_CONFIG`).
+#[no_mangle]
+pub extern "C" fn cg_builder_ready_accepted(builder: *mut cg_builder) -> cg_status {
+    with("cg_builder_ready_accepted", builder, |b| {
+        b.ready = Some(Ready::Accepted);
+        Ok(())
+    })
+}
+
+/// How long `cg_spawn` waits for readiness, in milliseconds (default 30000).
+#[no_mangle]
+pub extern "C" fn cg_builder_ready_timeout(builder: *mut cg_builder, timeout_ms: u64) -> cg_status {
+    with("cg_builder_ready_timeout", builder, |b| {
+        b.ready_timeout = Some(Duration::from_millis(timeout_ms));
+        Ok(())
+    })
+}

@@ -1,0 +1,186 @@
+//! Status codes, the per-thread last error, and the guard every entry point runs in: no panic
+//! crosses into C.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use childguard::ErrorKind;
+
+/// What a call returns: `CG_OK`, or which step failed. The message of the last failure on
+/// this thread is `cg_last_error_message()`.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum cg_status {
+    /// Success.
+    CG_OK = 0,
+    /// A required pointer argument was NULL.
+    CG_ERR_NULL_ARGUMENT = 1,
+    /// An argument was out of range or malformed (an unknown mode, a signal number that does
+    /// not exist, a string that is not UTF-8, an address that does not parse).
+    CG_ERR_INVALID_ARGUMENT = 2,
+    /// A configuration value was rejected (a ladder string that does not parse, …).
+    CG_ERR_CONFIG = 3,
+    /// Creating the socket (or the socket directory) before spawning failed.
+    CG_ERR_SOCKET = 4,
+    /// `fork`/`exec` of the program failed (not found, not executable, out of fds …).
+    CG_ERR_SPAWN = 5,
+    /// Taking the spawned child over failed (pidfd and the portable fallback).
+    CG_ERR_PIDFD = 6,
+    /// Sending a signal failed.
+    CG_ERR_SIGNAL = 7,
+    /// Waiting for or reaping the child failed.
+    CG_ERR_WAIT = 8,
+    /// This process ignores `SIGCHLD` (or set `SA_NOCLDWAIT`): children cannot be waited for.
+    CG_ERR_SIGCHLD_IGNORED = 9,
+    /// Making the child's cgroup, or placing the child in it, failed.
+    CG_ERR_CONTAINMENT = 10,
+    /// Connecting to a socket-activated server failed.
+    CG_ERR_CONNECT = 11,
+    /// The server did not become ready (it exited first, or the ready timeout passed).
+    CG_ERR_READY = 12,
+    /// The handle's child belongs to another process (inherited through `fork()`).
+    CG_ERR_INHERITED = 13,
+    /// A bug in childguard: a Rust panic, caught at the boundary. The message says where.
+    CG_ERR_PANIC = 14,
+    /// Any other failure (a newer childguard error kind); the message says what.
+    CG_ERR_OTHER = 15,
+}
+
+impl cg_status {
+    pub(crate) fn of(kind: ErrorKind) -> cg_status {
+        match kind {
+            ErrorKind::Socket => cg_status::CG_ERR_SOCKET,
+            ErrorKind::Spawn => cg_status::CG_ERR_SPAWN,
+            ErrorKind::Pidfd => cg_status::CG_ERR_PIDFD,
+            ErrorKind::Signal => cg_status::CG_ERR_SIGNAL,
+            ErrorKind::Wait => cg_status::CG_ERR_WAIT,
+            ErrorKind::SigchldIgnored => cg_status::CG_ERR_SIGCHLD_IGNORED,
+            ErrorKind::Config => cg_status::CG_ERR_CONFIG,
+            ErrorKind::Containment => cg_status::CG_ERR_CONTAINMENT,
+            ErrorKind::Connect => cg_status::CG_ERR_CONNECT,
+            ErrorKind::Ready => cg_status::CG_ERR_READY,
+            ErrorKind::Inherited => cg_status::CG_ERR_INHERITED,
+            _ => cg_status::CG_ERR_OTHER,
+        }
+    }
+}
+
+/// A failed call: its status and its message (without the function's name, added by
+/// [`guard`]).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    status: cg_status,
+    message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(status: cg_status, message: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn null(what: &str) -> Failure {
+        Failure::new(cg_status::CG_ERR_NULL_ARGUMENT, format!("{what} is NULL"))
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Failure {
+        Failure::new(cg_status::CG_ERR_INVALID_ARGUMENT, message)
+    }
+}
+
+impl From<childguard::Error> for Failure {
+    fn from(e: childguard::Error) -> Failure {
+        Failure::new(cg_status::of(e.kind()), e.to_string())
+    }
+}
+
+thread_local! {
+    /// The last failure on this thread, as C reads it.
+    static LAST: RefCell<Option<(cg_status, CString)>> = const { RefCell::new(None) };
+}
+
+fn record(function: &str, failure: Failure) -> cg_status {
+    // A message with a NUL in it (from a program's output) is cut there rather than lost.
+    let text = format!("{function}: {}", failure.message);
+    let text = match CString::new(text) {
+        Ok(s) => s,
+        Err(e) => {
+            let cut = e.nul_position();
+            let mut bytes = e.into_vec();
+            bytes.truncate(cut);
+            CString::new(bytes).unwrap_or_default()
+        }
+    };
+    let status = failure.status;
+    LAST.with(|last| *last.borrow_mut() = Some((status, text)));
+    status
+}
+
+/// Runs an entry point's body: a failure is recorded as this thread's last error and its
+/// status returned; a panic is caught and becomes `CG_ERR_PANIC`.
+pub(crate) fn guard<T>(
+    function: &str,
+    on_failure: impl FnOnce(cg_status) -> T,
+    body: impl FnOnce() -> Result<T, Failure>,
+) -> T {
+    // AssertUnwindSafe: after a panic the objects the body touched are either dropped by the
+    // unwind (a handle taken for a close is closed by its Drop) or left as they were before
+    // the call's last step; the caller is told the call failed and frees them as usual.
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => return value,
+        Ok(Err(failure)) => failure,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            Failure::new(
+                cg_status::CG_ERR_PANIC,
+                format!("internal error (a Rust panic, caught): {what}"),
+            )
+        }
+    };
+    on_failure(record(function, failure))
+}
+
+/// [`guard`] for a call that returns a status.
+pub(crate) fn guard_status(
+    function: &str,
+    body: impl FnOnce() -> Result<(), Failure>,
+) -> cg_status {
+    guard(
+        function,
+        |status| status,
+        || body().map(|()| cg_status::CG_OK),
+    )
+}
+
+/// The status of the last failed call on the calling thread (`CG_OK` if none failed yet).
+///
+/// Thread-safety: per thread; safe to call from any thread at any time.
+#[no_mangle]
+pub extern "C" fn cg_last_error_code() -> cg_status {
+    LAST.with(|last| last.borrow().as_ref().map_or(cg_status::CG_OK, |(s, _)| *s))
+}
+
+/// The message of the last failed call on the calling thread, naming the function, what
+/// failed and why (e.g. `cg_spawn: spawning \`nope\`: No such file or directory (os error
+/// 2)`), or NULL if no call failed on this thread yet.
+///
+/// Ownership: the string belongs to the library; it stays valid until the next failing call
+/// on this thread. Do not free it; copy it to keep it.
+///
+/// Thread-safety: per thread; safe to call from any thread at any time.
+#[no_mangle]
+pub extern "C" fn cg_last_error_message() -> *const c_char {
+    LAST.with(|last| {
+        last.borrow()
+            .as_ref()
+            .map_or(std::ptr::null(), |(_, text)| text.as_ptr())
+    })
+}

@@ -1,0 +1,247 @@
+//! `cg_handle`: a spawned child and the socket connected to it; spawn, kill, close, detach.
+
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::process::Command;
+use std::time::Duration;
+
+use childguard::{ChildHandle, Signal};
+
+use crate::builder::cg_builder;
+use crate::error::{cg_status, guard, guard_status, Failure};
+use crate::ptr;
+use crate::report::{cg_report, Owned};
+
+/// A spawned child, owned together with our end of its socket.
+///
+/// Opaque. Ownership: the caller's, from `cg_spawn()` until exactly one of `cg_close()`,
+/// `cg_handle_free()` or a successful `cg_detach()`, each of which consumes it.
+/// Thread-safety: one thread at a time per handle (a handle may move between threads);
+/// `cg_pid()` and `cg_socket_fd()` only read it and may run concurrently with each other.
+#[allow(non_camel_case_types)]
+#[derive(Debug)]
+pub struct cg_handle {
+    /// `None` only inside a `cg_detach` that is handing it over.
+    inner: Option<ChildHandle>,
+}
+
+impl cg_handle {
+    fn get(&mut self) -> Result<&mut ChildHandle, Failure> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| Failure::invalid("handle was already given up"))
+    }
+}
+
+/// Spawns the child the builder describes, and returns once it runs (and, with a readiness
+/// condition, once it is ready). Consumes `builder` in every case: do not use or free it
+/// afterwards.
+///
+/// On failure returns NULL, with `cg_last_error_code()` saying which step failed
+/// (`CG_ERR_SPAWN`: the program is missing or not executable; `CG_ERR_READY`, …) and
+/// `cg_last_error_message()` naming the program and the reason. Nothing is left behind: no
+/// fd, no child, no zombie.
+///
+/// Ownership: the returned handle is the caller's (see `cg_handle`). Thread-safety: safe from
+/// any thread; the child is forked by childguard's own threads where the kernel ties state to
+/// the forking thread (`exit_with_parent`).
+#[no_mangle]
+pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
+    guard(
+        "cg_spawn",
+        |_| std::ptr::null_mut(),
+        || {
+            let b = *ptr::take(builder, "builder")?;
+            let mut cmd = Command::new(&b.argv[0]);
+            cmd.args(&b.argv[1..]);
+            for (key, value) in &b.env {
+                match value {
+                    Some(value) => cmd.env(key, value),
+                    None => cmd.env_remove(key),
+                };
+            }
+            if let Some(dir) = &b.cwd {
+                cmd.current_dir(dir);
+            }
+            let mut spawn = ChildHandle::builder(cmd)
+                .socket(b.socket)
+                .process_group(b.process_group)
+                .contain(b.containment)
+                .exit_with_parent(b.exit_with_parent);
+            if let Some(ladder) = b.ladder {
+                spawn = spawn.ladder(ladder);
+            }
+            if let Some(ready) = b.ready {
+                spawn = spawn.ready(ready);
+            }
+            if let Some(timeout) = b.ready_timeout {
+                spawn = spawn.ready_timeout(timeout);
+            }
+            if let Some(capture) = b.capture {
+                spawn = spawn.capture(capture);
+            }
+            let handle = spawn.spawn()?;
+            Ok(ptr::give(cg_handle {
+                inner: Some(handle),
+            }))
+        },
+    )
+}
+
+/// Our end of the child's socket, or -1 if the handle has none (`CG_SOCKET_NONE`, or NULL).
+///
+/// Ownership: the fd belongs to the handle: read and write it, but do not close it; it stays
+/// valid until `cg_close()` / `cg_handle_free()` (which shut it down and close it) or
+/// `cg_detach()` (which gives it to you).
+#[no_mangle]
+pub extern "C" fn cg_socket_fd(handle: *const cg_handle) -> i32 {
+    guard(
+        "cg_socket_fd",
+        |_| -1,
+        || {
+            let h = ptr::borrow(handle, "handle")?;
+            Ok(h.inner
+                .as_ref()
+                .and_then(ChildHandle::socket)
+                .map_or(-1, |s| s.as_raw_fd()))
+        },
+    )
+}
+
+/// The child's pid, or -1 (NULL, or no child). The pid stays the child's until the close
+/// reaps it: signal it with `cg_kill()`, which uses the pidfd and cannot hit a recycled pid.
+#[no_mangle]
+pub extern "C" fn cg_pid(handle: *const cg_handle) -> i32 {
+    guard(
+        "cg_pid",
+        |_| -1,
+        || {
+            let h = ptr::borrow(handle, "handle")?;
+            Ok(h.inner
+                .as_ref()
+                .and_then(ChildHandle::id)
+                .and_then(|pid| i32::try_from(pid).ok())
+                .unwrap_or(-1))
+        },
+    )
+}
+
+/// Sends `signal` once (to the group with `cg_builder_process_group`; `SIGCONT` after it if it
+/// is catchable, so a stopped child acts on it), then waits up to `grace_ms` for the exit.
+/// `*exited` (if not NULL) is set to whether the child has exited. After the exit nothing is
+/// sent. A later close counts this as a rung already taken: it resumes after the first rung
+/// that sends the same signal.
+///
+/// Blocks up to `grace_ms`. Thread-safety: one thread at a time per handle.
+#[no_mangle]
+pub extern "C" fn cg_kill(
+    handle: *mut cg_handle,
+    signal: i32,
+    grace_ms: u64,
+    exited: *mut bool,
+) -> cg_status {
+    guard_status("cg_kill", || {
+        let h = ptr::borrow_mut(handle, "handle")?.get()?;
+        let signal = Signal::from_raw(signal)
+            .ok_or_else(|| Failure::invalid(format!("signal {signal} is not a signal number")))?;
+        let status = h.kill(signal, Duration::from_millis(grace_ms))?;
+        ptr::put(exited, status.is_some());
+        Ok(())
+    })
+}
+
+/// Closes the child: `shutdown(SHUT_RDWR)` on the socket, close it, climb the ladder (each
+/// rung's signal, `SIGCONT`, a wait up to its grace woken the moment the child exits), reap.
+/// Blocks at most the ladder's total grace plus a few milliseconds; a child that outlives the
+/// last rung goes to childguard's background reaper thread (the report says so).
+///
+/// Consumes `handle` in every case. `*report` (if not NULL) receives the close report — also
+/// on failure when the close got far enough to have one (else NULL); free it with
+/// `cg_report_free()`. On failure the child is still reaped, or watched by the background
+/// reaper which reaps it.
+///
+/// Thread-safety: one thread at a time per handle.
+#[no_mangle]
+pub extern "C" fn cg_close(handle: *mut cg_handle, report: *mut *mut cg_report) -> cg_status {
+    ptr::put(report, std::ptr::null_mut());
+    guard_status("cg_close", || {
+        let mut h = ptr::take(handle, "handle")?;
+        let inner = h
+            .inner
+            .take()
+            .ok_or_else(|| Failure::invalid("handle was already given up"))?;
+        match inner.close() {
+            Ok(done) => {
+                ptr::put(report, Owned::give(done));
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(done) = e.close_report() {
+                    ptr::put(report, Owned::give(done.clone()));
+                }
+                Err(e.into())
+            }
+        }
+    })
+}
+
+/// Frees a handle as `cg_close()` does, without a report. NULL is a no-op.
+///
+/// Blocks like `cg_close()`. Thread-safety: one thread at a time per handle.
+#[no_mangle]
+pub extern "C" fn cg_handle_free(handle: *mut cg_handle) {
+    guard(
+        "cg_handle_free",
+        |_| (),
+        || {
+            if !handle.is_null() {
+                // Dropping the ChildHandle runs the close path (shutdown, close, ladder, reap).
+                drop(ptr::take(handle, "handle")?);
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Gives the child up without closing it: nothing is sent, the child keeps running, and
+/// childguard's background reaper reaps it whenever it exits (no zombie).
+///
+/// On success the handle is freed and `*socket_fd` (if not NULL) receives our end of the
+/// socket (-1 if none), which is now the caller's to close. On failure (the background reaper
+/// cannot be started) nothing is given up: the handle is unchanged and still the caller's.
+#[no_mangle]
+pub extern "C" fn cg_detach(handle: *mut cg_handle, socket_fd: *mut i32) -> cg_status {
+    guard_status("cg_detach", || {
+        let h = ptr::borrow_mut(handle, "handle")?;
+        let inner = h
+            .inner
+            .take()
+            .ok_or_else(|| Failure::invalid("handle was already given up"))?;
+        match inner.detach() {
+            Ok(socket) => {
+                drop(ptr::take(handle, "handle")?);
+                ptr::put(socket_fd, socket.map_or(-1, IntoRawFd::into_raw_fd));
+                Ok(())
+            }
+            Err(e) => {
+                let failure = Failure::new(cg_status::of(e.error().kind()), e.to_string());
+                h.inner = Some(e.into_handle());
+                Err(failure)
+            }
+        }
+    })
+}
+
+/// Frees a report from `cg_close()`. NULL is a no-op.
+#[no_mangle]
+pub extern "C" fn cg_report_free(report: *mut cg_report) {
+    guard(
+        "cg_report_free",
+        |_| (),
+        || {
+            if !report.is_null() {
+                drop(ptr::take_report(report, "report")?);
+            }
+            Ok(())
+        },
+    )
+}
