@@ -2,7 +2,8 @@
 # The README's test command: installs the real servers and tools the tests run against (when
 # missing), then runs the whole suite. `.ci/run` calls this script, so the two cannot drift.
 #
-#   bash tests/run.sh                 # install what is missing, then `cargo test --workspace`
+#   bash tests/run.sh                 # install what is missing, then `cargo test --workspace`,
+#                                     # then the Python package's pytest (crates/childguard-python/ci.sh)
 #   bash tests/run.sh -- --test close # extra arguments go to `cargo test`
 #
 # Installing needs root (or sudo) and Debian's apt. With CHILDGUARD_SKIP_PEERS=1 nothing is
@@ -75,4 +76,10 @@ if [ ${#missing[@]} -gt 0 ] && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
 fi
 
 [ "${1:-}" = "--" ] && shift
-exec cargo test --workspace "$@"
+cargo test --workspace "$@"
+
+# The Python package (crates/childguard-python): its abi3 wheel built with maturin, pip-installed
+# into a fresh venv, pytest there. Only for the whole suite: extra arguments pick Rust tests.
+if [ $# -eq 0 ]; then
+    bash crates/childguard-python/ci.sh
+fi

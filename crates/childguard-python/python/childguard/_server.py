@@ -1,0 +1,295 @@
+"""spawn() and Server: the Pythonic face of ``childguard._native``."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import pwd
+import signal as _signal
+import socket as _socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _native
+from ._errors import ClosedError, ConfigError
+from ._ready import Notify, Ready
+from ._report import CloseReport
+
+StrPath = Union[str, "os.PathLike[str]"]
+SignalLike = Union[int, str, _signal.Signals]
+
+
+class Server:
+    """A spawned server and the socket connected to it. Made by :func:`spawn`.
+
+    ``with spawn(...) as server:`` closes it on exit (also on an exception): the socket is shut
+    down and closed, the ladder climbed, the child reaped, and :attr:`report` set. A Server
+    collected without a close is closed on a thread of its own, never blocking the interpreter.
+    """
+
+    def __init__(self, native: "_native.Handle", argv: Sequence[str], cwd: Optional[Path]) -> None:
+        self._native = native
+        self._argv = tuple(argv)
+        self._cwd = cwd
+        self._socket: Optional[_socket.socket] = None
+        self._report: Optional[CloseReport] = None
+        self._close_lock = threading.Lock()
+
+    # --- what it is ---------------------------------------------------------------------
+    @property
+    def pid(self) -> Optional[int]:
+        """The child's pid (still readable after the close)."""
+        return self._native.pid
+
+    @property
+    def program(self) -> str:
+        return self._native.program
+
+    @property
+    def argv(self) -> Tuple[str, ...]:
+        return self._argv
+
+    @property
+    def cwd(self) -> Optional[Path]:
+        """The working directory the server was started in, if ``cwd=`` was given."""
+        return self._cwd
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    @property
+    def report(self) -> Optional[CloseReport]:
+        """The close's report, once closed."""
+        return self._report
+
+    @property
+    def socket(self) -> Optional[_socket.socket]:
+        """Our end of the connection (``socket="stdio"`` or ``"activation"``), as a
+        ``socket.socket``; ``None`` without one. The same object on every access; the close
+        closes it (after shutting the connection down for the server)."""
+        if self._socket is None:
+            fd = self._native.socket_fd()
+            if fd is None:
+                return None
+            self._socket = _socket.socket(fileno=fd)
+        return self._socket
+
+    @property
+    def socket_path(self) -> Optional[str]:
+        """With ``socket="activation"``: the listening socket's path (removed on close)."""
+        path = self._native.socket_path()
+        return os.fspath(path) if path is not None else None
+
+    @property
+    def output_tail(self) -> Optional[str]:
+        """With ``capture=`` (or ``ready=Output(...)``): the last lines the server wrote
+        (64 KiB / 1000 lines at most). After the close, the report's tail."""
+        if self._report is not None:
+            return self._report.output_tail
+        return self._native.output_tail()
+
+    # --- before the close ---------------------------------------------------------------
+    def poll(self) -> Optional[int]:
+        """The returncode if the server has exited (``-N``: signal ``N``), else ``None``."""
+        return self._native.try_wait()
+
+    def wait(self, timeout: float) -> Optional[int]:
+        """Waits up to ``timeout`` seconds (GIL released) for the exit; ``None``: still running."""
+        return self._native.wait(float(timeout))
+
+    def kill(self, sig: SignalLike = _signal.SIGTERM, grace: float = 0.0) -> Optional[int]:
+        """Sends ``sig`` (a number, ``signal.SIGTERM``, or a name: ``"TERM"``) once — to the
+        group with ``process_group=True`` — then ``SIGCONT`` if it is catchable, and waits up to
+        ``grace`` seconds (GIL released). Returns the returncode, or ``None`` if still alive.
+        A later close resumes after the rung that sends the same signal."""
+        spec: Union[int, str] = sig if isinstance(sig, str) else int(sig)
+        return self._native.kill(spec, float(grace))
+
+    def detach(self) -> Optional[_socket.socket]:
+        """Gives the server up: it keeps running, childguard still reaps it when it exits.
+        Returns our end of the socket (now yours), or ``None``."""
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        fd = self._native.detach()
+        return _socket.socket(fileno=fd) if fd is not None else None
+
+    # --- the close ----------------------------------------------------------------------
+    def close(self) -> CloseReport:
+        """Shuts the socket down, closes it, climbs the ladder and reaps — bounded by the
+        ladder's total grace — with the GIL released. Returns the :class:`CloseReport`; a second
+        call returns the same report. Raises :class:`SignalError`/:class:`WaitError` (with
+        ``report``) if a step failed; the child is still reaped (by childguard's reaper)."""
+        with self._close_lock:
+            if self._report is not None:
+                return self._report
+            if self._socket is not None:
+                # Our copy of the socket goes first; the native close then shuts down the
+                # connection itself (which acts on every copy, the server's included).
+                self._socket.close()
+                self._socket = None
+            try:
+                line, data = self._native.close()
+            except ClosedError:
+                if self._report is not None:
+                    return self._report
+                raise
+            self._report = CloseReport(line, json.loads(data))
+            return self._report
+
+    async def aclose(self) -> CloseReport:
+        """:meth:`close` without blocking the event loop: it runs on the loop's default
+        executor (a thread, the GIL released while it waits). Cancelling the awaiting task
+        does not stop the close: it finishes on its thread, bounded by the ladder."""
+        loop = asyncio.get_running_loop()
+        return await asyncio.shield(loop.run_in_executor(None, self.close))
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Server":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "running"
+        return f"<childguard.Server {self.program}[{self.pid}] {state}>"
+
+
+def _resolve_user(user: Union[str, int]) -> Tuple[int, int]:
+    try:
+        entry = pwd.getpwnam(user) if isinstance(user, str) else pwd.getpwuid(int(user))
+    except KeyError as e:
+        raise ConfigError(f"user={user!r}: no such user", kind="config") from e
+    return entry.pw_uid, entry.pw_gid
+
+
+def _devnull(name: str, value: Any) -> bool:
+    if value is None:
+        return False
+    if value == subprocess.DEVNULL:
+        return True
+    raise ConfigError(f"{name}={value!r}: expected None (inherit) or subprocess.DEVNULL", kind="config")
+
+
+def spawn(
+    argv: Union[StrPath, Sequence[StrPath]],
+    *,
+    ladder: Optional[str] = None,
+    ready: Optional[Ready] = None,
+    ready_timeout: Optional[float] = None,
+    contain: Union[bool, str] = False,
+    kill_mode: Optional[str] = None,
+    cgroup_parent: Optional[StrPath] = None,
+    process_group: bool = False,
+    socket: Optional[str] = None,
+    capture: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Optional[StrPath] = None,
+    user: Optional[Union[str, int]] = None,
+    exit_with_parent: bool = False,
+    stdin: Optional[int] = None,
+    stdout: Optional[int] = None,
+    stderr: Optional[int] = None,
+    connect_timeout: Optional[float] = None,
+    runtime_dir: Optional[StrPath] = None,
+) -> Server:
+    """Spawns ``argv`` and returns the :class:`Server` — once it is ready, with ``ready=``.
+
+    - ``ladder``: the close's signal ladder, e.g. ``"INT:5s,QUIT:1s,KILL"`` (default
+      ``HUP:1s,TERM:2s,KILL:5s``); a bad one raises :class:`ConfigError` naming the rung.
+    - ``ready``: :class:`Notify`, :class:`Output` or :class:`Connect`; ``ready_timeout``
+      (seconds, default 30): then the server is closed with its ladder and
+      :class:`ReadyError` carries the report. An exit before ready fails at once, with the
+      status and the output tail.
+    - ``contain=True``: a cgroup v2 of its own, so that nothing it starts (``setsid``
+      workers, daemons) outlives the close (:class:`ContainmentError` if none can be made;
+      ``"best-effort"`` falls back to a process group). ``kill_mode``: ``"mixed"`` (default:
+      catchable rungs to the leader only) or ``"control-group"``.
+    - ``process_group=True``: the server leads a new group and every rung reaches it all.
+    - ``socket``: ``"stdio"`` (a socketpair on its stdin/stdout: :attr:`Server.socket`) or
+      ``"activation"`` (systemd socket activation, fd 3).
+    - ``capture``: ``"stderr"``, ``"stdout"`` or ``"both"``: drained by one thread, the tail in
+      :attr:`Server.output_tail`, errors and the report.
+    - ``env`` replaces the environment (as ``subprocess``'s ``env=``); ``cwd``; ``user``: a name
+      or uid to run as (root only; its group too; with ``Notify()`` the notify socket is
+      given to it); ``stdin``/``stdout``/``stderr``: ``None`` (inherit) or
+      ``subprocess.DEVNULL``; ``exit_with_parent=True``: the kernel kills it if we die.
+
+    The GIL is released for the whole spawn, readiness wait included.
+    """
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        argv = [argv]
+    args = [os.fsdecode(os.fspath(a)) for a in argv]
+    uid_gid = _resolve_user(user) if user is not None else None
+    ready_spec = None
+    if ready is not None:
+        if not hasattr(ready, "_spec"):
+            raise ConfigError(
+                f"ready={ready!r}: expected childguard.Notify(), Output(text) or Connect(address)",
+                kind="config",
+            )
+        ready_spec = ready._spec()
+    env_pairs = None
+    if env is not None:
+        env_pairs = [(os.fsdecode(k), os.fsdecode(v)) for k, v in env.items()]
+    native = _native.spawn(
+        args,
+        env=env_pairs,
+        cwd=os.fspath(cwd) if cwd is not None else None,
+        ladder=ladder,
+        ready=ready_spec,
+        ready_timeout=ready_timeout,
+        contain=contain,
+        kill_mode=kill_mode,
+        cgroup_parent=os.fspath(cgroup_parent) if cgroup_parent is not None else None,
+        process_group=process_group,
+        socket=socket,
+        capture=capture,
+        exit_with_parent=exit_with_parent,
+        uid=uid_gid[0] if uid_gid else None,
+        gid=uid_gid[1] if uid_gid else None,
+        notify_owner=uid_gid if (uid_gid and isinstance(ready, Notify)) else None,
+        stdin_null=_devnull("stdin", stdin),
+        stdout_null=_devnull("stdout", stdout),
+        stderr_null=_devnull("stderr", stderr),
+        connect_timeout=connect_timeout,
+        runtime_dir=os.fspath(runtime_dir) if runtime_dir is not None else None,
+    )
+    return Server(native, args, Path(cwd) if cwd is not None else None)
+
+
+async def spawn_async(argv: Union[StrPath, Sequence[StrPath]], **kwargs: Any) -> Server:
+    """:func:`spawn` without blocking the event loop (it runs on the loop's default executor,
+    the GIL released while it waits for readiness). If the awaiting task is cancelled, the
+    server that the spawn still returns is closed, on the executor too."""
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, functools.partial(spawn, argv, **kwargs))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+
+        def close_late(done: "asyncio.Future[Server]") -> None:
+            if not done.cancelled() and done.exception() is None:
+                loop.run_in_executor(None, done.result().close)
+
+        future.add_done_callback(close_late)
+        raise
+
+
+def parse_ladder(text: str) -> str:
+    """The ladder's canonical text, or :class:`ConfigError` naming the rung that is wrong."""
+    return _native.parse_ladder(text)
+
+
+DEFAULT_LADDER: str = _native.DEFAULT_LADDER

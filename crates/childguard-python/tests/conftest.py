@@ -1,0 +1,114 @@
+"""Shared helpers of the Python tests: where the peers are, slowserver's READY line.
+
+These tests run against the *installed* wheel (ci.sh builds it with maturin and installs it
+into a fresh venv), never against the source tree: python/ is not on sys.path here.
+
+A missing peer fails the test and says what to install, unless CHILDGUARD_SKIP_PEERS=1.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import socket
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[3]
+INSTALL = "apt-get install -y postgresql redis-server (or run tests/run.sh)"
+
+
+def skip_peers() -> bool:
+    return os.environ.get("CHILDGUARD_SKIP_PEERS") == "1"
+
+
+def need(name: str, candidates: List[str], install: str) -> str:
+    """The first existing candidate; else a failure saying what to install (a skip only with
+    CHILDGUARD_SKIP_PEERS=1)."""
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    message = f"needs {name}: install with `{install}` (or set CHILDGUARD_SKIP_PEERS=1)"
+    if skip_peers():
+        pytest.skip(f"{name} not installed (CHILDGUARD_SKIP_PEERS=1)")
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def slowserver() -> str:
+    """The fixture server crates/slowserver (built by `cargo build -p slowserver`)."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    candidates = [
+        os.environ.get("CHILDGUARD_SLOWSERVER", ""),
+        str(target / "debug" / "slowserver"),
+        str(target / "release" / "slowserver"),
+    ]
+    found = [c for c in candidates if c and os.path.isfile(c)]
+    if not found:
+        pytest.fail(
+            f"no slowserver binary in {candidates}: build it with `cargo build -p slowserver` "
+            "(or set CHILDGUARD_SLOWSERVER)",
+            pytrace=False,
+        )
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> str:
+    return need(
+        "redis-server",
+        [shutil.which("redis-server") or "", "/usr/bin/redis-server", "/usr/local/bin/redis-server"],
+        INSTALL,
+    )
+
+
+def pg_tool(tool: str) -> str:
+    """The newest /usr/lib/postgresql/<major>/bin/<tool> (Debian keeps them off PATH)."""
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{tool}"), reverse=True)
+    return need(f"postgres' {tool}", candidates, INSTALL)
+
+
+def read_ready(sock: socket.socket) -> Dict[str, int]:
+    """slowserver's `READY pid=N grandchild=M` line, read byte by byte from the socket."""
+    line = b""
+    sock.settimeout(30)
+    while not line.endswith(b"\n"):
+        byte = sock.recv(1)
+        assert byte, f"EOF before slowserver's READY line (got {line!r})"
+        line += byte
+    found = dict((k, int(v)) for k, v in re.findall(rb"(\w+)=(\d+)", line))
+    assert b"READY" in line, line
+    return {k.decode(): v for k, v in found.items()}
+
+
+def gone(pid: int) -> bool:
+    """Whether no process `pid` exists (a zombie still counts as existing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def pidfd_exited(pidfd: int, timeout: float) -> bool:
+    """Whether the process behind `pidfd` has exited within `timeout` seconds. A pidfd names
+    one process, so a recycled pid cannot be mistaken for it."""
+    import select
+
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
+def proc_state(pid: int) -> Optional[str]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None

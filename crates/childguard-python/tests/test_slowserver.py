@@ -1,0 +1,271 @@
+"""The Rust suite's slowserver cases, through the installed Python package: a stuck read closed
+within the ladder's bound, TERM ignored (the report shows KILL), kill() by hand, readiness,
+capture, env/cwd, the socket, bad input. Time bounds are generous (the suite runs under load);
+timing claims are the bench's (bench/compare.py)."""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import childguard
+import pytest
+from conftest import gone, pidfd_exited, read_ready
+
+
+def test_context_manager_closes_and_reaps(slowserver):
+    with childguard.spawn([slowserver], socket="stdio") as server:
+        pid = read_ready(server.socket)["pid"]
+        assert pid == server.pid
+        assert server.poll() is None
+    report = server.report
+    assert report is not None and server.closed
+    assert report.pid == pid
+    assert report.reaped_ms is not None
+    assert gone(pid), "the child is still there (not reaped) after the with block"
+    assert server.close() is report, "a second close returns the same report"
+
+
+def test_stuck_read_is_closed_within_the_first_rung(slowserver):
+    # A 10 s read in flight: closing the socket does not wake it; the HUP rung does.
+    server = childguard.spawn(
+        [slowserver, "--delay-read", "10s"], socket="stdio", ladder="HUP:1s,TERM:2s,KILL:5s"
+    )
+    read_ready(server.socket)
+    server.socket.sendall(b"READ 1\n")
+    began = time.monotonic()
+    report = server.close()
+    took = time.monotonic() - began
+    assert report.ended_by == {"kind": "rung", "index": 0, "signal": "HUP"}, report
+    assert report.signals == ["HUP"], report
+    # Bounded by the ladder (8 s), far below the read's 10 s; typically ~1 ms.
+    assert took < 5.0, report
+    assert gone(server.pid)
+
+
+def test_term_ignored_is_killed_by_the_next_rung(slowserver):
+    server = childguard.spawn(
+        [slowserver, "--ignore", "HUP,TERM", "--ignore-eof"],
+        socket="stdio",
+        ladder="TERM:300ms,KILL:5s",
+    )
+    read_ready(server.socket)
+    report = server.close()
+    assert report.signals == ["TERM", "KILL"], report
+    assert report.ending_signal == "KILL", report
+    assert report.returncode == -signal.SIGKILL, report
+    assert 300 <= report.total_ms < 5300 + 2000, report
+    assert "KILL" in str(report) and repr(report).startswith("<CloseReport "), repr(report)
+    data = report.to_dict()
+    assert data["ended_by"]["signal"] == "KILL" and data["signals"][0]["signal"] == "TERM"
+
+
+def test_kill_by_hand_then_close_resumes_after_it(slowserver):
+    server = childguard.spawn([slowserver, "--ignore-eof"], socket="stdio")
+    read_ready(server.socket)
+    assert server.kill(signal.SIGTERM, grace=10.0) == -signal.SIGTERM
+    report = server.close()
+    assert report.ended_by == {"kind": "kill", "signal": "TERM"}, report
+    assert report.signals == [], "the close sent nothing more after the kill: %s" % report
+
+
+def test_kill_takes_names_and_returns_none_while_alive(slowserver):
+    with childguard.spawn([slowserver, "--ignore", "TERM"], socket="stdio", ladder="KILL:5s") as s:
+        read_ready(s.socket)
+        assert s.kill("TERM", grace=0.05) is None
+        assert s.kill(signal.SIGKILL, grace=10.0) == -signal.SIGKILL
+    assert s.report.ended_by["kind"] == "kill"
+
+
+def test_socket_speaks_to_the_server(slowserver):
+    with childguard.spawn([slowserver], socket="stdio") as server:
+        sock = server.socket
+        read_ready(sock)
+        assert server.socket is sock, "one socket object per server"
+        sock.sendall(b"PING\n")
+        assert sock.recv(16) == b"PONG\n"
+    assert sock.fileno() == -1, "the close closed our socket object"
+    assert server.report.ended_by == {"kind": "eof"} or server.report.signals, server.report
+
+
+def test_readiness_notify(slowserver):
+    with childguard.spawn(
+        [slowserver, "--notify", "--ready-after", "100ms"],
+        ready=childguard.Notify(),
+        stdout=subprocess.DEVNULL,
+    ) as server:
+        # spawn() returned only after READY=1, which slowserver sends once it is ready.
+        assert server.poll() is None
+    assert server.report.notify["status"] == "ready", server.report.notify
+
+
+def test_readiness_connect_unix(slowserver, tmp_path):
+    path = tmp_path / "s.sock"
+    with childguard.spawn(
+        [slowserver, "--listen", str(path), "--ready-after", "100ms"],
+        ready=childguard.Connect(path),
+        stdout=subprocess.DEVNULL,
+    ):
+        import socket
+
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(str(path))  # first try: the server listens already
+        s.close()
+
+
+def test_readiness_output_and_the_tail(slowserver):
+    with childguard.spawn([slowserver], ready=childguard.Output("READY pid=")) as server:
+        assert f"READY pid={server.pid}" in server.output_tail
+    assert f"READY pid={server.pid}" in server.report.output_tail
+
+
+def test_ready_timeout_closes_the_server_and_reports(slowserver):
+    with pytest.raises(childguard.ReadyError) as caught:
+        childguard.spawn(
+            [slowserver, "--notify", "--ready-after", "60s"],
+            ready=childguard.Notify(),
+            ready_timeout=0.3,
+            ladder="TERM:5s,KILL:2s",
+            stdout=subprocess.DEVNULL,
+        )
+    e = caught.value
+    assert e.kind == "ready" and "slowserver" in str(e), str(e)
+    assert e.report is not None and e.report.reaped_ms is not None, e.report
+    assert gone(e.report.pid)
+
+
+def test_exit_before_ready_fails_at_once_with_status_and_tail(slowserver):
+    with pytest.raises(childguard.ReadyError) as caught:
+        childguard.spawn(
+            [slowserver, "--exit-immediately", "3"],
+            ready=childguard.Notify(),
+            ready_timeout=60,
+            capture="both",
+        )
+    assert "exited during start-up with exit status: 3" in str(caught.value), str(caught.value)
+
+
+def test_env_replaces_and_cwd_is_used(tmp_path):
+    with childguard.spawn(
+        ["/bin/sh", "-c", 'echo "FOO=$FOO HOME=${HOME-unset}"; pwd; exec sleep 60'],
+        env={"FOO": "bar", "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        ready=childguard.Output(str(tmp_path)),
+        ladder="TERM:5s,KILL:1s",
+    ) as server:
+        tail = server.output_tail
+    assert "FOO=bar HOME=unset" in tail, tail
+    assert server.cwd == tmp_path
+    assert server.report.ending_signal == "TERM", server.report
+
+
+def test_process_group_reaches_the_grandchild(slowserver):
+    with childguard.spawn(
+        [slowserver, "--fork-grandchild"], socket="stdio", process_group=True, ladder="TERM:5s,KILL:2s"
+    ) as server:
+        grandchild = read_ready(server.socket)["grandchild"]
+        assert grandchild > 0
+        pidfd = os.pidfd_open(grandchild)
+    try:
+        assert pidfd_exited(pidfd, 10.0), "the group's grandchild survived the close"
+    finally:
+        os.close(pidfd)
+    assert server.report.to_dict()["signals"][0]["to_group"] is True
+
+
+def test_bad_ladder_names_the_rung():
+    with pytest.raises(childguard.ConfigError) as caught:
+        childguard.spawn(["true"], ladder="TERM:1s,FOO:2s,KILL")
+    text = str(caught.value)
+    assert '"FOO:2s"' in text and "unknown signal" in text, text
+    assert isinstance(caught.value, ValueError)
+    with pytest.raises(childguard.ConfigError, match="TERM:forever"):
+        childguard.parse_ladder("TERM:forever")
+    assert childguard.parse_ladder("TERM:5s,KILL:1s").startswith("TERM:5s")
+
+
+def test_missing_program_is_a_spawn_error_naming_it():
+    with pytest.raises(childguard.SpawnError) as caught:
+        childguard.spawn(["/nonexistent/childguard-no-such-program", "--flag"])
+    e = caught.value
+    assert e.errno == errno.ENOENT and e.kind == "spawn"
+    assert "/nonexistent/childguard-no-such-program" in str(e), str(e)
+    assert isinstance(e, childguard.Error)
+
+
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        ({"ready_timeout": -1}, "ready_timeout=-1"),
+        ({"socket": "tcp"}, 'socket="tcp"'),
+        ({"capture": "all"}, 'capture="all"'),
+        ({"contain": "maybe"}, 'contain="maybe"'),
+        ({"stdout": 7}, "stdout=7"),
+        ({"ready": "notify"}, "ready='notify'"),
+        ({"user": "no-such-user-childguard"}, "no-such-user-childguard"),
+    ],
+)
+def test_bad_arguments_are_config_errors_naming_them(kwargs, named):
+    with pytest.raises(childguard.ConfigError) as caught:
+        childguard.spawn(["true"], **kwargs)
+    assert named in str(caught.value), str(caught.value)
+
+
+def test_empty_argv_and_bad_signal(slowserver):
+    with pytest.raises(childguard.ConfigError, match="argv is empty"):
+        childguard.spawn([])
+    with childguard.spawn([slowserver], socket="stdio") as server:
+        with pytest.raises(childguard.ConfigError, match="signal 4242"):
+            server.kill(4242)
+        with pytest.raises(childguard.ConfigError, match="NOPE"):
+            server.kill("NOPE")
+    with pytest.raises(childguard.ClosedError):
+        server.kill(signal.SIGTERM)
+
+
+def test_close_releases_the_gil(slowserver):
+    # While close() waits out TERM's 2 s grace, another Python thread must run.
+    server = childguard.spawn(
+        [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="TERM:2s,KILL:5s"
+    )
+    read_ready(server.socket)
+    stamps = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            stamps.append(time.monotonic())
+            time.sleep(0.01)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    began = time.monotonic()
+    report = server.close()
+    ended = time.monotonic()
+    stop.set()
+    ticker.join()
+    assert report.ending_signal == "KILL", report
+    during = [t for t in stamps if began < t < ended]
+    assert during, "no other thread ran during close(): the GIL was held"
+
+
+def test_a_collected_server_is_closed_without_blocking(slowserver):
+    server = childguard.spawn(
+        [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="TERM:3s,KILL:5s"
+    )
+    pid = server.pid
+    pidfd = os.pidfd_open(pid)
+    try:
+        began = time.monotonic()
+        del server
+        gc.collect()
+        # The drop hands the close to a thread: it returns before TERM's 3 s grace is over.
+        assert time.monotonic() - began < 2.5
+        assert pidfd_exited(pidfd, 30.0), "the collected server was never closed"
+    finally:
+        os.close(pidfd)
