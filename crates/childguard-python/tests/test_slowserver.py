@@ -250,7 +250,10 @@ def test_close_releases_the_gil(slowserver):
     stop.set()
     ticker.join()
     assert report.ending_signal == "KILL", report
-    during = [t for t in stamps if began < t < ended]
+    assert ended - began >= 2.0, report
+    # Stamps from well inside the close (TERM's 2 s grace), not from the moments just before
+    # the native call and just after it, when the Python code around it lets the ticker run.
+    during = [t for t in stamps if began + 0.5 < t < ended - 0.5]
     assert during, "no other thread ran during close(): the GIL was held"
 
 
