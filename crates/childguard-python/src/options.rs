@@ -84,12 +84,14 @@ pub fn socket(py: Python<'_>, mode: Option<&str>) -> PyResult<SocketMode> {
         Some(m) if m.starts_with("activation:") => SocketMode::Activation {
             name: Some(m["activation:".len()..].to_string()),
         },
-        Some(other) => return Err(config_error(
-            py,
-            format!(
+        Some(other) => {
+            return Err(config_error(
+                py,
+                format!(
                 "socket={other:?}: expected None, \"stdio\", \"activation\" or \"activation:NAME\""
             ),
-        )),
+            ))
+        }
     })
 }
 
