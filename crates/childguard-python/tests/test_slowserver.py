@@ -1,7 +1,10 @@
 """The Rust suite's slowserver cases, through the installed Python package: a stuck read closed
 within the ladder's bound, TERM ignored (the report shows KILL), kill() by hand, readiness,
 capture, env/cwd, the socket, bad input. Time bounds are generous (the suite runs under load);
-timing claims are the bench's (bench/compare.py)."""
+timing claims are the bench's (bench/compare.py).
+
+Without socket="stdio", slowserver's stdin is pytest's (at EOF): such tests pass --ignore-eof,
+else slowserver exits 0 on that EOF, maybe before it is ready."""
 
 from __future__ import annotations
 
@@ -95,7 +98,7 @@ def test_socket_speaks_to_the_server(slowserver):
 
 def test_readiness_notify(slowserver):
     with childguard.spawn(
-        [slowserver, "--notify", "--ready-after", "100ms"],
+        [slowserver, "--ignore-eof", "--notify", "--ready-after", "100ms"],
         ready=childguard.Notify(),
         stdout=subprocess.DEVNULL,
     ) as server:
@@ -107,7 +110,7 @@ def test_readiness_notify(slowserver):
 def test_readiness_connect_unix(slowserver, tmp_path):
     path = tmp_path / "s.sock"
     with childguard.spawn(
-        [slowserver, "--listen", str(path), "--ready-after", "100ms"],
+        [slowserver, "--ignore-eof", "--listen", str(path), "--ready-after", "100ms"],
         ready=childguard.Connect(path),
         stdout=subprocess.DEVNULL,
     ):
@@ -119,7 +122,7 @@ def test_readiness_connect_unix(slowserver, tmp_path):
 
 
 def test_readiness_output_and_the_tail(slowserver):
-    with childguard.spawn([slowserver], ready=childguard.Output("READY pid=")) as server:
+    with childguard.spawn([slowserver, "--ignore-eof"], ready=childguard.Output("READY pid=")) as server:
         assert f"READY pid={server.pid}" in server.output_tail
     assert f"READY pid={server.pid}" in server.report.output_tail
 
@@ -127,7 +130,7 @@ def test_readiness_output_and_the_tail(slowserver):
 def test_ready_timeout_closes_the_server_and_reports(slowserver):
     with pytest.raises(childguard.ReadyError) as caught:
         childguard.spawn(
-            [slowserver, "--notify", "--ready-after", "60s"],
+            [slowserver, "--ignore-eof", "--notify", "--ready-after", "60s"],
             ready=childguard.Notify(),
             ready_timeout=0.3,
             ladder="TERM:5s,KILL:2s",
