@@ -38,6 +38,10 @@ if [ ! -x "$work/build-venv/bin/maturin" ]; then
     "$work/build-venv/bin/pip" install -q --disable-pip-version-check 'maturin>=1.5,<2'
 fi
 
+step "mypy --strict: the package's annotations and the extension's stub (_native.pyi) agree"
+"$work/build-venv/bin/pip" install -q --disable-pip-version-check 'mypy>=1.8' 'pytest>=7'
+(cd "$here/python" && "$work/build-venv/bin/python" -m mypy --strict --no-incremental -p childguard)
+
 step "maturin build --release (abi3 wheel)"
 rm -rf "$work/wheels"
 (cd "$here" && CARGO_TARGET_DIR="$target" "$work/build-venv/bin/maturin" build --release \

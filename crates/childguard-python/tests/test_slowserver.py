@@ -91,9 +91,10 @@ def test_socket_speaks_to_the_server(slowserver):
         read_ready(sock)
         assert server.socket is sock, "one socket object per server"
         sock.sendall(b"PING\n")
-        assert sock.recv(16) == b"PONG\n"
+        assert sock.makefile("rb").readline() == b"PONG\n"
     assert sock.fileno() == -1, "the close closed our socket object"
-    assert server.report.ended_by == {"kind": "eof"} or server.report.signals, server.report
+    # slowserver exits 0 on the shutdown's EOF, or dies of the HUP rung if that comes first.
+    assert server.report.returncode in (0, -signal.SIGHUP), server.report
 
 
 def test_readiness_notify(slowserver):

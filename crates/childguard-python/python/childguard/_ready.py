@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import socket as _socket
-from typing import Tuple, Union
+from typing import Tuple, Union, cast
 
 from ._errors import ConfigError
 
-Address = Union[str, "os.PathLike[str]", Tuple[str, int], int]
+StrPath = Union[str, "os.PathLike[str]"]
+Address = Union[StrPath, Tuple[str, int], int]
 
 
 class Notify:
@@ -59,11 +60,11 @@ class Connect:
                 infos = _socket.getaddrinfo(host, port, type=_socket.SOCK_STREAM)
             except (OSError, TypeError) as e:
                 raise ConfigError(f"Connect({self.address!r}): {e}", kind="config") from e
-            ip, real_port = infos[0][4][0], infos[0][4][1]
+            ip, real_port = str(infos[0][4][0]), int(infos[0][4][1])
             text = f"[{ip}]:{real_port}" if ":" in ip else f"{ip}:{real_port}"
             return ("connect_tcp", text)
         try:
-            return ("connect_unix", os.fspath(address))
+            return ("connect_unix", os.fspath(cast("StrPath", address)))
         except TypeError as e:
             raise ConfigError(
                 f"Connect({self.address!r}): expected (host, port), a port or a path", kind="config"

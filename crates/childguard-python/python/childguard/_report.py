@@ -53,7 +53,8 @@ class CloseReport:
     @property
     def ending_signal(self) -> Optional[str]:
         """The signal of the rung (or ``kill()``) that ended the child, e.g. ``"KILL"``."""
-        return self._data["ended_by"].get("signal")
+        sig = self._data["ended_by"].get("signal")
+        return str(sig) if sig is not None else None
 
     @property
     def signals(self) -> List[str]:

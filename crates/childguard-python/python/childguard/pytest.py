@@ -120,7 +120,10 @@ def server_fixture(
         # Not tmp_path_factory: its paths are long, and a Unix socket's path must fit
         # sun_path (108 bytes). A short directory under the system's temp dir instead.
         directory = Path(tempfile.mkdtemp(prefix="childguard-"))
-        resolve = lambda v: v(directory) if callable(v) else v  # noqa: E731
+
+        def resolve(value: Any) -> Any:
+            return value(directory) if callable(value) else value
+
         kwargs = {k: resolve(v) for k, v in spawn_kwargs.items()}
         kwargs.setdefault("cwd", directory)
         servers = _Servers(check)
