@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use childguard::{Capture, ChildHandle, ErrorKind, Ready, Signal};
+use childguard::{Capture, ChildHandle, ErrorKind, Ladder, Ready, Signal};
 use childguard_tests::postgres::{self, Cluster};
 use childguard_tests::*;
 
@@ -82,6 +82,49 @@ fn postgres_notify_ready_first_query_succeeds_and_term_reports_stopping() {
     assert!(tail.contains("database system is shut down"), "{tail}");
 }
 
+/// `Ladder::postgres()`: its first rung, INT, is the fast shutdown — it ends postgres even
+/// with a client connected (the smart shutdown, TERM, would wait for that client).
+#[test]
+fn postgres_preset_fast_shutdown_ends_it_with_a_client_connected() {
+    let test = "postgres_preset_fast_shutdown_ends_it_with_a_client_connected";
+    let postgres = require!(pg_tool(test, "postgres"));
+    let cluster = require!(Cluster::new(test));
+    let handle = ChildHandle::builder(cluster.command(&postgres, "data"))
+        .ready(Ready::Notify)
+        .notify_owner(cluster.uid, cluster.gid)
+        .capture(Capture::stderr())
+        .ready_timeout(Duration::from_secs(60))
+        .ladder(Ladder::postgres())
+        .spawn()
+        .expect("postgres with Ready::Notify");
+    // A client that stays connected, idle, through the close.
+    let mut client = cluster
+        .psql_command(&["-q"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql");
+    let mut stdin = client.stdin.take().unwrap();
+    writeln!(stdin, "select 'connected';").unwrap();
+    stdin.flush().unwrap();
+    let mut out = client.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("connected") {
+        assert_eq!(out.read(&mut byte).unwrap(), 1, "psql ended early");
+        seen.push(byte[0]);
+    }
+    let report = handle.close().unwrap();
+    eprintln!("postgres preset with a client: {report}");
+    assert_eq!(report.ended_by, rung(0, Signal::INT), "{report}");
+    assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
+    let tail = report.output_tail.as_deref().unwrap_or_default();
+    assert!(tail.contains("fast shutdown request"), "{tail}");
+    drop(stdin);
+    let _ = client.wait();
+}
+
 #[test]
 fn postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line() {
     let test = "postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line";
@@ -146,7 +189,8 @@ fn redis_notify_ready_ping_succeeds_and_term_reports_stopping() {
     let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, true))
         .ready(Ready::Notify)
         .capture(Capture::both())
-        .ladder(ladder("TERM:10s,KILL:2s"))
+        // The preset: TERM (save and exit) first.
+        .ladder(Ladder::redis())
         .spawn()
         .expect("redis with Ready::Notify");
     assert_eq!(

@@ -438,6 +438,20 @@ mod tests {
     }
 
     #[test]
+    fn ladder_presets_by_name() {
+        for (preset, ladder) in [
+            ("@postgres", Ladder::postgres()),
+            ("@nginx", Ladder::nginx()),
+            ("@redis", Ladder::redis()),
+        ] {
+            let Ok(Invocation::Run(run)) = parse_strs(&["run", "--ladder", preset, "x"]) else {
+                panic!("{preset} did not parse");
+            };
+            assert_eq!(run.ladder, ladder, "{preset}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_argument() {
         let cases: &[(&[&str], &str)] = &[
             (&[], "missing subcommand"),
@@ -447,6 +461,8 @@ mod tests {
             (&["run", "--bogus", "x"], "'--bogus'"),
             (&["run", "--ladder", "HUP:1x", "x"], "\"HUP:1x\""),
             (&["run", "--ladder"], "--ladder needs a value"),
+            (&["run", "--ladder", "@pg", "x"], "unknown preset; the presets are @default"),
+            (&["run", "--ladder", "postgres", "x"], "spelled @postgres"),
             (&["run", "--timeout", "soon", "x"], "--timeout: \"soon\""),
             (&["run", "--report", "xml", "x"], "\"xml\""),
             (&["run", "--group=yes", "x"], "--group takes no value"),

@@ -41,7 +41,9 @@ Options:
   --ladder SPEC         rungs, e.g. HUP:1s,TERM:2s,KILL:5s (the default; or $CHILDGUARD_LADDER).
                         SIGNAL:GRACE items, names with or without SIG, or numbers; a rung
                         without GRACE waits 1s. An optional leading EOF:DUR waits DUR
-                        before the first signal.
+                        before the first signal. Or a preset: @postgres (INT:10s,QUIT:5s,
+                        KILL:5s), @nginx (QUIT:10s,TERM:2s,KILL:5s), @redis (TERM:20s,KILL:5s),
+                        @memcached, @nbdkit, @qemu-nbd, @default.
   --timeout DUR         start the ladder after DUR (200ms, 1.5s, 2m, 5 = seconds; 0 = never)
   --group               run CMD in a new process group and signal the whole group on every
                         rung (group members still alive when CMD exits get the ladder too)
@@ -147,7 +149,8 @@ Options (for the SERVER that follows them):
                         connection is accepted), line:TEXT (an output line contains TEXT);
                         without it the server counts as ready once started
   --ready-timeout DUR   how long to wait for it (default 30s); then it is closed, exit 125
-  --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s)
+  --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s; or a preset such as
+                        @postgres, @nginx, @redis, as for run)
   -h, --help            print this help
 
 Each server leads its own process group (its ladder reaches its workers), gets the
@@ -157,6 +160,6 @@ Signals childguard receives while CMD runs are forwarded to CMD.
 Examples:
   childguard with --ready unix:/tmp/r/redis.sock -- redis-server --port 0 \\
       --unixsocket /tmp/r/redis.sock -- redis-cli -s /tmp/r/redis.sock ping
-  childguard with --ready tcp:127.0.0.1:5432 --ladder INT:10s,QUIT:5s,KILL -- \\
+  childguard with --ready tcp:127.0.0.1:5432 --ladder @postgres -- \\
       postgres -D ./data -k /tmp -- pytest tests/
 ";
