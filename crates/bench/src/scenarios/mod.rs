@@ -15,6 +15,7 @@ mod precision;
 mod ready;
 mod scale;
 mod seed;
+mod servers;
 mod spawn;
 
 use crate::row::Row;
@@ -91,6 +92,11 @@ pub const ALL: &[Scenario] = &[
         name: "capture",
         about: "a server writing 100 MB of log: stderr captured (shared thread, 64 KiB tail) vs stderr to /dev/null",
         run: capture::run,
+    },
+    Scenario {
+        name: "servers",
+        about: "real postgres, spawn to ready: Ready::Notify vs pg_isready run every 10 ms (needs root and postgresql)",
+        run: servers::run,
     },
     Scenario {
         name: "spawn",
