@@ -461,7 +461,10 @@ mod tests {
             (&["run", "--bogus", "x"], "'--bogus'"),
             (&["run", "--ladder", "HUP:1x", "x"], "\"HUP:1x\""),
             (&["run", "--ladder"], "--ladder needs a value"),
-            (&["run", "--ladder", "@pg", "x"], "unknown preset; the presets are @default"),
+            (
+                &["run", "--ladder", "@pg", "x"],
+                "unknown preset; the presets are @default",
+            ),
             (&["run", "--ladder", "postgres", "x"], "spelled @postgres"),
             (&["run", "--timeout", "soon", "x"], "--timeout: \"soon\""),
             (&["run", "--report", "xml", "x"], "\"xml\""),

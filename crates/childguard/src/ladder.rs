@@ -78,9 +78,12 @@ impl Default for Ladder {
     }
 }
 
+/// A preset's constructor ([`LADDER_PRESETS`]).
+pub type PresetFn = fn() -> Ladder;
+
 /// The named presets, as `(name, constructor)`; the text form is `@name` (see
 /// [Presets](Ladder#presets)).
-pub const LADDER_PRESETS: &[(&str, fn() -> Ladder)] = &[
+pub const LADDER_PRESETS: &[(&str, PresetFn)] = &[
     ("default", Ladder::default),
     ("nbdkit", Ladder::nbdkit),
     ("qemu-nbd", Ladder::qemu_nbd),
@@ -346,7 +349,10 @@ fn parse_preset(text: &str, name: &str) -> Result<Ladder, LadderParseError> {
         ));
     }
     Ladder::preset(name.trim()).ok_or_else(|| {
-        let known: Vec<String> = LADDER_PRESETS.iter().map(|(n, _)| format!("@{n}")).collect();
+        let known: Vec<String> = LADDER_PRESETS
+            .iter()
+            .map(|(n, _)| format!("@{n}"))
+            .collect();
         LadderParseError::new(
             text,
             format!("unknown preset; the presets are {}", known.join(", ")),
@@ -535,7 +541,10 @@ mod tests {
         assert!(err.contains("unknown preset"), "{err}");
         let err = "@postgres,KILL".parse::<Ladder>().unwrap_err().to_string();
         assert!(err.contains("cannot be combined"), "{err}");
-        let err = "EOF:1s,@postgres".parse::<Ladder>().unwrap_err().to_string();
+        let err = "EOF:1s,@postgres"
+            .parse::<Ladder>()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not one of its rungs"), "{err}");
         let err = "postgres".parse::<Ladder>().unwrap_err().to_string();
         assert!(err.contains("spelled @postgres"), "{err}");

@@ -66,8 +66,7 @@ impl Cluster {
             return Err(INSTALL.into());
         }
         let (uid, gid) = postgres_user()?;
-        let root =
-            std::env::temp_dir().join(format!("childguard-bench-pg-{}", std::process::id()));
+        let root = std::env::temp_dir().join(format!("childguard-bench-pg-{}", std::process::id()));
         std::fs::create_dir_all(root.join("run"))?;
         for dir in [root.clone(), root.join("run")] {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
