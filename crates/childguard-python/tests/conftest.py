@@ -18,7 +18,6 @@ from typing import Dict, List, Optional
 
 import pytest
 
-pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[3]
 INSTALL = "apt-get install -y postgresql redis-server (or run tests/run.sh)"

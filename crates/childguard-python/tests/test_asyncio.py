@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import glob
+import os
+import subprocess
+import uuid
 
 import childguard
-from conftest import gone, read_ready
+from conftest import gone, proc_state, read_ready
 
 
 def test_aclose_does_not_block_the_event_loop(slowserver):
@@ -33,3 +37,64 @@ def test_async_with(slowserver):
 
     server = asyncio.run(main())
     assert server.report is not None and gone(server.pid)
+
+
+def test_a_cancelled_aclose_still_finishes_the_close(slowserver):
+    async def main():
+        server = await childguard.spawn_async(
+            [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="TERM:1s,KILL:5s"
+        )
+        read_ready(server.socket)
+        closing = asyncio.ensure_future(server.aclose())
+        await asyncio.sleep(0.1)
+        closing.cancel()
+        for _ in range(600):  # the close goes on in its thread: up to 30 s for it, generously
+            if server.report is not None:
+                break
+            await asyncio.sleep(0.05)
+        return server
+
+    server = asyncio.run(main())
+    assert server.report is not None, "the close stopped with the cancelled task"
+    assert server.report.signals == ["TERM", "KILL"], server.report
+    assert gone(server.pid)
+
+
+def test_a_cancelled_spawn_async_closes_the_server_it_still_returns(slowserver):
+    tag = uuid.uuid4().hex
+
+    async def main():
+        spawning = asyncio.ensure_future(
+            childguard.spawn_async(
+                [slowserver, "--ignore-eof", "--notify", "--ready-after", "1s"],
+                ready=childguard.Notify(),
+                env={**os.environ, "CHILDGUARD_TEST_TAG": tag},
+                stdout=subprocess.DEVNULL,
+            )
+        )
+        await asyncio.sleep(0.2)
+        assert tagged(tag), "the server should be starting"
+        spawning.cancel()
+        for _ in range(600):  # ready after 1 s, then closed: up to 30 s, generously
+            if not tagged(tag):
+                return
+            await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert not tagged(tag), "the server of a cancelled spawn_async was left running"
+
+
+def tagged(tag: str):
+    """Live processes whose environment carries CHILDGUARD_TEST_TAG=tag."""
+    needle = f"CHILDGUARD_TEST_TAG={tag}".encode()
+    found = []
+    for environ in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(environ, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    pid = int(environ.split("/")[2])
+                    if proc_state(pid) not in (None, "Z"):
+                        found.append(pid)
+        except OSError:
+            pass
+    return found
