@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use childguard::{Capture, ChildHandle, ErrorKind, Ready, Signal, SocketMode};
+use childguard::{Capture, ChildHandle, Ending, ErrorKind, Ready, Reap, Signal, SocketMode};
 use childguard_tests::*;
 
 /// `CLOCK_MONOTONIC` now, in ns (what slowserver's `--ready-stamp` writes).
@@ -96,6 +96,128 @@ fn extend_timeout_usec_extends_the_rung_and_the_server_exits_from_term() {
         report.exited.unwrap() >= Duration::from_millis(1400),
         "{report}"
     );
+}
+
+/// slowserver asking for 3 s on TERM and lingering 1.5 s before it exits 143, logging the
+/// signal and the end of its linger (`EXIT 143`) to `log`. Spawned with `Ready::Notify`, a
+/// 10 s cap and `TERM:500ms,KILL:1s`: without the extension the KILL rung ends it at 0.5 s
+/// and no `EXIT` line is written.
+fn extending_server(log: &Path, reap: Reap) -> ChildHandle {
+    let handle = ChildHandle::builder(slowserver(&[
+        "--notify",
+        "--notify-extend",
+        "3s",
+        "--slow-exit",
+        "1500ms",
+        "--ignore-eof",
+        "--log",
+        log.to_str().unwrap(),
+    ]))
+    .socket(SocketMode::Stdio)
+    .ready(Ready::Notify)
+    .notify_extend_max(Duration::from_secs(10))
+    .ladder(ladder("TERM:500ms,KILL:1s"))
+    .reap(reap)
+    .spawn()
+    .expect("spawn");
+    // Past its READY line: a close before it would end it by EPIPE on that write.
+    let _ = read_ready(&handle);
+    handle
+}
+
+/// Waits (generously) until `pid` is gone, then says whether its linger ran to its end.
+fn lingered_to_the_end(pid: u32, log: &Path) -> String {
+    assert!(
+        eventually(Duration::from_secs(30), || proc_state(pid).is_none()),
+        "pid {pid} still there 30 s after the close"
+    );
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let _ = std::fs::remove_file(log);
+    text
+}
+
+/// TERM reached it (its `CONT` is not logged: the signal thread lingers) and the linger ran
+/// out: no KILL came during it.
+fn ran_out(log: &str) -> bool {
+    log.lines().next() == Some("TERM") && log.ends_with("EXIT 143\n")
+}
+
+/// The reaper's climb (`Reap::Background`: the close returns after the TERM rung) reads the
+/// notify socket too: the extension keeps the KILL rung away until the server has exited.
+#[test]
+fn extend_timeout_usec_is_honoured_by_the_reaper() {
+    let log = scratch("extend-reaper.log");
+    let handle = extending_server(&log, Reap::Background);
+    let pid = handle.id().unwrap();
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, Ending::InBackground, "{report}");
+    assert!(report.notify.is_some(), "{report}");
+    let text = lingered_to_the_end(pid, &log);
+    assert!(
+        ran_out(&text),
+        "KILLed during its linger: {text:?}; {report}"
+    );
+}
+
+/// A handle dropped inside a tokio runtime goes to the reaper, climb and notify socket
+/// together.
+#[test]
+fn extend_timeout_usec_is_honoured_after_a_drop_inside_a_runtime() {
+    let log = scratch("extend-drop.log");
+    let handle = extending_server(&log, Reap::Blocking);
+    let pid = handle.id().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move { drop(handle) });
+    let text = lingered_to_the_end(pid, &log);
+    assert!(ran_out(&text), "KILLed during its linger: {text:?}");
+}
+
+/// `close_async` waits on the notify socket with the pidfd: the extension holds, the report
+/// has it, and TERM ended the server.
+#[test]
+fn extend_timeout_usec_is_honoured_by_close_async() {
+    let log = scratch("extend-async.log");
+    let handle = extending_server(&log, Reap::Blocking);
+    let pid = handle.id().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = rt.block_on(handle.close_async()).unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    assert_eq!(report.status.and_then(|s| s.code()), Some(143), "{report}");
+    assert_eq!(report.signals.len(), 1, "{report}");
+    let notify = report.notify.clone().unwrap();
+    assert_eq!(notify.extensions.len(), 1, "{notify:?}");
+    assert!(notify.stopping.is_some(), "{notify:?}");
+    assert!(
+        report.exited.unwrap() >= Duration::from_millis(1400),
+        "{report}"
+    );
+    let text = lingered_to_the_end(pid, &log);
+    assert!(ran_out(&text), "{text:?}");
+}
+
+/// A `close_async` cancelled mid-grace hands the climb (with its notify socket) to the
+/// reaper, which keeps honouring the extension.
+#[test]
+fn extend_timeout_usec_is_honoured_after_close_async_is_cancelled() {
+    let log = scratch("extend-cancel.log");
+    let handle = extending_server(&log, Reap::Blocking);
+    let pid = handle.id().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cancelled = rt.block_on(async move {
+        tokio::time::timeout(Duration::from_millis(100), handle.close_async()).await
+    });
+    assert!(cancelled.is_err(), "the close finished within 100 ms?");
+    let text = lingered_to_the_end(pid, &log);
+    assert!(ran_out(&text), "KILLed during its linger: {text:?}");
 }
 
 /// A server asking for a minute gets the cap (700 ms beyond the 300 ms grace), then KILL.

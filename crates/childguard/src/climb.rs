@@ -2,6 +2,7 @@
 //! blocking close path, the background reaper, or the tokio face.
 
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use crate::close_control::CloseControl;
@@ -9,7 +10,7 @@ use crate::ladder::{Ladder, Rung};
 use crate::process::Process;
 use crate::readiness::notify::NotifySocket;
 use crate::release::{self, Release};
-use crate::report::{CloseReport, Ending, SentSignal};
+use crate::report::{CloseReport, Ending, NotifyReport, SentSignal};
 use crate::signal::Signal;
 
 /// Where a close stands on its ladder.
@@ -42,6 +43,12 @@ pub(crate) struct Climb {
     /// A signal the kernel refused (`EPERM`/`EACCES` from an LSM or a child that changed its
     /// uid, …): the rung it belonged to and the error. The climb then sends nothing more.
     signal_error: Option<(usize, Signal, io::Error)>,
+    /// The child's `NOTIFY_SOCKET` ([`Ready::Notify`](crate::Ready::Notify)), read before every
+    /// step ([`Climb::hear`]) by whichever driver climbs — blocking close, reaper, tokio — so
+    /// `STOPPING=1` is recorded and `EXTEND_TIMEOUT_USEC=` extends the wait on every path. It
+    /// travels with the climb: a climb handed to the reaper takes it along, and it is removed
+    /// (with its directory) when the climb is dropped.
+    notify: Option<NotifySocket>,
 }
 
 impl Climb {
@@ -77,7 +84,45 @@ impl Climb {
             release: None,
             release_inline: false,
             signal_error: None,
+            notify: None,
         }
+    }
+
+    /// Reads `notify` during this climb: every wait may be extended by up to its
+    /// [`notify_extend_max`](crate::Builder::notify_extend_max) beyond its grace.
+    pub(crate) fn listen_to(&mut self, notify: NotifySocket) {
+        self.allow_extension(notify.extend_max());
+        self.notify = Some(notify);
+    }
+
+    /// The notify socket's fd, for a driver to wait on along with the child's fds: readable
+    /// means a datagram came, which [`Climb::hear`] (run by every step) reads. Not the child's
+    /// state: a driver must not take it for the pidfd.
+    pub(crate) fn notify_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.notify.as_ref().map(NotifySocket::fd)
+    }
+
+    /// Reads every datagram waiting on the notify socket, never blocking: `STOPPING=1` is
+    /// recorded, an `EXTEND_TIMEOUT_USEC=` [extends](Climb::extend) the current wait. Called
+    /// at the start of every step, before any due rung is sent — so an extension asked for
+    /// before the deadline is honoured even by a driver that did not wake for it (the
+    /// `output` drain, which watches only the pipes and the pidfd): race avoided, *extension
+    /// read after its deadline*.
+    pub(crate) fn hear(&mut self) {
+        if let Some(until) = self.notify.as_mut().and_then(NotifySocket::receive) {
+            self.extend(until);
+        }
+    }
+
+    /// What the notify socket heard so far (for a report made while the climb goes on in the
+    /// reaper); the socket stays open.
+    pub(crate) fn notify_report(&self, close_started: Instant) -> Option<NotifyReport> {
+        self.notify.as_ref().map(|n| n.report(close_started))
+    }
+
+    /// Takes the notify socket out (the climb is over): its report, and the socket removed.
+    pub(crate) fn finish_notify(&mut self, close_started: Instant) -> Option<NotifyReport> {
+        self.notify.take().map(|n| n.finish(close_started))
     }
 
     /// When the current wait ends.
@@ -187,13 +232,15 @@ impl Climb {
     }
 
     /// [`advance`](Climb::advance), calling `announce` with each rung just before its signal
-    /// goes out.
+    /// goes out. First [hears](Climb::hear) the notify socket: an extension moves the deadline
+    /// before it is compared with `now`.
     fn advance_announcing(
         &mut self,
         process: &mut Process,
         now: Instant,
         announce: &mut dyn FnMut(usize, Rung),
     ) -> io::Result<bool> {
+        self.hear();
         while now >= self.deadline {
             if let Some(rung) = self.ladder.rungs().get(self.next_rung) {
                 announce(self.next_rung, *rung);
@@ -216,23 +263,21 @@ impl Climb {
     }
 
     /// Blocks until `process` is gone or the ladder is used up. Returns whether it is gone.
-    /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) bounded by
-    /// the current deadline.
+    /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) — and the
+    /// notify socket, if any — bounded by the current deadline.
     pub(crate) fn run_blocking(&mut self, process: &mut Process) -> io::Result<bool> {
-        self.run_blocking_with(process, |process, deadline| {
-            process.wait_until(deadline).map(|()| None)
-        })
+        self.run_blocking_with(process, wait_with_notify)
     }
 
-    /// [`run_blocking`](Climb::run_blocking) with the wait between steps done by `wait`, which
-    /// must return by the deadline it is given, and may return earlier (the loop re-checks):
-    /// [`ChildHandle::output`](crate::ChildHandle::output) reads the child's pipes meanwhile,
-    /// a `NOTIFY_SOCKET` is read for `EXTEND_TIMEOUT_USEC=`. `Ok(Some(until))` from `wait`
-    /// asks for the current wait to be [extended](Climb::extend).
+    /// [`run_blocking`](Climb::run_blocking) with the wait between steps done by `wait`, given
+    /// the process, the notify socket's fd (to watch too, if it can) and the deadline; it must
+    /// return by the deadline, and may return earlier (the loop re-checks):
+    /// [`ChildHandle::output`](crate::ChildHandle::output) reads the child's pipes meanwhile.
+    /// What came on the notify socket is read by the next step ([`Climb::hear`]).
     pub(crate) fn run_blocking_with(
         &mut self,
         process: &mut Process,
-        mut wait: impl FnMut(&Process, Instant) -> io::Result<Option<Instant>>,
+        mut wait: impl FnMut(&Process, Option<BorrowedFd<'_>>, Instant) -> io::Result<()>,
     ) -> io::Result<bool> {
         self.release_inline();
         loop {
@@ -242,9 +287,7 @@ impl Climb {
             if !self.advance(process, Instant::now())? {
                 return Ok(false);
             }
-            if let Some(until) = wait(process, self.deadline)? {
-                self.extend(until);
-            }
+            wait(process, self.notify_fd(), self.deadline)?;
         }
     }
 
@@ -256,7 +299,6 @@ impl Climb {
     pub(crate) fn run_blocking_controlled(
         &mut self,
         process: &mut Process,
-        mut notify: Option<&mut NotifySocket>,
         control: &mut CloseControl<'_>,
     ) -> io::Result<bool> {
         self.release_inline();
@@ -269,7 +311,7 @@ impl Climb {
                 return Ok(false);
             }
             let deadline = self.deadline;
-            control.wait(self, process, notify.as_deref_mut(), deadline)?;
+            control.wait(self, process, deadline)?;
         }
     }
 
@@ -298,6 +340,25 @@ impl Climb {
             (None, _) => Ending::Eof,
         };
     }
+}
+
+/// The blocking wait between steps: the child's fds (or the `SIGCHLD` notifier) and the
+/// notify socket, until `deadline`.
+pub(crate) fn wait_with_notify(
+    process: &Process,
+    notify: Option<BorrowedFd<'_>>,
+    deadline: Instant,
+) -> io::Result<()> {
+    let Some(notify) = notify else {
+        return process.wait_until(deadline);
+    };
+    // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
+    let until = if process.is_running() && !process.uses_pidfd() {
+        deadline.min(Instant::now() + crate::readiness::EXIT_CHECK)
+    } else {
+        deadline
+    };
+    crate::close_control::poll_readable(notify, &process.wait_fds(), until).map(drop)
 }
 
 /// `at + wait`, saturating: a grace too long for the clock (`Duration::MAX`) means "a century",

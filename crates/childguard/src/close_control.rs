@@ -14,7 +14,6 @@ use std::time::Instant;
 use crate::climb::Climb;
 use crate::ladder::{Ladder, Rung};
 use crate::process::Process;
-use crate::readiness::notify::NotifySocket;
 use crate::readiness::EXIT_CHECK;
 
 /// What a blocking close is told while it climbs ([`ChildHandle::close_with`]).
@@ -90,24 +89,16 @@ impl<'a> CloseControl<'a> {
     }
 
     /// One wait of a controlled climb: until `deadline`, the child's exit, a datagram on the
-    /// `NOTIFY_SOCKET` (an extension asked for goes to `climb`), or `fd` readable (a skip goes
-    /// to `climb`). Returns early on any of them; the climb loop re-checks.
+    /// `NOTIFY_SOCKET` (read by the climb's next step), or `fd` readable (a skip goes to
+    /// `climb`). Returns early on any of them; the climb loop re-checks.
     pub(crate) fn wait(
         &mut self,
         climb: &mut Climb,
         process: &Process,
-        notify: Option<&mut NotifySocket>,
         deadline: Instant,
     ) -> io::Result<()> {
         let Some((fd, woke)) = self.skip.as_mut() else {
-            let extended = match notify {
-                Some(notify) => notify.wait_in_close(process, deadline)?,
-                None => process.wait_until(deadline).map(|()| None)?,
-            };
-            if let Some(until) = extended {
-                climb.extend(until);
-            }
-            return Ok(());
+            return crate::climb::wait_with_notify(process, climb.notify_fd(), deadline);
         };
         // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
         let until = if process.is_running() && !process.uses_pidfd() {
@@ -116,14 +107,11 @@ impl<'a> CloseControl<'a> {
             deadline
         };
         let mut others = process.wait_fds();
-        if let Some(notify) = notify.as_ref() {
-            others.push(notify.fd());
-        }
-        if poll_readable(*fd, &others, until)? && woke() {
+        others.extend(climb.notify_fd());
+        let skip = poll_readable(*fd, &others, until)? && woke();
+        drop(others);
+        if skip {
             climb.skip(Instant::now());
-        }
-        if let Some(until) = notify.and_then(NotifySocket::receive) {
-            climb.extend(until);
         }
         Ok(())
     }

@@ -210,7 +210,9 @@ impl Builder {
     /// With [`Ready::Notify`]: how far `EXTEND_TIMEOUT_USEC=` may extend the ready timeout, and
     /// each wait of the close, beyond its own length (default
     /// [`DEFAULT_NOTIFY_EXTEND_MAX`](crate::DEFAULT_NOTIFY_EXTEND_MAX), 30 s; zero: ignore
-    /// extensions). The close's bound grows by this much per rung.
+    /// extensions). The close's bound grows by this much per rung — on every close path: the
+    /// blocking close, `output`, the reaper (`Reap::Background`, a drop inside a runtime, a
+    /// child handed over) and `close_async`.
     pub fn notify_extend_max(mut self, max: Duration) -> Builder {
         self.notify_extend_max = max;
         self
@@ -907,16 +909,14 @@ impl ChildHandle {
         let Some((mut process, mut climb)) = closing.child.take() else {
             return closing.finish(None, Ok(true));
         };
-        let climbed = match (closing.earlier_exit.take(), closing.notify.as_mut()) {
-            (Some(e), _) => Err(e),
-            // A NOTIFY_SOCKET is read between the rungs, for EXTEND_TIMEOUT_USEC= and STOPPING=1.
-            (None, notify) if reap == Reap::Blocking => {
-                if let Some(notify) = notify.as_ref() {
-                    climb.allow_extension(notify.extend_max());
-                }
-                climb.run_blocking_controlled(&mut process, notify, &mut control)
+        // A NOTIFY_SOCKET is in the climb (`begin_close`): read before every step, for
+        // EXTEND_TIMEOUT_USEC= and STOPPING=1, here and in the reaper alike.
+        let climbed = match closing.earlier_exit.take() {
+            Some(e) => Err(e),
+            None if reap == Reap::Blocking => {
+                climb.run_blocking_controlled(&mut process, &mut control)
             }
-            (None, _) => climb_ladder(&mut climb, &mut process, reap),
+            None => climb_ladder(&mut climb, &mut process, reap),
         };
         closing.finish(Some((process, climb)), climbed)
     }
@@ -946,11 +946,15 @@ impl ChildHandle {
         // stdout/stderr stay open until the handle is gone (see `crate::stdio`).
         drop(self.pipes.stdin.take());
         remove_socket_dir(self.socket_dir.take(), &mut report);
+        let notify = self.notify.take();
         let child = process.map(|p| {
-            (
-                p,
-                Climb::begin(&self.ladder, started, self.last_kill, self.release_memory),
-            )
+            let mut climb =
+                Climb::begin(&self.ladder, started, self.last_kill, self.release_memory);
+            // The climb reads the NOTIFY_SOCKET, whoever drives it (blocking, reaper, tokio).
+            if let Some(notify) = notify {
+                climb.listen_to(notify);
+            }
+            (p, climb)
         });
         Closing {
             started,
@@ -958,7 +962,6 @@ impl ChildHandle {
             child,
             earlier_exit,
             capture: self.capture.take(),
-            notify: self.notify.take(),
         }
     }
 }
@@ -1023,7 +1026,6 @@ impl ChildHandle {
             child: None,
             earlier_exit: None,
             capture: None,
-            notify: None,
         }
     }
 }
@@ -1055,8 +1057,6 @@ pub(crate) struct Closing {
     pub(crate) earlier_exit: Option<io::Error>,
     /// The output capture, whose tail goes into the report.
     capture: Option<Captured>,
-    /// The `NOTIFY_SOCKET`, read during the climb; what it heard goes into the report.
-    notify: Option<NotifySocket>,
 }
 
 impl Closing {
@@ -1083,9 +1083,6 @@ impl Closing {
                 (Ok(()), Some((_, _, e))) => Some((ErrorKind::Signal, e)),
                 (Ok(()), None) => None,
             };
-        }
-        if let Some(notify) = self.notify.take() {
-            self.report.notify = Some(notify.finish(self.started));
         }
         if let Some(capture) = self.capture.take() {
             // The child is gone: what it wrote is in the pipes. Let the capture thread read it
@@ -1169,7 +1166,7 @@ fn climb_ladder(climb: &mut Climb, process: &mut Process, reap: Reap) -> io::Res
 /// Step 5: reap what is gone; hand the rest (with any rungs still to come) to the reaper.
 fn reap_or_hand_off(
     mut process: Process,
-    climb: Climb,
+    mut climb: Climb,
     climbed: io::Result<bool>,
     started: Instant,
     report: &mut CloseReport,
@@ -1191,9 +1188,13 @@ fn reap_or_hand_off(
         ));
     }
     let ladder_done = matches!(climbed, Ok(false)) && climb.is_exhausted(Instant::now());
+    // What the NOTIFY_SOCKET heard so far; the socket goes on with the climb if the reaper
+    // takes it (and is removed with the climb), else it is removed now, below.
+    report.notify = climb.notify_report(started);
     if matches!(climbed, Ok(true))
         || (ladder_done && !process.is_running() && !process.waits_for_cgroup())
     {
+        report.notify = climb.finish_notify(started);
         // Gone — or only group members outlived the ladder: release the leader now.
         report.outlived_ladder = !report.group_survivors.is_empty();
         let reaped = process.reap();

@@ -95,9 +95,12 @@ impl ChildHandle {
         let climbed = match (closing.earlier_exit.take(), child.as_mut()) {
             (Some(e), _) => Err(e),
             (None, None) => Ok(true),
-            (None, Some((process, climb))) => climb.run_blocking_with(process, |process, until| {
-                drain.wait(process, until).map(|()| None)
-            }),
+            // The drain watches the pipes and the pidfd, not the notify socket: what came on
+            // it is read by the climb's next step, before any rung is sent (`Climb::hear`).
+            (None, Some((process, climb))) => climb
+                .run_blocking_with(process, |process, _notify, until| {
+                    drain.wait(process, until)
+                }),
         };
         let report = closing.finish(child, climbed)?;
         // The child is gone (or handed on): take what it left, bounded as step 3.

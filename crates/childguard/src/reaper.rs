@@ -216,6 +216,10 @@ fn run(r: &'static Reaper, mut poller: Poller) {
         for &key in &events {
             if key == WAKE {
                 woken = true;
+            } else if key & NOTIFY_BIT != 0 {
+                // A datagram on a climb's notify socket: step the job (its climb hears it
+                // first), but this says nothing about the child: not `fired`.
+                due.push((Key(key & !NOTIFY_BIT), false));
             } else {
                 due.push((Key(key), true));
             }
@@ -256,6 +260,10 @@ struct Key(u64);
 /// The epoll user data of the wake socket.
 const WAKE: u64 = u64::MAX;
 
+/// Set in the epoll user data of a job's notify socket (its climb's `NOTIFY_SOCKET`), over
+/// the job's [`Key`]: slot indexes stay far below 2³¹.
+const NOTIFY_BIT: u64 = 1 << 31;
+
 struct Slot {
     job: Job,
     generation: u32,
@@ -265,6 +273,10 @@ struct Slot {
     registered: Vec<std::os::fd::OwnedFd>,
     /// The raw numbers of the process's own wait fds when we registered them.
     registered_from: Vec<i32>,
+    /// Our duplicate of the climb's notify socket, registered under `key | NOTIFY_BIT` while
+    /// the job has a climb listening to one ([`Climb::notify_fd`]): a datagram
+    /// (`EXTEND_TIMEOUT_USEC=`) wakes the job, whose step reads it before sending a rung.
+    notify_registered: Option<std::os::fd::OwnedFd>,
     /// The deadline this job has in the heap, if any.
     queued: Option<Instant>,
 }
@@ -290,6 +302,7 @@ impl Table {
             generation,
             registered: Vec::new(),
             registered_from: Vec::new(),
+            notify_registered: None,
             queued: None,
         };
         let index = match self.free.pop() {
@@ -325,7 +338,11 @@ impl Table {
         }
         let stepped = step(&mut slot.job, now);
         if matches!(stepped, Ok(true)) {
-            for fd in slot.registered.drain(..) {
+            for fd in slot
+                .registered
+                .drain(..)
+                .chain(slot.notify_registered.take())
+            {
                 poller.remove(&fd);
             }
             let index = (key.0 & 0xffff_ffff) as usize;
@@ -353,6 +370,23 @@ impl Table {
                 }
             }
             slot.registered_from = from;
+        }
+        // The notify socket: registered while a climb listens to it, removed once the climb is
+        // over (the socket closes with it).
+        let notify = slot.job.climb.as_ref().and_then(Climb::notify_fd);
+        match (notify, slot.notify_registered.as_ref()) {
+            (Some(fd), None) => {
+                if let Ok(dup) = fd.try_clone_to_owned() {
+                    if poller.add(&dup, Key(key.0 | NOTIFY_BIT)).is_ok() {
+                        slot.notify_registered = Some(dup);
+                    }
+                }
+            }
+            (None, Some(dup)) => {
+                poller.remove(dup);
+                slot.notify_registered = None;
+            }
+            _ => {}
         }
         let nothing_to_poll = slot.registered.is_empty();
         let mut next = slot.job.climb.as_ref().map(Climb::deadline);

@@ -33,7 +33,8 @@ Options:
                            we exit, so our parent's waitpid returns at once (Linux only)
   --exit-immediately CODE  exit with CODE before doing anything else
   --log FILE               append each signal received (e.g. HUP) to FILE, one a line;
-                           HUP/TERM/INT then still end the process
+                           HUP/TERM/INT then still end the process (after --slow-exit,
+                           whose end is logged as EXIT <code>)
   --daemonize              double fork + setsid a daemon that keeps a copy of stdin (the
                            socket) and ignores HUP/TERM; its pid is READY's grandchild=
   --workers N              start N children that burn CPU; READY ends with workers=P1,P2,…

@@ -130,7 +130,12 @@ fn handle(handling: &Handling, signo: c_int) {
         notify.stopping();
     }
     if let Some(delay) = handling.slow_exit {
-        exit::after(Some(delay), 128 + signo);
+        thread::sleep(delay);
+        // With --log: that the linger ran to its end (a KILL during it leaves no line).
+        if let Some(mut log) = handling.log.as_ref() {
+            let _ = writeln!(log, "EXIT {}", 128 + signo).and_then(|()| log.flush());
+        }
+        exit::after(None, 128 + signo);
     }
     // Dies by the signal itself; the fallback exit only runs if that failed.
     let _ = signal_hook::low_level::emulate_default_handler(signo);

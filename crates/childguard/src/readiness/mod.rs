@@ -20,7 +20,6 @@ pub(crate) mod notify;
 pub(crate) mod notify {
     //! Off Linux there is no `SO_PASSCRED`: `Ready::Notify` is refused before the fork, so no
     //! socket exists.
-    use std::io;
     use std::time::{Duration, Instant};
 
     use crate::report::NotifyReport;
@@ -33,11 +32,7 @@ pub(crate) mod notify {
         pub(crate) fn extend_max(&self) -> Duration {
             match *self {}
         }
-        pub(crate) fn wait_in_close(
-            &mut self,
-            _process: &crate::process::Process,
-            _deadline: Instant,
-        ) -> io::Result<Option<Instant>> {
+        pub(crate) fn report(&self, _close_started: Instant) -> NotifyReport {
             match *self {}
         }
         pub(crate) fn finish(self, _close_started: Instant) -> NotifyReport {
@@ -87,8 +82,15 @@ pub enum Ready {
     /// - `EXTEND_TIMEOUT_USEC=` extends the ready timeout, and during the close the current
     ///   rung's grace, to that long after the message (systemd's semantics: the server must
     ///   keep sending), but never more than [`notify_extend_max`](crate::Builder::notify_extend_max)
-    ///   beyond it. Honoured by the blocking close (`close`, `drop` without a runtime,
-    ///   `output`); the reaper thread and `close_async` climb without it.
+    ///   beyond it. Honoured on every close path, because the socket belongs to the one
+    ///   climb (`climb.rs`) that every driver steps: each step first reads what came
+    ///   (`STOPPING=1`, `EXTEND_TIMEOUT_USEC=`), then sends the rungs that are due. The
+    ///   blocking close (`close`, `drop` outside a runtime) and `close_async` also wake on
+    ///   the socket; the shared reaper (`Reap::Background`, a drop inside a runtime, a
+    ///   cancelled `close_async`) holds it in its epoll set until the ladder is over;
+    ///   [`output`](crate::ChildHandle::output) reads it at each wake-up (its pipes, the
+    ///   pidfd, the deadline) before any rung. After a hand-off to the reaper the report has
+    ///   what was heard until then; the socket and its directory are removed with the climb.
     /// - `STOPPING=1` during the close is recorded in
     ///   [`CloseReport::notify`](crate::CloseReport::notify).
     Notify,

@@ -140,22 +140,6 @@ impl NotifySocket {
         self.extend_max
     }
 
-    /// The close's wait between rungs: until the child's state may have changed, a datagram
-    /// came, or `deadline`. Returns the end of an extension asked for meanwhile.
-    pub(crate) fn wait_in_close(
-        &mut self,
-        process: &crate::process::Process,
-        deadline: Instant,
-    ) -> io::Result<Option<Instant>> {
-        let until = if process.is_running() && !process.uses_pidfd() {
-            deadline.min(Instant::now() + super::EXIT_CHECK)
-        } else {
-            deadline
-        };
-        poll_with(self.fd(), &process.wait_fds(), until)?;
-        Ok(self.receive())
-    }
-
     /// Reads every datagram waiting (never blocks). Returns the end of the latest extension
     /// asked for by one of them, if any.
     pub(crate) fn receive(&mut self) -> Option<Instant> {
@@ -275,21 +259,15 @@ impl NotifySocket {
         false
     }
 
-    /// What goes into the close report; the socket and its directory are removed.
-    pub(crate) fn finish(mut self, close_started: Instant) -> NotifyReport {
+    /// What goes into the close report, heard so far (the socket stays open).
+    pub(crate) fn report(&self, close_started: Instant) -> NotifyReport {
         let since = |at: Instant| at.saturating_duration_since(close_started);
-        let mut notes = std::mem::take(&mut self.ignored);
+        let mut notes = self.ignored.clone();
         if self.ignored_count > notes.len() {
             notes.push(format!("{} more ignored", self.ignored_count - notes.len()));
         }
-        if let Some(dir) = self.dir.take() {
-            let path = dir.path().display().to_string();
-            if let Err(e) = dir.remove() {
-                notes.push(format!("removing {path}: {e}"));
-            }
-        }
         NotifyReport {
-            status: self.status.take(),
+            status: self.status.clone(),
             stopping: self.stopping_at.map(since),
             extensions: self
                 .extensions
@@ -302,6 +280,18 @@ impl NotifySocket {
                 .collect(),
             ignored: notes,
         }
+    }
+
+    /// What goes into the close report; the socket and its directory are removed.
+    pub(crate) fn finish(mut self, close_started: Instant) -> NotifyReport {
+        let mut report = self.report(close_started);
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().display().to_string();
+            if let Err(e) = dir.remove() {
+                report.ignored.push(format!("removing {path}: {e}"));
+            }
+        }
+        report
     }
 }
 

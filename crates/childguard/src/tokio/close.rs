@@ -72,7 +72,7 @@ impl ChildHandle {
                 return Ok(None);
             }
             let process = self.process().ok_or_else(no_child)?;
-            wait_change(process, deadline)
+            wait_change(process, None, deadline)
                 .await
                 .map_err(|e| Error::new(ErrorKind::Wait, self.program(), e))?;
         }
@@ -86,7 +86,8 @@ struct HandOffOnDrop(Option<(Process, Climb)>);
 
 impl HandOffOnDrop {
     /// [`Climb::run_blocking`] without blocking: returns whether the child (and its group) is
-    /// gone, `false` once the ladder is used up.
+    /// gone, `false` once the ladder is used up. Each wait also watches the climb's notify
+    /// socket, which the next step reads (`EXTEND_TIMEOUT_USEC=`, `STOPPING=1`).
     async fn climb(&mut self) -> io::Result<bool> {
         loop {
             let Some((process, climb)) = self.0.as_mut() else {
@@ -99,7 +100,7 @@ impl HandOffOnDrop {
                 return Ok(false);
             }
             let deadline = climb.deadline();
-            wait_change(process, deadline).await?;
+            wait_change(process, climb.notify_fd(), deadline).await?;
         }
     }
 }
