@@ -115,13 +115,20 @@ impl Climb {
     }
 
     /// What the notify socket heard so far (for a report made while the climb goes on in the
-    /// reaper); the socket stays open.
-    pub(crate) fn notify_report(&self, close_started: Instant) -> Option<NotifyReport> {
+    /// reaper); the socket stays open. Hears it first. Race avoided: *last words unheard* — a
+    /// child that sends `STOPPING=1` and exits wakes the wait by its exit, and the climb ends
+    /// on `is_gone` before any step hears; what it sent before it exited is queued on our
+    /// socket by then (a Unix datagram is delivered by the `send` itself), so reading here
+    /// gets it.
+    pub(crate) fn notify_report(&mut self, close_started: Instant) -> Option<NotifyReport> {
+        self.hear();
         self.notify.as_ref().map(|n| n.report(close_started))
     }
 
-    /// Takes the notify socket out (the climb is over): its report, and the socket removed.
+    /// Takes the notify socket out (the climb is over): its report (heard to the end, as in
+    /// [`Climb::notify_report`]), and the socket removed.
     pub(crate) fn finish_notify(&mut self, close_started: Instant) -> Option<NotifyReport> {
+        self.hear();
         self.notify.take().map(|n| n.finish(close_started))
     }
 
