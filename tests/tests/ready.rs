@@ -537,3 +537,142 @@ fn spawn_async_awaits_readiness_without_blocking_the_runtime() {
         assert_eq!(report.ended_by, childguard::Ending::Eof, "{report}");
     });
 }
+
+/// slowserver that becomes ready after 200 ms and then listens on `socket` (and, with
+/// `notify`, sends `READY=1`), stamping the moment.
+fn listening_server(socket: &Path, stamp_file: &Path, notify: bool) -> Command {
+    let mut args = vec![
+        "--ready-after",
+        "200ms",
+        "--ready-stamp",
+        stamp_file.to_str().unwrap(),
+        "--listen",
+        socket.to_str().unwrap(),
+        "--ignore-eof",
+    ];
+    if notify {
+        args.push("--notify");
+    }
+    slowserver(&args)
+}
+
+/// `any([Notify, Connect])` for a server built without notify support: its socket makes it
+/// ready (the READY=1 that never comes does not hold the spawn up).
+#[test]
+fn any_is_ready_on_the_first_condition_that_holds() {
+    let dir = scratch("any-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (socket, stamp_file) = (dir.join("s"), dir.join("stamp"));
+    let began = Instant::now();
+    let handle = ChildHandle::builder(listening_server(&socket, &stamp_file, false))
+        .socket(SocketMode::Stdio)
+        .ready(Ready::any([
+            Ready::Notify,
+            Ready::connect(socket.as_path()),
+        ]))
+        .ready_timeout(Duration::from_secs(30))
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect("spawn with Ready::any");
+    let returned = monotonic_ns();
+    assert!(
+        stamp(&stamp_file) <= returned,
+        "returned before the socket listened"
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+    std::os::unix::net::UnixStream::connect(&socket).expect("listening after spawn()");
+    let report = handle.close().unwrap();
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    // The NOTIFY_SOCKET was made for the Notify part: its report is there.
+    assert!(report.notify.is_some(), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `all([Notify, Connect])`: both hold (slowserver sends READY=1 and listens), spawn returns
+/// after both; with a server that never sends READY=1 the same `all` times out naming both.
+#[test]
+fn all_waits_for_every_condition_and_times_out_naming_them() {
+    let dir = scratch("all-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (socket, stamp_file) = (dir.join("s"), dir.join("stamp"));
+    let all = || Ready::all([Ready::Notify, Ready::connect(socket.as_path())]);
+    let handle = ChildHandle::builder(listening_server(&socket, &stamp_file, true))
+        .socket(SocketMode::Stdio)
+        .ready(all())
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect("spawn with Ready::all");
+    assert!(stamp(&stamp_file) <= monotonic_ns());
+    std::os::unix::net::UnixStream::connect(&socket).expect("listening after spawn()");
+    let report = handle.close().unwrap();
+    assert_eq!(report.notify.unwrap().status.as_deref(), Some("ready"));
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(&stamp_file);
+    // No --notify: the socket listens, READY=1 never comes.
+    let err = ChildHandle::builder(listening_server(&socket, &stamp_file, false))
+        .socket(SocketMode::Stdio)
+        .ready(all())
+        .ready_timeout(Duration::from_millis(1500))
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect_err("READY=1 never comes");
+    assert_eq!(err.kind(), ErrorKind::Ready);
+    let text = err.to_string();
+    assert!(
+        text.contains("all of: READY=1 on NOTIFY_SOCKET; a connection to"),
+        "{text}"
+    );
+    let report = err.close_report().expect("the close report");
+    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A child that exits first fails an `any` at once, with its status.
+#[test]
+fn any_fails_at_once_when_the_child_exits() {
+    let began = Instant::now();
+    let err = ChildHandle::builder(sh("echo bye; exit 4"))
+        .ready(Ready::any([
+            Ready::output("never printed"),
+            Ready::connect(scratch("no-such-socket")),
+        ]))
+        .ready_timeout(Duration::from_secs(30))
+        .spawn()
+        .expect_err("exits first");
+    assert!(began.elapsed() < Duration::from_secs(20));
+    let text = err.to_string();
+    assert!(
+        text.contains("exited during start-up with exit status: 4"),
+        "{text}"
+    );
+    assert!(text.contains("any of: an output line"), "{text}");
+}
+
+#[test]
+fn bad_combinations_are_config_errors() {
+    let cases = [
+        (Ready::any([]), "at least one condition"),
+        (Ready::all([]), "at least one condition"),
+        (
+            Ready::any([Ready::all([Ready::Notify]), Ready::Notify]),
+            "cannot be nested",
+        ),
+        (
+            Ready::all([Ready::output("a"), Ready::output("b")]),
+            "at most one Ready::Output",
+        ),
+        (Ready::any([Ready::Accepted]), "SocketMode::Activation"),
+    ];
+    for (ready, needle) in cases {
+        let err = ChildHandle::builder(sh("exec sleep 30"))
+            .ready(ready.clone())
+            .spawn()
+            .expect_err("a bad combination");
+        assert_eq!(err.kind(), ErrorKind::Config, "{ready:?}: {err}");
+        assert!(err.to_string().contains(needle), "{ready:?}: {err}");
+    }
+}

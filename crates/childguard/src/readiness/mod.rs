@@ -106,6 +106,11 @@ pub enum Ready {
     /// [`connect_timeout`](crate::Builder::connect_timeout)). Any other mode: a
     /// [`Config`](crate::ErrorKind::Config) error.
     Accepted,
+    /// Ready as soon as one of these holds ([`Ready::any`]).
+    Any(Vec<Ready>),
+    /// Ready once every one of these has held ([`Ready::all`]); each counts from the moment it
+    /// was first seen (a port that accepted once need not accept again).
+    All(Vec<Ready>),
 }
 
 impl Ready {
@@ -119,6 +124,36 @@ impl Ready {
         Ready::Output(text.into())
     }
 
+    /// Ready when the first of `conditions` holds: e.g. `READY=1` from a server built with
+    /// systemd support, or its port for one built without —
+    /// `Ready::any([Ready::Notify, Ready::connect(addr)])`.
+    ///
+    /// What happens: everything each condition needs is made before the fork (the
+    /// `NOTIFY_SOCKET`, the capture), then the conditions are checked in turn, every 0.1 ms
+    /// doubling to 0.5 ms (as [`Ready::Connect`] retries; the notify socket and the child's
+    /// pidfd also end each pause), until one holds, the child exits, or the
+    /// [`ready_timeout`](crate::Builder::ready_timeout) passes — the same outcomes as a single
+    /// condition. Refused as [`Config`](crate::ErrorKind::Config) errors: an empty list, a
+    /// nested `any`/`all`, and more than one [`Ready::Output`] (the capture watches one text).
+    pub fn any(conditions: impl IntoIterator<Item = Ready>) -> Ready {
+        Ready::Any(conditions.into_iter().collect())
+    }
+
+    /// Ready once every one of `conditions` has held, each from the moment it was first seen:
+    /// e.g. `READY=1` *and* the HTTP port accepting. Checked, and refused, as [`Ready::any`];
+    /// the error on a timeout names every condition of the list.
+    pub fn all(conditions: impl IntoIterator<Item = Ready>) -> Ready {
+        Ready::All(conditions.into_iter().collect())
+    }
+
+    /// The single conditions: the list of an `Any`/`All`, or this one.
+    fn parts(&self) -> &[Ready] {
+        match self {
+            Ready::Any(parts) | Ready::All(parts) => parts,
+            one => std::slice::from_ref(one),
+        }
+    }
+
     /// What was awaited, for error messages.
     pub(crate) fn describe(&self) -> String {
         match self {
@@ -126,8 +161,18 @@ impl Ready {
             Ready::Output(text) => format!("an output line containing {text:?}"),
             Ready::Connect(to) => format!("a connection to {to} to be accepted"),
             Ready::Accepted => "the activation socket's accept".into(),
+            Ready::Any(parts) => format!("any of: {}", describe_all(parts)),
+            Ready::All(parts) => format!("all of: {}", describe_all(parts)),
         }
     }
+}
+
+fn describe_all(parts: &[Ready]) -> String {
+    parts
+        .iter()
+        .map(Ready::describe)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Why the server did not become ready.
@@ -165,6 +210,92 @@ impl ChildHandle {
             Ready::Connect(to) => self.await_connect(to, deadline),
             Ready::Output(text) => self.await_line(text.as_bytes(), deadline),
             Ready::Notify => self.await_notify(deadline, later(deadline, extend_max)),
+            Ready::Any(parts) => self.await_combination(parts, false, deadline, extend_max),
+            Ready::All(parts) => self.await_combination(parts, true, deadline, extend_max),
+        }
+    }
+
+    /// [`Ready::any`] (`all` false) or [`Ready::all`]: checks each condition not yet seen,
+    /// then pauses in a `poll` of the pidfd and the notify socket, 0.1 ms doubling to 0.5 ms.
+    fn await_combination(
+        &mut self,
+        parts: &[Ready],
+        all: bool,
+        deadline: Instant,
+        extend_max: Duration,
+    ) -> Result<(), NotReady> {
+        let hard = later(deadline, extend_max);
+        let mut deadline = deadline;
+        // Off Linux there is no notify socket to extend the deadline.
+        #[cfg(not(target_os = "linux"))]
+        let _ = (hard, &mut deadline);
+        let mut seen = vec![false; parts.len()];
+        let mut pause = connect::FIRST_PAUSE;
+        loop {
+            #[cfg(target_os = "linux")]
+            if let Some(notify) = self.notify_mut() {
+                if let Some(until) = notify.receive() {
+                    deadline = deadline.max(until.min(hard));
+                }
+                if let Some(errno) = notify.errno {
+                    return Err(NotReady::Errno(errno));
+                }
+            }
+            for (part, seen) in parts.iter().zip(seen.iter_mut()) {
+                if !*seen {
+                    *seen = self.holds_now(part, deadline)?;
+                }
+            }
+            let done = if all {
+                seen.iter().all(|&s| s)
+            } else {
+                seen.iter().any(|&s| s)
+            };
+            if done {
+                return Ok(());
+            }
+            self.exited()?;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(NotReady::TimedOut);
+            }
+            let until = deadline.min(now + pause);
+            if let Some(process) = self.process() {
+                #[cfg(target_os = "linux")]
+                if let Some(notify) = self.notify_ref() {
+                    notify::poll_with(notify.fd(), &process.wait_fds(), until)
+                        .map_err(NotReady::Failed)?;
+                    pause = (pause * 2).min(connect::MAX_PAUSE);
+                    continue;
+                }
+                process.wait_until(until).map_err(NotReady::Failed)?;
+            }
+            pause = (pause * 2).min(connect::MAX_PAUSE);
+        }
+    }
+
+    /// Whether one single condition holds now (never waits longer than a connect attempt).
+    fn holds_now(&mut self, part: &Ready, deadline: Instant) -> Result<bool, NotReady> {
+        match part {
+            Ready::Accepted => Ok(true),
+            Ready::Connect(to) => to.try_once(deadline).map_err(NotReady::Failed),
+            #[cfg(target_os = "linux")]
+            Ready::Notify => Ok(self.notify_ref().is_some_and(|n| n.ready)),
+            #[cfg(not(target_os = "linux"))]
+            Ready::Notify => Ok(false),
+            Ready::Output(text) => {
+                let Some(captured) = self.take_capture() else {
+                    return Err(NotReady::Failed(io::Error::other("no capture to watch")));
+                };
+                let seen =
+                    captured.wait_for_line(text.as_bytes(), Instant::now(), EXIT_CHECK, || false);
+                self.put_capture(captured);
+                Ok(seen)
+            }
+            // Refused by `Pending::prepare`.
+            Ready::Any(_) | Ready::All(_) => {
+                Err(NotReady::Failed(io::Error::other("nested Ready::any/all")))
+            }
         }
     }
 
@@ -306,29 +437,55 @@ impl Pending {
                 io::Error::new(io::ErrorKind::InvalidInput, why.to_owned()),
             )
         };
-        match &setup.ready {
-            Ready::Accepted if !setup.activating => {
-                return Err(config("Ready::Accepted needs SocketMode::Activation"));
+        if let Ready::Any(parts) | Ready::All(parts) = &setup.ready {
+            if parts.is_empty() {
+                return Err(config("Ready::any/all needs at least one condition"));
             }
-            Ready::Output(_) if capture.is_none() => {
-                *capture = Some(if setup.stdout_is_socket {
-                    Capture::stderr()
-                } else {
-                    Capture::both()
-                });
+            if parts
+                .iter()
+                .any(|p| matches!(p, Ready::Any(_) | Ready::All(_)))
+            {
+                return Err(config(
+                    "Ready::any/all cannot be nested: list the single conditions",
+                ));
             }
-            Ready::Notify if !cfg!(target_os = "linux") => {
-                return Err(config("Ready::Notify needs Linux (SO_PASSCRED)"));
+            if parts
+                .iter()
+                .filter(|p| matches!(p, Ready::Output(_)))
+                .count()
+                > 1
+            {
+                return Err(config(
+                    "Ready::any/all takes at most one Ready::Output (the capture watches one text)",
+                ));
             }
-            _ => {}
+        }
+        for part in setup.ready.parts() {
+            match part {
+                Ready::Accepted if !setup.activating => {
+                    return Err(config("Ready::Accepted needs SocketMode::Activation"));
+                }
+                Ready::Output(_) if capture.is_none() => {
+                    *capture = Some(if setup.stdout_is_socket {
+                        Capture::stderr()
+                    } else {
+                        Capture::both()
+                    });
+                }
+                Ready::Notify if !cfg!(target_os = "linux") => {
+                    return Err(config("Ready::Notify needs Linux (SO_PASSCRED)"));
+                }
+                _ => {}
+            }
         }
         #[cfg(target_os = "linux")]
-        let notify = match setup.ready {
-            Ready::Notify => Some(
+        let notify = if setup.ready.parts().contains(&Ready::Notify) {
+            Some(
                 notify::prepare(command, setup.runtime_dir, setup.notify_owner)
                     .map_err(|e| (ErrorKind::Socket, e))?,
-            ),
-            _ => None,
+            )
+        } else {
+            None
         };
         #[cfg(not(target_os = "linux"))]
         let _ = (command, setup.runtime_dir, setup.notify_owner);
