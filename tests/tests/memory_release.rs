@@ -351,3 +351,77 @@ fn release_is_skipped_while_huge_pages_could_make_up_the_child() {
     }
     assert!(report.reaped.is_some(), "{report}");
 }
+
+/// The CPUs `pid` may run on, from `/proc/PID/status` (`Cpus_allowed_list`, e.g. "0-1").
+fn cpus_allowed(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or_else(|| panic!("no Cpus_allowed_list in /proc/{pid}/status"))
+        .trim()
+        .to_string()
+}
+
+/// Refuses every signal (`EPERM`, as from an LSM) until dropped.
+struct SignalsRefused;
+
+impl SignalsRefused {
+    const POINTS: [failpoint::Point; 3] = [
+        failpoint::Point::PidfdSendSignal,
+        failpoint::Point::KillProcessGroup,
+        failpoint::Point::Kill,
+    ];
+
+    fn arm() -> SignalsRefused {
+        for point in Self::POINTS {
+            failpoint::set(point, libc::EPERM);
+        }
+        SignalsRefused
+    }
+}
+
+impl Drop for SignalsRefused {
+    fn drop(&mut self) {
+        for point in Self::POINTS {
+            failpoint::clear(point);
+        }
+    }
+}
+
+/// Item 2 (the release's CPU placement, release.rs `place_apart`): before the `SIGKILL` the
+/// child is pinned to the closing thread's CPU so that the release runs beside its exit. When
+/// the kill is refused the child lives on, and it must get its CPUs back. Before the restore,
+/// the child kept running on one CPU ("0" instead of "0-1").
+#[test]
+fn a_refused_kill_gives_the_child_its_cpus_back() {
+    let _serial = serial(false);
+    let ours = std::thread::available_parallelism().unwrap().get();
+    assert!(
+        ours >= 2,
+        "this test needs two CPUs (the release pins nothing on one); have {ours}"
+    );
+    let handle = spawn_big("KILL:100ms", "", Reap::Blocking);
+    let pid = handle.id().unwrap();
+    let before = cpus_allowed(pid);
+    let refused = SignalsRefused::arm();
+    let error = handle.close().unwrap_err();
+    drop(refused);
+    let after = cpus_allowed(pid);
+    // The reaper has the child (our unreaped child: its pid names nobody else) and reaps it
+    // once it dies.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    assert!(
+        childguard::reaper::drain(Instant::now() + Duration::from_secs(30)),
+        "the reaper did not reap the child"
+    );
+    assert_eq!(error.kind(), childguard::ErrorKind::Signal, "{error}");
+    assert_eq!(
+        after, before,
+        "the child's CPUs after the refused kill; {error}"
+    );
+}

@@ -37,7 +37,7 @@ pub(crate) struct Climb {
     /// The `process_mrelease` asked for after the `SIGKILL` rung, if any (`release.rs`).
     release: Option<Release>,
     /// Whether the thread stepping this climb may start a release (a blocking close, the
-    /// reaper thread): it waits up to `release::HANDOFF` for the helper thread's `SIGKILL`.
+    /// reaper thread): it waits up to `release::HANDOFF` for the helper thread to be ready.
     /// An async task or a background close, which must return at once, starts none.
     release_inline: bool,
     /// A signal the kernel refused (`EPERM`/`EACCES` from an LSM or a child that changed its
@@ -165,13 +165,18 @@ impl Climb {
             release::Plan::Skip(reason) => self.release = Some(Release::skipped(reason)),
             release::Plan::Release => {
                 if let Some(pidfd) = process.pidfd() {
-                    self.release = Some(Release::kill_and_release(pidfd));
+                    self.release = Some(Release::kill_and_release(pidfd, process.pid()));
                 }
             }
         }
         let (_, reached) = match process.signal_counting(rung.signal) {
             Ok(counted) => counted,
-            Err(e) => return Ok(self.give_up(rung.signal, e, now)),
+            Err(e) => {
+                if let Some(release) = &mut self.release {
+                    release.kill_refused();
+                }
+                return Ok(self.give_up(rung.signal, e, now));
+            }
         };
         if rung.signal.is_catchable() {
             if let Err(e) = process.signal(Signal::CONT) {
@@ -227,7 +232,7 @@ impl Climb {
     }
 
     /// Lets the thread that steps this climb start memory releases (it may wait up to
-    /// `release::HANDOFF` for one's `SIGKILL`).
+    /// `release::HANDOFF` for one's helper thread).
     pub(crate) fn release_inline(&mut self) {
         self.release_inline = true;
     }

@@ -7,10 +7,14 @@
 //!    `/proc/PID/statm` (≥ [`RELEASE_MIN_RESIDENT`]) and `/proc/meminfo` (transparent huge
 //!    pages, see [`plan`]).
 //! 2. [`Release::kill_and_release`] copies the pidfd and spawns a helper thread that owns the
-//!    copy. The helper sends `SIGKILL` through it and calls `process_mrelease` right after;
-//!    the climbing thread waits for that send at most [`HANDOFF`], then sends the rung's
-//!    `SIGKILL` itself as usual (to the group too, with `process_group`; a second `SIGKILL`
-//!    to a dying process is a no-op, and a pidfd never reaches a recycled pid).
+//!    copy. The helper says it is running, then calls `process_mrelease` in a loop: the
+//!    kernel answers `EINVAL` (~0.3 µs) while the child is not dying (bounded: [`SPIN_MAX`]). The climbing thread
+//!    waits for that word at most [`HANDOFF`], then sends the rung's `SIGKILL` as for any
+//!    rung (to the group too, with `process_group`). The kill marks the child as dying in
+//!    the sender's own system call (`SIGNAL_GROUP_EXIT`), so the helper's next call, a
+//!    fraction of a microsecond later, starts the release. Before that, [`place_apart`] puts
+//!    the two on different CPUs: the child on the climbing thread's (which sleeps right after
+//!    the kill), the helper on any other. Both then tear the address space down at once.
 //! 3. The climbing thread waits on the child's pidfd until the rung's deadline, as for any
 //!    rung: the close returns at the exit or the deadline, whichever comes first, however
 //!    long `process_mrelease` takes (~300 ms at 8 GiB).
@@ -20,16 +24,25 @@
 //!
 //! Race avoided (`exit_mm`): `process_mrelease` only works while the dying child still owns
 //! its address space; once woken by `SIGKILL` the child detaches it within microseconds and
-//! frees it alone (the call then fails with `ESRCH`). A call queued to another thread *after*
-//! the kill arrived too late every time we measured, so the helper sends the kill itself and
-//! makes the call with nothing in between but a channel send. The race can still be lost
-//! (the child's CPU may be idle and the helper's busy): that costs the speed-up, never
-//! correctness, and the report says `ESRCH`.
+//! frees it alone (the call then fails with `ESRCH`). On this machine's virtual CPUs (the
+//! `haltpoll` idle driver polls, so an idle CPU wakes in about a microsecond) a call made
+//! *after* the kill lost that race in most closes of an 8 GiB child, whether the call was
+//! queued to another thread or made by the thread that had just sent the kill (its return to
+//! user mode is where the woken child preempts it). A call that is already spinning when the
+//! kill lands needs no wake-up and no return to user mode: the kill is the only event. The
+//! child must not wake on the helper's CPU either (it preempts the spinning helper between two
+//! calls): [`place_apart`] pins it, for the microseconds it has left to live, to the CPU of the
+//! climbing thread. Measured on an 8 GiB child: without the pin the release won 4 closes of 8,
+//! with it 8 of 8 (`childguard-bench big`, docs/benchmarks.md). The race can still be lost (a
+//! busy machine may preempt the helper): that costs the speed-up, never correctness, and the
+//! report says `ESRCH`. The spin is bounded by [`SPIN_MAX`] and happens only for a child worth
+//! releasing (see [`plan`]).
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::process::Process;
@@ -47,10 +60,22 @@ pub(crate) const RELEASE_MIN_RESIDENT: u64 = 64 << 20;
 /// free those anyway).
 pub(crate) const RELEASE_MIN_CPU: Duration = Duration::from_micros(500);
 
-/// How long the climbing thread waits for the helper's `SIGKILL` before sending its own (1 ms;
-/// a fresh thread's first run took 30–120 µs here). Bounds the stall of the shared reaper
-/// thread per release, and how late a `SIGKILL` rung can be.
+/// How long the climbing thread waits for the helper thread to be spinning before it sends
+/// the rung's `SIGKILL` (1 ms; a fresh thread's first run took 30–120 µs here). Bounds the
+/// stall of the shared reaper thread per release, and how late a `SIGKILL` rung can be.
 pub(crate) const HANDOFF: Duration = Duration::from_millis(1);
+
+/// How long the helper spins on `process_mrelease` without giving its CPU away (1 ms: the
+/// climbing thread sends the `SIGKILL` within microseconds of the helper's word on an idle
+/// machine). After that it yields between calls, so that on a busy machine the climbing
+/// thread (or anyone) gets the CPU, until [`SPIN_MAX`].
+pub(crate) const SPIN_FAST: Duration = Duration::from_millis(1);
+
+/// How long the helper waits for the `SIGKILL` at most (200 ms; a climbing thread that has
+/// been told the helper spins sends it next, unless the machine is so busy that it gets no
+/// CPU for that long). A refused kill stops the helper at once ([`Release::kill_refused`]);
+/// a kill later than this finds no helper, and the report says so.
+pub(crate) const SPIN_MAX: Duration = Duration::from_millis(200);
 
 /// What a `SIGKILL` rung does about the child's memory.
 #[derive(Debug)]
@@ -153,9 +178,10 @@ fn highest_cpu_in_list(list: &str) -> Option<u32> {
 
 /// What the helper thread tells the climbing thread, in this order.
 enum Message {
-    /// Its `SIGKILL` went out (or failed; `process_mrelease` then reports why).
-    Killed,
-    /// `process_mrelease` returned, after this long; the helper's pidfd copy is closed.
+    /// It is running and about to spin on `process_mrelease`: the `SIGKILL` may go.
+    Spinning,
+    /// `process_mrelease` returned, this long after the helper began spinning; the helper's
+    /// pidfd copy is closed.
     Done(io::Result<()>, Duration),
 }
 
@@ -163,6 +189,11 @@ enum Message {
 #[derive(Debug)]
 pub(crate) struct Release {
     state: State,
+    /// Set when no `SIGKILL` is coming: the helper stops spinning.
+    abandoned: Arc<AtomicBool>,
+    /// The child's CPU affinity before [`place_apart`] pinned it, to give back if the kill
+    /// is refused (the child then lives on).
+    pinned: Option<Pinned>,
 }
 
 #[derive(Debug)]
@@ -176,32 +207,60 @@ impl Release {
     pub(crate) fn skipped(reason: String) -> Release {
         Release {
             state: State::Known(MemoryRelease::Skipped { reason }),
+            abandoned: Arc::default(),
+            pinned: None,
         }
     }
 
-    /// Step 2 of the timeline: a helper thread with its own copy of `pidfd` sends `SIGKILL`
-    /// and calls `process_mrelease` at once. Returns once that `SIGKILL` is out, or after
-    /// [`HANDOFF`]; the caller then sends the rung's own `SIGKILL` as usual. Without a copy of
-    /// the pidfd or a thread (`EMFILE`, `pids.max`, `RLIMIT_NPROC`) the release is skipped and
-    /// the report says why; the kill is the caller's as for any rung.
-    pub(crate) fn kill_and_release(pidfd: BorrowedFd<'_>) -> Release {
+    /// Step 2 of the timeline: a helper thread with its own copy of `pidfd` spins on
+    /// `process_mrelease` until the child is dying. Returns once it spins, or after
+    /// [`HANDOFF`]; the caller then sends the rung's `SIGKILL` as usual. Without a copy of the
+    /// pidfd or a thread (`EMFILE`, `pids.max`, `RLIMIT_NPROC`) the release is skipped and the
+    /// report says why; the kill is the caller's as for any rung.
+    ///
+    /// `pid` must be the caller's own child, not yet reaped, and only the caller may reap it
+    /// before the kill: [`place_apart`] names it by pid.
+    pub(crate) fn kill_and_release(pidfd: BorrowedFd<'_>, pid: u32) -> Release {
         let copy = match pidfd.try_clone_to_owned() {
             Ok(copy) => copy,
             Err(e) => return Release::skipped(format!("no copy of the pidfd for it: {e}")),
         };
+        let (pinned, helper_cpus) = place_apart(pid);
         let (tx, rx) = mpsc::channel();
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&abandoned);
         let spawned = std::thread::Builder::new()
             .name("childguard-mrelease".into())
             .stack_size(64 << 10)
-            .spawn(move || kill_then_release(copy, tx));
+            .spawn(move || {
+                if let Some(cpus) = helper_cpus {
+                    cpus.apply_to_this_thread();
+                }
+                release_when_dying(copy, &stop, tx)
+            });
+        let mut release = Release {
+            state: State::InFlight(rx),
+            abandoned,
+            pinned,
+        };
         // On failure the closure, and with it the pidfd copy, is dropped here.
         if let Err(e) = spawned {
+            release.kill_refused();
             return Release::skipped(format!("no thread for it: {e}"));
         }
-        // Killed (or nothing, after HANDOFF): either way the caller's SIGKILL comes next.
-        let _ = rx.recv_timeout(HANDOFF);
-        Release {
-            state: State::InFlight(rx),
+        // Spinning (or nothing, after HANDOFF): either way the caller's SIGKILL comes next.
+        if let State::InFlight(rx) = &release.state {
+            let _ = rx.recv_timeout(HANDOFF);
+        }
+        release
+    }
+
+    /// The caller's `SIGKILL` was refused (`EPERM` from an LSM, …) or never sent: the child
+    /// lives on, so it gets its CPU affinity back, and the helper stops spinning.
+    pub(crate) fn kill_refused(&mut self) {
+        self.abandoned.store(true, Ordering::Relaxed);
+        if let Some(pinned) = self.pinned.take() {
+            pinned.restore();
         }
     }
 
@@ -212,7 +271,7 @@ impl Release {
             let known = loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match rx.recv_timeout(left) {
-                    Ok(Message::Killed) => continue,
+                    Ok(Message::Spinning) => continue,
                     Ok(Message::Done(Ok(()), took)) => break MemoryRelease::Released { took },
                     Ok(Message::Done(Err(e), _)) => {
                         break MemoryRelease::Skipped {
@@ -236,31 +295,132 @@ impl Release {
     }
 }
 
-/// The helper thread: `SIGKILL` through its own pidfd copy, then `process_mrelease` on it with
-/// nothing in between but a channel send (the `exit_mm` race, see the module docs). The copy
-/// is closed *before* the outcome is sent, so a close that saw the outcome never returns while
-/// the copy is open (`faults.rs::no_fd_outlives_the_close`).
-fn kill_then_release(pidfd: OwnedFd, tx: mpsc::Sender<Message>) {
-    let killed = kill_through(&pidfd);
-    let _ = tx.send(Message::Killed);
+/// The helper thread: `process_mrelease` on its own pidfd copy, again and again while the
+/// kernel answers `EINVAL` (not dying yet): without pause for [`SPIN_FAST`], then yielding
+/// the CPU between calls, until [`SPIN_MAX`] or until the climbing thread says no kill is
+/// coming (the `exit_mm` race, see the module docs). The copy is closed *before* the outcome
+/// is sent, so a close that saw the outcome never returns while the copy is open
+/// (`faults.rs::no_fd_outlives_the_close`).
+fn release_when_dying(pidfd: OwnedFd, abandoned: &AtomicBool, tx: mpsc::Sender<Message>) {
+    let _ = tx.send(Message::Spinning);
     let started = Instant::now();
-    let outcome = killed.and_then(|()| crate::sys::process_mrelease(pidfd.as_fd()));
+    let outcome = loop {
+        let outcome = crate::sys::process_mrelease(pidfd.as_fd());
+        let not_dying =
+            outcome.as_ref().err().and_then(io::Error::raw_os_error) == Some(libc::EINVAL);
+        if !not_dying {
+            break outcome;
+        }
+        if abandoned.load(Ordering::Relaxed) {
+            break Err(io::Error::other("the SIGKILL was refused"));
+        }
+        let spun = started.elapsed();
+        if spun >= SPIN_MAX {
+            break Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no SIGKILL reached the child within {SPIN_MAX:?} of the helper's start"),
+            ));
+        }
+        if spun < SPIN_FAST {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    };
     let took = started.elapsed();
     drop(pidfd);
     let _ = tx.send(Message::Done(outcome, took));
 }
 
-/// `SIGKILL` through a pidfd (`pidfd_send_signal(2)`).
+/// Puts the dying child and the helper thread on different CPUs (the `exit_mm` race, module
+/// docs): pins the child to the CPU the calling thread runs on, and returns the CPUs the
+/// helper may use (all of ours but that one). Does nothing where that is impossible: one CPU
+/// (then there is no second CPU to share the teardown with anyway), a cpuset that keeps the
+/// child off our CPU, a child of another user (`EPERM`). Each costs only the speed-up.
+///
+/// Race avoided (pid reuse): the child is named by pid, which is safe only because it is our
+/// child and not yet reaped, and the caller is the only one that reaps it: until then no
+/// other process can get its pid. The affinity set on the child is undone if the kill is
+/// refused ([`Release::kill_refused`]); after the kill it dies with it.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn kill_through(pidfd: &OwnedFd) -> io::Result<()> {
-    let kill = crate::sys::rustix_signal(crate::signal::Signal::KILL)?;
-    Ok(rustix::process::pidfd_send_signal(pidfd, kill)?)
+fn place_apart(pid: u32) -> (Option<Pinned>, Option<HelperCpus>) {
+    use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
+    let here = sched_getcpu();
+    let Ok(mut others) = sched_getaffinity(None) else {
+        return (None, None);
+    };
+    others.unset(here);
+    if others.count() == 0 {
+        return (None, None);
+    }
+    let helper = Some(HelperCpus(others));
+    let Ok(child) = crate::process::pid(pid) else {
+        return (None, helper);
+    };
+    let Ok(was) = sched_getaffinity(Some(child)) else {
+        return (None, helper);
+    };
+    let mut only_here = CpuSet::new();
+    only_here.set(here);
+    match sched_setaffinity(Some(child), &only_here) {
+        Ok(()) => (Some(Pinned { child, was }), helper),
+        Err(_) => (None, helper),
+    }
 }
 
-/// Off Linux there are no pidfds, so no release is ever planned (see [`plan`]).
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn kill_through(_pidfd: &OwnedFd) -> io::Result<()> {
-    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+fn place_apart(_pid: u32) -> (Option<Pinned>, Option<HelperCpus>) {
+    (None, None)
+}
+
+/// A child pinned by [`place_apart`], and its affinity before.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[derive(Debug)]
+struct Pinned {
+    child: rustix::process::Pid,
+    was: rustix::thread::CpuSet,
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl Pinned {
+    fn restore(self) {
+        // Best effort: a child that cannot get its mask back keeps running on one CPU, which
+        // is slower but correct.
+        let _ = rustix::thread::sched_setaffinity(Some(self.child), &self.was);
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[derive(Debug)]
+enum Pinned {}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+impl Pinned {
+    fn restore(self) {
+        match self {}
+    }
+}
+
+/// The CPUs [`place_apart`] leaves to the helper thread.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+struct HelperCpus(rustix::thread::CpuSet);
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl HelperCpus {
+    fn apply_to_this_thread(self) {
+        // Best effort, as for the child's pin.
+        let _ = rustix::thread::sched_setaffinity(None, &self.0);
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+enum HelperCpus {}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+impl HelperCpus {
+    fn apply_to_this_thread(self) {
+        match self {}
+    }
 }
 
 /// Names the harmless `process_mrelease` failures.

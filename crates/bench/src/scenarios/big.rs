@@ -7,8 +7,9 @@
 //!
 //! - `plain` (the baseline): std `Child`, `kill(SIGKILL)` + `wait()`.
 //! - `mrelease_Ng`: ours, ladder `KILL:30s`, `release_memory_on_kill(true)`: a helper thread
-//!   sends `SIGKILL` and calls `process_mrelease` while the close waits on the pidfd; timed
-//!   `close()`.
+//!   spinning on `process_mrelease` starts the release the moment the rung's `SIGKILL` lands,
+//!   on another CPU than the dying child (release.rs), while the close waits on the pidfd;
+//!   timed `close()`. The row says in how many closes the release won the `exit_mm` race.
 //! - `kill50ms_8g` (largest 4 KiB size only): ours as `mrelease_Ng` but ladder `KILL:50ms`,
 //!   shorter than the teardown: timed `close()`, which must return at the rung's deadline
 //!   (the reaper reaps afterwards, drained before the next repetition). Its baseline is that
@@ -25,7 +26,7 @@
 
 use std::time::{Duration, Instant};
 
-use childguard::{ChildHandle, Ladder, Reap, SocketMode};
+use childguard::{ChildHandle, Ladder, MemoryRelease, Reap, SocketMode};
 use rustix::process::Signal;
 
 use super::Settings;
@@ -72,13 +73,19 @@ fn measure(gib: u32, huge: bool, reps: usize, short_kill: bool) -> Result<Vec<Ro
     );
     let variants = if short_kill { 5 } else { 4 };
     let mut samples: [Vec<f64>; 5] = Default::default();
+    let mut released = 0;
     for rep in 0..reps {
         for k in 0..variants {
             let i = (rep + k) % variants;
             let took = match i {
                 0 => plain(&args)?,
-                1 => ours_close(&args, "KILL:30s", true, false)?,
-                2 => ours_close(&args, "KILL:30s", false, true)?,
+                1 => {
+                    let (took, outcome) = ours_close(&args, "KILL:30s", true, false)?;
+                    released +=
+                        usize::from(matches!(outcome, Some(MemoryRelease::Released { .. })));
+                    took
+                }
+                2 => ours_close(&args, "KILL:30s", false, true)?.0,
                 3 => background_drop(&args)?,
                 _ => short_kill_close(&args)?,
             };
@@ -101,9 +108,14 @@ fn measure(gib: u32, huge: bool, reps: usize, short_kill: bool) -> Result<Vec<Ro
         baseline_name: name.clone(),
         unit: "ms",
     };
+    let mut release_row = row(format!("mrelease_{gib}g{suffix}"), mrelease);
+    release_row.baseline_name = format!(
+        "{name}; process_mrelease ran in {released} of {reps} closes (the others: skipped or \
+         ESRCH, see release.rs)"
+    );
     let mut rows = vec![
         row(format!("teardown_{gib}g{suffix}"), teardown),
-        row(format!("mrelease_{gib}g{suffix}"), mrelease),
+        release_row,
         row(format!("background_drop_{gib}g{suffix}"), background),
     ];
     if short_kill {
@@ -155,8 +167,14 @@ fn spawn_big(
     Ok(handle)
 }
 
-/// Ours, blocking close with the KILL rung (memory release or teardown helper).
-fn ours_close(args: &[&str], ladder: &str, release: bool, teardown: bool) -> Result<f64> {
+/// Ours, blocking close with the KILL rung (memory release or teardown helper): the time,
+/// and what the memory release did.
+fn ours_close(
+    args: &[&str],
+    ladder: &str,
+    release: bool,
+    teardown: bool,
+) -> Result<(f64, Option<MemoryRelease>)> {
     let handle = spawn_big(args, ladder, release, teardown, Reap::Blocking)?;
     let start = Instant::now();
     let report = handle.close()?;
@@ -164,7 +182,7 @@ fn ours_close(args: &[&str], ladder: &str, release: bool, teardown: bool) -> Res
     if report.reaped.is_none() {
         return Err(format!("big: child not reaped: {report}").into());
     }
-    Ok(took)
+    Ok((took, report.memory_release))
 }
 
 /// Ours, blocking close with `KILL:50ms` and memory release: returns at the rung's deadline
