@@ -24,6 +24,8 @@ peers=(
     "memcached       memcached"
     "nginx           nginx-light"
     "valgrind        valgrind"
+    "cc              gcc"
+    "pkg-config      pkg-config"
 )
 
 present() {

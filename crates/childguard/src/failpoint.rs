@@ -136,6 +136,7 @@ pub(crate) fn after_mrelease() {
 }
 
 #[cfg(not(feature = "failpoints"))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))] // Linux-only callers
 #[inline(always)]
 pub(crate) fn after_mrelease() {}
 

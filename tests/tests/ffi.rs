@@ -1,0 +1,276 @@
+//! The C API as a C user meets it (issue 16): the library built by cargo, installed by
+//! `crates/childguard-ffi/install.sh`, found by `pkg-config --cflags --libs childguard`; each C
+//! test in `crates/childguard-ffi/tests/c/` and the example in `examples/c/` compiled with `cc`
+//! and run against slowserver (nbdkit for the example), plainly and under valgrind (0 errors,
+//! nothing definitely or indirectly lost).
+//!
+//! Under valgrind 3.19 `pidfd_open` is an unknown system call (ENOSYS), so those runs also
+//! cover the portable `kill` + `SIGCHLD` mechanism. Processes forked by the spawn path are
+//! silenced (`--child-silent-after-fork`): a forked copy holds the other threads' memory with
+//! no thread to own it, which is not a leak of this process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use childguard_tests::postgres::find_peer;
+use childguard_tests::{bin, scratch};
+
+/// The installed library and the compiled C programs.
+struct Built {
+    prefix: PathBuf,
+    programs: PathBuf,
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn need(tool: &str, install: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "the C API tests need {tool}: install it with `{install}` (or run tests/run.sh)"
+    );
+}
+
+fn check(what: &str, output: &Output) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Builds libchildguard with cargo (the target dir and profile this test runs from), installs
+/// it into a scratch prefix with install.sh, and compiles every C program against it with the
+/// flags pkg-config gives. Once per test process.
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        need("cc", "apt-get install gcc");
+        need("pkg-config", "apt-get install pkg-config");
+        // target/<profile>/deps/ffi-<hash>
+        let exe = std::env::current_exe().expect("current_exe");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>");
+        let target_dir = profile_dir.parent().expect("target dir");
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args(["build", "-q", "-p", "childguard-ffi", "--target-dir"]);
+        cargo.arg(target_dir).current_dir(workspace());
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => {}
+            Some("release") => {
+                cargo.arg("--release");
+            }
+            Some(other) => {
+                cargo.args(["--profile", other]);
+            }
+            None => panic!("no profile in {}", profile_dir.display()),
+        }
+        check(
+            "cargo build -p childguard-ffi",
+            &cargo.output().expect("running cargo"),
+        );
+
+        let prefix = scratch("ffi-prefix");
+        let install = Command::new("bash")
+            .arg(workspace().join("crates/childguard-ffi/install.sh"))
+            .arg(&prefix)
+            .env("CHILDGUARD_LIB_DIR", profile_dir)
+            .output()
+            .expect("running install.sh");
+        check("install.sh", &install);
+
+        let pkg_config = Command::new("pkg-config")
+            .args(["--cflags", "--libs", "childguard"])
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+            .output()
+            .expect("running pkg-config");
+        check("pkg-config --cflags --libs childguard", &pkg_config);
+        let flags = String::from_utf8(pkg_config.stdout).expect("pkg-config output");
+
+        let programs = prefix.join("bin");
+        std::fs::create_dir_all(&programs).expect("bin dir");
+        let ffi = workspace().join("crates/childguard-ffi");
+        let mut sources: Vec<PathBuf> = Vec::new();
+        for dir in ["tests/c", "examples/c"] {
+            for entry in std::fs::read_dir(ffi.join(dir)).expect("C sources") {
+                let path = entry.expect("dir entry").path();
+                if path.extension().is_some_and(|e| e == "c") {
+                    sources.push(path);
+                }
+            }
+        }
+        for source in &sources {
+            let name = source.file_stem().expect("file name");
+            let compile = Command::new("cc")
+                .args([
+                    "-std=c11",
+                    "-D_GNU_SOURCE",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                    "-g",
+                    "-o",
+                ])
+                .arg(programs.join(name))
+                .arg(source)
+                .args(flags.split_whitespace())
+                .output()
+                .expect("running cc");
+            check(&format!("cc {}", source.display()), &compile);
+        }
+        Built { prefix, programs }
+    })
+}
+
+fn program(built: &Built, name: &str) -> Command {
+    let mut cmd = Command::new(built.programs.join(name));
+    cmd.env("LD_LIBRARY_PATH", built.prefix.join("lib"));
+    cmd
+}
+
+/// Runs the program plainly; returns its stdout.
+fn run_plain(name: &str, args: &[&Path]) -> String {
+    let built = built();
+    let output = program(built, name).args(args).output().expect("running");
+    check(name, &output);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The bytes of one `LEAK SUMMARY` line of valgrind's log (`definitely lost: 0 bytes in 0
+/// blocks`), 0 when the log says every block was freed.
+fn lost(log: &str, kind: &str) -> u64 {
+    if log.contains("All heap blocks were freed") {
+        return 0;
+    }
+    let line = log
+        .lines()
+        .find(|l| l.contains(&format!("{kind}:")))
+        .unwrap_or_else(|| panic!("no '{kind}' in valgrind's log:\n{log}"));
+    let after = line.split(&format!("{kind}:")).nth(1).expect("figure");
+    after
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or_else(|| panic!("cannot read '{line}'"))
+}
+
+/// Runs the program under valgrind's leak check; asserts it passed with 0 errors and nothing
+/// definitely or indirectly lost, and prints the figures.
+fn run_valgrind(name: &str, args: &[&Path]) {
+    need("valgrind", "apt-get install valgrind");
+    let built = built();
+    let log_file = built.prefix.join(format!("{name}.valgrind.log"));
+    let mut valgrind = Command::new("valgrind");
+    valgrind
+        .args([
+            "--leak-check=full",
+            "--error-exitcode=99",
+            "--errors-for-leak-kinds=definite,indirect",
+            "--child-silent-after-fork=yes",
+        ])
+        .arg(format!("--log-file={}", log_file.display()))
+        .arg(built.programs.join(name))
+        .args(args)
+        .env("LD_LIBRARY_PATH", built.prefix.join("lib"));
+    let output = valgrind.output().expect("running valgrind");
+    let log = std::fs::read_to_string(&log_file).unwrap_or_default();
+    let summary = log
+        .lines()
+        .find(|l| l.contains("ERROR SUMMARY"))
+        .unwrap_or_else(|| panic!("no ERROR SUMMARY in valgrind's log:\n{log}"))
+        .to_string();
+    let (definite, indirect) = (lost(&log, "definitely lost"), lost(&log, "indirectly lost"));
+    eprintln!(
+        "valgrind {name}: {}; definitely lost {definite} bytes, indirectly lost {indirect} bytes",
+        summary.split("ERROR SUMMARY: ").nth(1).unwrap_or(&summary)
+    );
+    assert!(
+        output.status.success() && summary.contains("ERROR SUMMARY: 0 errors"),
+        "{name} under valgrind: {} ({summary}):\nstderr:\n{}\nvalgrind log:\n{log}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        (definite, indirect),
+        (0, 0),
+        "{name} leaked under valgrind:\n{log}"
+    );
+}
+
+/// A C test against slowserver: plainly, then under valgrind.
+fn c_test(name: &str) -> String {
+    let server = bin("cg-slowserver");
+    let out = run_plain(name, &[&server]);
+    run_valgrind(name, &[&server]);
+    out
+}
+
+#[test]
+fn c_stuck_read_is_closed_within_the_ladder() {
+    let out = c_test("stuck_read");
+    assert!(out.contains("ended by rung 0 HUP"), "{out}");
+}
+
+#[test]
+fn c_term_ignored_climbs_to_the_kill_rung() {
+    let out = c_test("term_ignored");
+    assert!(out.contains("ended by rung 2 KILL"), "{out}");
+}
+
+#[test]
+fn c_bad_ladder_is_an_error_naming_the_input() {
+    let out = c_test("bad_ladder");
+    assert!(out.contains("\"HUP:1s,TREM:2s\""), "{out}");
+}
+
+#[test]
+fn c_missing_program_is_a_spawn_error() {
+    let out = c_test("missing_program");
+    assert!(out.contains("/nonexistent/cg-no-such-program"), "{out}");
+}
+
+#[test]
+fn c_no_fd_left_after_close() {
+    let out = c_test("no_fd_left");
+    assert!(out.contains("fds open:"), "{out}");
+}
+
+#[test]
+fn c_example_nbd_connect_command() {
+    let mut candidates: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("nbdkit"))
+                .collect()
+        })
+        .unwrap_or_default();
+    candidates.push("/usr/sbin/nbdkit".into());
+    let Some(nbdkit) = find_peer(
+        "c_example_nbd_connect_command",
+        "nbdkit",
+        candidates,
+        "apt-get install nbdkit",
+    ) else {
+        return;
+    };
+    let out = run_plain("nbd_connect_command", &[&nbdkit]);
+    assert!(out.contains("greeted: NBDMAGIC IHAVEOPT"), "{out}");
+    assert!(
+        out.contains("\"ended_by\":{\"kind\":"),
+        "no JSON report: {out}"
+    );
+    run_valgrind("nbd_connect_command", &[&nbdkit]);
+}
