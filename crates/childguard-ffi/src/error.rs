@@ -116,7 +116,13 @@ fn record(function: &str, failure: Failure) -> cg_status {
         }
     };
     let status = failure.status;
-    LAST.with(|last| *last.borrow_mut() = Some((status, text)));
+    // `try_with`: during this thread's exit (a call from a C thread-local destructor) the
+    // slot may be gone; the status is still returned, the message is lost.
+    let _ = LAST.try_with(|last| {
+        if let Ok(mut last) = last.try_borrow_mut() {
+            *last = Some((status, text));
+        }
+    });
     status
 }
 
@@ -165,7 +171,10 @@ pub(crate) fn guard_status(
 /// Thread-safety: per thread; safe to call from any thread at any time.
 #[no_mangle]
 pub extern "C" fn cg_last_error_code() -> cg_status {
-    LAST.with(|last| last.borrow().as_ref().map_or(cg_status::CG_OK, |(s, _)| *s))
+    LAST.try_with(|last| last.try_borrow().ok()?.as_ref().map(|(s, _)| *s))
+        .ok()
+        .flatten()
+        .unwrap_or(cg_status::CG_OK)
 }
 
 /// The message of the last failed call on the calling thread, naming the function, what
@@ -178,9 +187,59 @@ pub extern "C" fn cg_last_error_code() -> cg_status {
 /// Thread-safety: per thread; safe to call from any thread at any time.
 #[no_mangle]
 pub extern "C" fn cg_last_error_message() -> *const c_char {
-    LAST.with(|last| {
-        last.borrow()
-            .as_ref()
-            .map_or(std::ptr::null(), |(_, text)| text.as_ptr())
-    })
+    LAST.try_with(|last| Some(last.try_borrow().ok()?.as_ref()?.1.as_ptr()))
+        .ok()
+        .flatten()
+        .unwrap_or(std::ptr::null())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This thread's last message, read from the slot `cg_last_error_message` points into.
+    fn last_message() -> String {
+        LAST.with(|last| {
+            let last = last.borrow();
+            let (_, text): &(cg_status, CString) = last.as_ref().expect("no message recorded");
+            assert_eq!(cg_last_error_message(), text.as_ptr());
+            text.to_string_lossy().into_owned()
+        })
+    }
+
+    #[test]
+    fn a_panic_becomes_cg_err_panic_with_its_message() {
+        let got = guard_status("cg_test_entry", || panic!("boom at the boundary"));
+        assert_eq!(got, cg_status::CG_ERR_PANIC);
+        assert_eq!(cg_last_error_code(), cg_status::CG_ERR_PANIC);
+        let message = last_message();
+        assert!(
+            message.starts_with("cg_test_entry: internal error"),
+            "{message}"
+        );
+        assert!(message.contains("boom at the boundary"), "{message}");
+        // A pointer-returning entry point returns its failure value.
+        let p: *mut u8 = guard("cg_other", |_| std::ptr::null_mut(), || panic!("{}", 7));
+        assert!(p.is_null());
+        assert!(last_message().contains("cg_other: internal error (a Rust panic, caught): 7"));
+    }
+
+    #[test]
+    fn a_failure_is_recorded_per_thread_and_cut_at_a_nul() {
+        let got = guard_status("cg_x", || Err(Failure::invalid("bad\0hidden")));
+        assert_eq!(got, cg_status::CG_ERR_INVALID_ARGUMENT);
+        assert_eq!(last_message(), "cg_x: bad");
+        std::thread::spawn(|| {
+            assert_eq!(cg_last_error_code(), cg_status::CG_OK);
+            assert!(cg_last_error_message().is_null());
+        })
+        .join()
+        .unwrap();
+        assert_eq!(guard_status("cg_y", || Ok(())), cg_status::CG_OK);
+        assert_eq!(
+            cg_last_error_code(),
+            cg_status::CG_ERR_INVALID_ARGUMENT,
+            "kept until the next failure"
+        );
+    }
 }
