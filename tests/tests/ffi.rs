@@ -274,3 +274,9 @@ fn c_example_nbd_connect_command() {
     );
     run_valgrind("nbd_connect_command", &[&nbdkit]);
 }
+
+#[test]
+fn c_ready_notify_then_detach() {
+    let out = c_test("ready_detach");
+    assert!(out.contains("exited during start-up"), "{out}");
+}
