@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use childguard_tests::bin;
 use childguard_tests::postgres::find_peer;
-use childguard_tests::{bin, scratch};
 
 /// The installed library and the compiled C programs.
 struct Built {
@@ -51,7 +51,7 @@ fn check(what: &str, output: &Output) {
 }
 
 /// Builds libchildguard with cargo (the target dir and profile this test runs from), installs
-/// it into a scratch prefix with install.sh, and compiles every C program against it with the
+/// it into `target/<profile>/childguard-ffi-c` with install.sh, and compiles every C program against it with the
 /// flags pkg-config gives. Once per test process.
 fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
@@ -83,7 +83,12 @@ fn built() -> &'static Built {
             &cargo.output().expect("running cargo"),
         );
 
-        let prefix = scratch("ffi-prefix");
+        // Under the target dir, made afresh each run: the static library alone is ~65 MB, too
+        // much to leave in /tmp on every run.
+        let prefix = profile_dir.join("childguard-ffi-c");
+        if prefix.exists() {
+            std::fs::remove_dir_all(&prefix).expect("removing the last run's prefix");
+        }
         let install = Command::new("bash")
             .arg(workspace().join("crates/childguard-ffi/install.sh"))
             .arg(&prefix)
