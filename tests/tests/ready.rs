@@ -136,6 +136,13 @@ fn lingered_to_the_end(pid: u32, log: &Path) -> String {
     text
 }
 
+fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// TERM reached it (its `CONT` is not logged: the signal thread lingers) and the linger ran
 /// out: no KILL came during it.
 fn ran_out(log: &str) -> bool {
@@ -166,10 +173,7 @@ fn extend_timeout_usec_is_honoured_after_a_drop_inside_a_runtime() {
     let log = scratch("extend-drop.log");
     let handle = extending_server(&log, Reap::Blocking);
     let pid = handle.id().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     rt.block_on(async move { drop(handle) });
     let text = lingered_to_the_end(pid, &log);
     assert!(ran_out(&text), "KILLed during its linger: {text:?}");
@@ -182,10 +186,7 @@ fn extend_timeout_usec_is_honoured_by_close_async() {
     let log = scratch("extend-async.log");
     let handle = extending_server(&log, Reap::Blocking);
     let pid = handle.id().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     let report = rt.block_on(handle.close_async()).unwrap();
     assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
     assert_eq!(report.status.and_then(|s| s.code()), Some(143), "{report}");
@@ -208,10 +209,7 @@ fn extend_timeout_usec_is_honoured_after_close_async_is_cancelled() {
     let log = scratch("extend-cancel.log");
     let handle = extending_server(&log, Reap::Blocking);
     let pid = handle.id().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     let cancelled = rt.block_on(async move {
         tokio::time::timeout(Duration::from_millis(100), handle.close_async()).await
     });
@@ -503,10 +501,7 @@ fn the_notify_directory_is_private_and_removed_on_close() {
 
 #[test]
 fn spawn_async_awaits_readiness_without_blocking_the_runtime() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     rt.block_on(async {
         let ticker = tokio::spawn(async {
             let mut ticks = 0u32;
