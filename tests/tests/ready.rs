@@ -98,17 +98,17 @@ fn extend_timeout_usec_extends_the_rung_and_the_server_exits_from_term() {
     );
 }
 
-/// slowserver asking for 3 s on TERM and lingering 1.5 s before it exits 143, logging the
+/// slowserver asking for 6 s on TERM and lingering 3 s before it exits 143, logging the
 /// signal and the end of its linger (`EXIT 143`) to `log`. Spawned with `Ready::Notify`, a
-/// 10 s cap and `TERM:500ms,KILL:1s`: without the extension the KILL rung ends it at 0.5 s
-/// and no `EXIT` line is written.
+/// 10 s cap and `TERM:2s,KILL:1s`: without the extension the KILL rung ends it at 2 s and no
+/// `EXIT` line is written. (The 2 s grace is the time the extension has to arrive.)
 fn extending_server(log: &Path, reap: Reap) -> ChildHandle {
     let handle = ChildHandle::builder(slowserver(&[
         "--notify",
         "--notify-extend",
-        "3s",
+        "6s",
         "--slow-exit",
-        "1500ms",
+        "3s",
         "--ignore-eof",
         "--log",
         log.to_str().unwrap(),
@@ -116,7 +116,7 @@ fn extending_server(log: &Path, reap: Reap) -> ChildHandle {
     .socket(SocketMode::Stdio)
     .ready(Ready::Notify)
     .notify_extend_max(Duration::from_secs(10))
-    .ladder(ladder("TERM:500ms,KILL:1s"))
+    .ladder(ladder("TERM:2s,KILL:1s"))
     .reap(reap)
     .spawn()
     .expect("spawn");
@@ -195,7 +195,7 @@ fn extend_timeout_usec_is_honoured_by_close_async() {
     assert_eq!(notify.extensions.len(), 1, "{notify:?}");
     assert!(notify.stopping.is_some(), "{notify:?}");
     assert!(
-        report.exited.unwrap() >= Duration::from_millis(1400),
+        report.exited.unwrap() >= Duration::from_millis(2900),
         "{report}"
     );
     let text = lingered_to_the_end(pid, &log);
