@@ -102,7 +102,7 @@ def test_postgres_notify_first_query_succeeds(pg_cluster):
         ready_timeout=60,
         capture="stderr",
         contain=True,
-        ladder="INT:10s,QUIT:5s,KILL:2s",
+        ladder="@postgres",  # the library's preset: INT (fast shutdown), QUIT, KILL
     ) as pg:
         out = subprocess.run(
             [psql, "-h", str(pg_cluster / "run"), "-U", "postgres", "-d", "postgres",

@@ -191,6 +191,10 @@ def test_bad_ladder_names_the_rung():
     with pytest.raises(childguard.ConfigError, match="TERM:forever"):
         childguard.parse_ladder("TERM:forever")
     assert childguard.parse_ladder("TERM:5s,KILL:1s").startswith("TERM:5s")
+    # The library's presets are ladder text too; an unknown one lists the known ones.
+    assert childguard.parse_ladder("@postgres").startswith("INT:")
+    with pytest.raises(childguard.ConfigError, match="@postgres"):
+        childguard.parse_ladder("@no-such-server")
 
 
 def test_missing_program_is_a_spawn_error_naming_it():
