@@ -238,21 +238,21 @@ impl Release {
                 }
                 release_when_dying(copy, &stop, tx)
             });
-        let mut release = Release {
-            state: State::InFlight(rx),
-            abandoned,
-            pinned,
-        };
-        // On failure the closure, and with it the pidfd copy, is dropped here.
+        // On failure the closure, and with it the pidfd copy, is dropped here; the child gets
+        // its CPUs back, as after a refused kill.
         if let Err(e) = spawned {
-            release.kill_refused();
+            if let Some(pinned) = pinned {
+                pinned.restore();
+            }
             return Release::skipped(format!("no thread for it: {e}"));
         }
         // Spinning (or nothing, after HANDOFF): either way the caller's SIGKILL comes next.
-        if let State::InFlight(rx) = &release.state {
-            let _ = rx.recv_timeout(HANDOFF);
+        let _ = rx.recv_timeout(HANDOFF);
+        Release {
+            state: State::InFlight(rx),
+            abandoned,
+            pinned,
         }
-        release
     }
 
     /// The caller's `SIGKILL` was refused (`EPERM` from an LSM, …) or never sent: the child
