@@ -251,7 +251,7 @@ fn ladder_order_as_the_server_sees_it() {
         "--timeout",
         "100ms",
         "--ladder",
-        "USR1:200ms,TERM:2s,KILL",
+        "USR1:1s,TERM:2s,KILL",
         "--",
         &slow,
         "--log",

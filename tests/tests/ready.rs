@@ -62,22 +62,22 @@ fn notify_spawn_returns_once_ready_and_the_close_records_stopping() {
     let _ = std::fs::remove_file(&stamp_file);
 }
 
-/// The server asks for 3 s on TERM and needs 1.5 s to exit: without the extension the 300 ms
-/// rung would run out and KILL it.
+/// The server asks for 4 s on TERM and needs 2.5 s to exit: without the extension the 1 s
+/// rung would run out and KILL it. (The 1 s grace is the time the extension has to arrive.)
 #[test]
 fn extend_timeout_usec_extends_the_rung_and_the_server_exits_from_term() {
     let handle = ChildHandle::builder(slowserver(&[
         "--notify",
         "--notify-extend",
-        "3s",
+        "4s",
         "--slow-exit",
-        "1500ms",
+        "2500ms",
         "--ignore-eof",
     ]))
     .socket(SocketMode::Stdio)
     .ready(Ready::Notify)
     .notify_extend_max(Duration::from_secs(10))
-    .ladder(ladder("TERM:300ms,KILL:1s"))
+    .ladder(ladder("TERM:1s,KILL:1s"))
     .spawn()
     .expect("spawn");
     // Past its READY line: a close before it would end it by EPIPE on that write.
@@ -91,9 +91,9 @@ fn extend_timeout_usec_extends_the_rung_and_the_server_exits_from_term() {
     assert_eq!(report.signals.len(), 1, "{report}");
     let notify = report.notify.clone().unwrap();
     assert_eq!(notify.extensions.len(), 1, "{notify:?}");
-    assert_eq!(notify.extensions[0].asked, Duration::from_secs(3));
+    assert_eq!(notify.extensions[0].asked, Duration::from_secs(4));
     assert!(
-        report.exited.unwrap() >= Duration::from_millis(1400),
+        report.exited.unwrap() >= Duration::from_millis(2400),
         "{report}"
     );
 }
@@ -143,10 +143,12 @@ fn current_thread_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// TERM reached it (its `CONT` is not logged: the signal thread lingers) and the linger ran
-/// out: no KILL came during it.
+/// TERM reached it and the linger ran out: no KILL came during it (a KILL leaves no `EXIT`
+/// line). Where the ladder's `CONT` lands is not asserted: the kernel may run its handler on
+/// another thread before TERM's, so `CONT` can be logged first (seen in CI), or not at all
+/// once the signal thread is lingering.
 fn ran_out(log: &str) -> bool {
-    log.lines().next() == Some("TERM") && log.ends_with("EXIT 143\n")
+    log.lines().any(|line| line == "TERM") && log.ends_with("EXIT 143\n")
 }
 
 /// The reaper's climb (`Reap::Background`: the close returns after the TERM rung) reads the
@@ -218,7 +220,8 @@ fn extend_timeout_usec_is_honoured_after_close_async_is_cancelled() {
     assert!(ran_out(&text), "KILLed during its linger: {text:?}");
 }
 
-/// A server asking for a minute gets the cap (700 ms beyond the 300 ms grace), then KILL.
+/// A server asking for a minute gets the cap (700 ms beyond the 1 s grace), then KILL. (The
+/// 1 s grace is the time the extension has to arrive.)
 #[test]
 fn the_extension_cap_holds() {
     let handle = ChildHandle::builder(slowserver(&[
@@ -232,7 +235,7 @@ fn the_extension_cap_holds() {
     .socket(SocketMode::Stdio)
     .ready(Ready::Notify)
     .notify_extend_max(Duration::from_millis(700))
-    .ladder(ladder("TERM:300ms,KILL:2s"))
+    .ladder(ladder("TERM:1s,KILL:2s"))
     .spawn()
     .expect("spawn");
     // Past its READY line: a close before it would end it by EPIPE on that write.
@@ -241,8 +244,8 @@ fn the_extension_cap_holds() {
     assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
     let kill_at = report.signals[1].at;
     assert!(
-        kill_at >= Duration::from_millis(950) && kill_at < Duration::from_secs(5),
-        "KILL at {kill_at:?}, expected at the cap (1 s): {report}"
+        kill_at >= Duration::from_millis(1650) && kill_at < Duration::from_secs(6),
+        "KILL at {kill_at:?}, expected at the cap (1.7 s): {report}"
     );
     assert_eq!(report.notify.unwrap().extensions.len(), 1);
 }
@@ -268,10 +271,8 @@ fn a_zero_cap_ignores_extensions() {
     let _ = read_ready(&handle);
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
-    assert!(
-        report.signals[1].at < Duration::from_millis(900),
-        "{report}"
-    );
+    // Honoured, the 10 s extension would keep KILL away for 10 s.
+    assert!(report.signals[1].at < Duration::from_secs(5), "{report}");
 }
 
 #[test]
