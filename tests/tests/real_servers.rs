@@ -145,9 +145,12 @@ fn nbdkit_stdio_read_in_flight_closes_fast() {
         "nbdkit",
         &["-s", "null", "size=512", "--filter=delay", "delay-read=10"],
     );
+    // HUP's grace is long (4 s) so that a loaded machine cannot push the exit past it into
+    // the TERM rung; the 10 s delay, what a close that did not cut the read would wait, is
+    // far beyond both it and the bound below.
     let handle = ChildHandle::builder(cmd)
         .socket(SocketMode::Stdio)
-        .ladder("HUP:1s,TERM:1s,KILL:1s".parse().unwrap())
+        .ladder("HUP:4s,TERM:1s,KILL:1s".parse().unwrap())
         .spawn()
         .unwrap();
     let pid = handle.id().unwrap();
@@ -161,7 +164,9 @@ fn nbdkit_stdio_read_in_flight_closes_fast() {
     let report = handle.close().unwrap();
     let took = started.elapsed();
     eprintln!("{report}");
-    assert!(took < Duration::from_secs(2), "{report}");
+    // Typically a few ms; 3 s is slack for a loaded machine, below the HUP rung's 4 s and far
+    // below the read's 10 s.
+    assert!(took < Duration::from_secs(3), "{report}");
     // The shutdown makes nbdkit cancel the delay and exit; the HUP sent with it is what the
     // report names if it went out first.
     assert!(
@@ -211,7 +216,9 @@ fn nbdkit_eval_sleeping_read_group_ladder_leaves_no_grandchild() {
     let report = handle.close().unwrap();
     let took = started.elapsed();
     eprintln!("{report}");
-    assert!(took < Duration::from_millis(1500), "{report}");
+    // The ladder ends it by 0.4 s (+ the exit); 5 s is slack for a loaded machine, and half
+    // of the 10 s a close that waited for the pread's `sleep` would take.
+    assert!(took < Duration::from_secs(5), "{report}");
     assert!(matches!(report.ended_by, Ending::Rung { .. }), "{report}");
     assert!(report.signals.iter().all(|s| s.to_group), "{report}");
     assert!(report.group_survivors.is_empty(), "{report}");
@@ -237,8 +244,10 @@ fn nbdkit_ignores_hup_and_term_before_handshake_kill_rung_ends_it() {
     let theirs = std::os::fd::OwnedFd::from(theirs);
     let mut cmd = command("nbdkit", &["-s", "memory", "1M"]);
     cmd.stdin(theirs.try_clone().unwrap()).stdout(theirs);
+    // KILL's grace is long (5 s): the close must return as soon as the KILL is reaped, not
+    // wait it out, and a bound between the two tells them apart with room to spare.
     let handle = ChildHandle::builder(cmd)
-        .ladder("HUP:200ms,TERM:200ms,KILL:1s".parse().unwrap())
+        .ladder("HUP:200ms,TERM:200ms,KILL:5s".parse().unwrap())
         .spawn()
         .unwrap();
     let pid = handle.id().unwrap();
@@ -253,7 +262,9 @@ fn nbdkit_ignores_hup_and_term_before_handshake_kill_rung_ends_it() {
     let sent: Vec<Signal> = report.signals.iter().map(|s| s.signal).collect();
     assert_eq!(sent, [Signal::HUP, Signal::TERM, Signal::KILL], "{report}");
     assert_eq!(report.status.unwrap().signal(), Some(libc::SIGKILL));
-    assert!(report.total < Duration::from_millis(1500), "{report}");
+    // 0.4 s of rungs, then the KILL's reap: 3 s is slack for a loaded machine, well below the
+    // 5.4 s of a close that sat out the KILL rung's grace.
+    assert!(report.total < Duration::from_secs(3), "{report}");
     assert_eq!(proc_state(pid), None);
 }
 
@@ -263,9 +274,11 @@ fn nbdkit_stdio_kill_before_handshake_is_ignored_then_close_ends_it() {
         "nbdkit_stdio_kill_before_handshake_is_ignored_then_close_ends_it",
         "nbdkit"
     );
+    // Long graces (2 s, 2 s, 5 s): a close that climbed the rungs kill() already took again, or
+    // sat out KILL's grace, would take 4 s or 5 s; the bound below is well under both.
     let mut handle = ChildHandle::builder(command("nbdkit", &["-s", "memory", "1M"]))
         .socket(SocketMode::Stdio)
-        .ladder("HUP:200ms,TERM:200ms,KILL:1s".parse().unwrap())
+        .ladder("HUP:2s,TERM:2s,KILL:5s".parse().unwrap())
         .spawn()
         .unwrap();
     let pid = handle.id().unwrap();
@@ -292,7 +305,8 @@ fn nbdkit_stdio_kill_before_handshake_is_ignored_then_close_ends_it() {
             || report.ended_by == rung(2, Signal::KILL),
         "{report}"
     );
-    assert!(report.total < Duration::from_millis(500), "{report}");
+    // Typically a few ms; 2 s is slack for a loaded machine.
+    assert!(report.total < Duration::from_secs(2), "{report}");
     assert_eq!(proc_state(pid), None);
 }
 
@@ -314,7 +328,8 @@ fn nbdkit_memory_by_socket_activation() {
     let handle = ChildHandle::builder(command("nbdkit", &["memory", "1M"]))
         .socket(SocketMode::Activation { name: None })
         .runtime_dir(&rt)
-        .ladder("EOF:300ms,HUP:1s,TERM:1s,KILL:1s".parse().unwrap())
+        // HUP's grace is long (3 s): a loaded machine must not push nbdkit's exit into TERM.
+        .ladder("EOF:300ms,HUP:3s,TERM:1s,KILL:1s".parse().unwrap())
         .spawn()
         .unwrap();
     let pid = handle.id().unwrap();
@@ -344,7 +359,9 @@ fn nbdkit_memory_by_socket_activation() {
         report.status.is_some() && report.notes.is_empty(),
         "{report}"
     );
-    assert!(report.total < Duration::from_secs(2), "{report}");
+    // The EOF wait (0.3 s), then HUP's exit in a few ms: 3 s is slack for a loaded machine,
+    // below the HUP rung's end (3.3 s).
+    assert!(report.total < Duration::from_secs(3), "{report}");
     assert!(!path.exists(), "socket left behind");
     assert!(!path.parent().unwrap().exists(), "directory left behind");
     assert_eq!(entries(&rt), Vec::<String>::new());
@@ -371,7 +388,9 @@ fn qemu_nbd_by_socket_activation() {
             name: Some("qemu-nbd".into()),
         })
         .runtime_dir(&work)
-        .ladder("EOF:2s,HUP:1s,TERM:1s,KILL:1s".parse().unwrap())
+        // EOF's grace is long (5 s): qemu-nbd's exit (it flushes the image) on a loaded machine
+        // must not miss it.
+        .ladder("EOF:5s,HUP:1s,TERM:1s,KILL:1s".parse().unwrap())
         .spawn()
         .unwrap();
     let pid = handle.id().unwrap();
@@ -401,7 +420,8 @@ fn nbdkit_exit_with_parent_and_ours_together() {
     let handle = ChildHandle::builder(cmd)
         .socket(SocketMode::Stdio)
         .exit_with_parent(true)
-        .ladder("HUP:1s,TERM:1s,KILL:1s".parse().unwrap())
+        // HUP's grace is long (3 s): a loaded machine must not push the exit into TERM.
+        .ladder("HUP:3s,TERM:1s,KILL:1s".parse().unwrap())
         .spawn()
         .unwrap();
     let pid = handle.id().unwrap();
@@ -424,7 +444,8 @@ fn nbdkit_exit_with_parent_and_ours_together() {
         !report.handed_to_reaper && !report.outlived_ladder,
         "{report}"
     );
-    assert!(report.total < Duration::from_secs(1), "{report}");
+    // Typically a few ms; 2 s is slack for a loaded machine, below the HUP rung's 3 s.
+    assert!(report.total < Duration::from_secs(2), "{report}");
     assert_eq!(proc_state(pid), None);
 }
 
@@ -524,7 +545,9 @@ fn activation_child_exiting_at_once_is_a_connect_error_and_leaves_nothing() {
             text.contains("exited (exit status: 3) before accepting"),
             "{text}"
         );
-        assert!(started.elapsed() < Duration::from_secs(2), "{text}");
+        // Woken by the exit, not by the 10 s connect timeout: 5 s is slack for a loaded
+        // machine, half of that timeout.
+        assert!(started.elapsed() < Duration::from_secs(5), "{text}");
         assert_eq!(entries(&rt), Vec::<String>::new());
     }
     std::fs::remove_dir(&rt).unwrap();

@@ -192,7 +192,9 @@ fn nginx_signals_as_servers_md_says() {
         (Signal::QUIT, true),
     ] {
         let server = Nginx::new("nginx-signal");
-        let grace = if exits { "10s" } else { "1s" };
+        // HUP gets 3 s: time for the master to log its reload on a loaded machine before the
+        // KILL rung (a KILL pending with the HUP would end it before it logs).
+        let grace = if exits { "10s" } else { "3s" };
         let handle = server.spawn(&nginx, ladder(&format!("{signal}:{grace},KILL:5s")));
         assert!(get_all(&server.socket, "/hello").ends_with(b"hello\n"));
         let report = handle.close().unwrap();
@@ -265,13 +267,19 @@ fn qemu_nbd_connect_ready_serves_at_once_and_the_default_ladder_ends_it() {
     assert_eq!(nbd.size, 1 << 20);
     nbd.write(4096, &[9u8; 512]).unwrap();
     assert_eq!(nbd.read(4096, 512).unwrap(), vec![9u8; 512]);
-    // Still connected: the close's HUP rung ends it (flushing the write first).
+    // Still connected: the close's HUP rung ends it (flushing the write first). The preset
+    // gives HUP 1 s; an exit that flushes to a slow disk, or a loaded machine, may need the
+    // TERM rung, which ends it as cleanly (what HUP alone does is
+    // qemu_nbd_signals_as_servers_md_says's, with a 10 s grace). Never the KILL rung.
     let report = handle.close().unwrap();
     eprintln!(
         "qemu-nbd ready after {ready_after:?}; closed: {report}; HUP→exit {:?}",
         signal_to_exit(&report)
     );
-    assert_eq!(report.ended_by, rung(0, Signal::HUP), "{report}");
+    assert!(
+        report.ended_by == rung(0, Signal::HUP) || report.ended_by == rung(1, Signal::TERM),
+        "{report}"
+    );
     assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
     drop(nbd);
     assert_eq!(std::fs::read(&disk).unwrap()[4096], 9, "the write was lost");
