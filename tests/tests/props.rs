@@ -57,8 +57,12 @@ fn cases() -> u32 {
 }
 
 /// How long a close, drop or kill may run past what its ladder or grace allows (scheduling on a
-/// loaded two-core CI machine, debug build).
-const SLACK: Duration = Duration::from_millis(500);
+/// loaded two-core CI machine, debug build; thousands of closes a run, so the tail counts: a
+/// 0.5–1 s stall of the closing thread happens). The graces here are at most 5 ms a rung:
+/// 2 s is still far below what a broken close takes — waiting for an exit that never comes
+/// (forever), or climbing the default ladder instead (3 s to its KILL for a server that
+/// ignores HUP and TERM, 8 s in all).
+const SLACK: Duration = Duration::from_secs(2);
 
 // ---------------------------------------------------------------------------------------------
 // The model: what a slowserver does, and what a test did to it.
@@ -727,7 +731,8 @@ fn leaves_nothing(done: &[Tracked], fds_before: usize) -> Check {
     for t in done {
         if let Some((gc, _)) = &t.grandchild {
             ensure!(
-                eventually(Duration::from_secs(2), || !is_alive(*gc)),
+                // Generous: a SIGKILLed grandchild is gone in ms; a survivor never goes.
+                eventually(Duration::from_secs(10), || !is_alive(*gc)),
                 "grandchild {gc} of {:?} survived",
                 t.spec
             );
@@ -741,7 +746,7 @@ fn leaves_nothing(done: &[Tracked], fds_before: usize) -> Check {
     // Eventually: `spawn()` with `exit_with_parent` can return a moment before the spawner
     // thread drops the child's ends of the socket (faults.rs::
     // spawn_returns_holding_only_our_end_of_the_socket); a leak is an fd that stays.
-    eventually(Duration::from_secs(1), || fd_count() - pins == fds_before);
+    eventually(Duration::from_secs(10), || fd_count() - pins == fds_before);
     let fds_after = fd_count() - pins;
     ensure!(
         fds_after == fds_before,

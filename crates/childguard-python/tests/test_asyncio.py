@@ -66,16 +66,24 @@ def test_a_cancelled_spawn_async_closes_the_server_it_still_returns(slowserver):
     async def main():
         spawning = asyncio.ensure_future(
             childguard.spawn_async(
-                [slowserver, "--ignore-eof", "--notify", "--ready-after", "1s"],
+                [slowserver, "--ignore-eof", "--notify", "--ready-after", "3s"],
                 ready=childguard.Notify(),
                 env={**os.environ, "CHILDGUARD_TEST_TAG": tag},
                 stdout=subprocess.DEVNULL,
             )
         )
-        await asyncio.sleep(0.2)
-        assert tagged(tag), "the server should be starting"
-        spawning.cancel()
-        for _ in range(600):  # ready after 1 s, then closed: up to 30 s, generously
+        # Cancel while it is starting: once its exec'd server shows (not after a fixed sleep,
+        # which a loaded machine can outlast before the exec or past the readiness), up to
+        # 20 s; it is ready 3 s after its start, so the cancel comes well before that.
+        for _ in range(400):
+            if tagged(tag):
+                break
+            await asyncio.sleep(0.05)
+        assert tagged(tag), "the server never started"
+        if not spawning.cancel():
+            spawning.result().close()
+            raise AssertionError("spawn_async finished before the cancel: nothing was tested")
+        for _ in range(600):  # ready after 3 s, then closed: up to 30 s, generously
             if not tagged(tag):
                 return
             await asyncio.sleep(0.05)
