@@ -527,21 +527,18 @@ fn postgres_with_a_busy_backend_leaves_no_process_and_restarts_on_the_same_data_
         // backends that are still exiting (and the autovacuum launcher starts and ends
         // workers): such a pid can be gone by its pidfd_open, or be gone and reused by then,
         // so a member counts only if its pidfd names a live process still in this cgroup.
-        let (members, fds): (Vec<u32>, Vec<_>) =
-            std::fs::read_to_string(dir.join("cgroup.procs"))
-                .unwrap()
-                .lines()
-                .map(|l| l.parse::<u32>().unwrap())
-                .filter_map(|pid| {
-                    let raw = rustix::process::Pid::from_raw(pid as i32)?;
-                    let fd =
-                        rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty())
-                            .ok()?;
-                    let still_member = cgroup_of(pid).as_deref() == Some(leader_cgroup.as_str());
-                    (still_member && !pidfd_exited_within(&fd, Duration::ZERO))
-                        .then_some((pid, fd))
-                })
-                .unzip();
+        let (members, fds): (Vec<u32>, Vec<_>) = std::fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap()
+            .lines()
+            .map(|l| l.parse::<u32>().unwrap())
+            .filter_map(|pid| {
+                let raw = rustix::process::Pid::from_raw(pid as i32)?;
+                let fd =
+                    rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()).ok()?;
+                let still_member = cgroup_of(pid).as_deref() == Some(leader_cgroup.as_str());
+                (still_member && !pidfd_exited_within(&fd, Duration::ZERO)).then_some((pid, fd))
+            })
+            .unzip();
         // postmaster, its auxiliaries and the two backends.
         assert!(members.len() >= 4, "{ladder}: members {members:?}");
         let report = handle.close().unwrap();
