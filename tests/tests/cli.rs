@@ -2,6 +2,7 @@
 //! slowserver (`cg-slowserver`), which logs the signals it receives.
 
 use std::io::{BufRead, BufReader};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -97,14 +98,31 @@ fn log_path(name: &str) -> PathBuf {
     path
 }
 
-/// The must-show: exits 124 after ≈ 300 ms, and the report shows HUP, then KILL.
+/// Whether the process `pin` (a pidfd) refers to has exited, waiting up to `wait` for it. A
+/// pidfd, not the pid: CMD is not our child, and once it is reaped its pid may be reused by
+/// another process that `/proc/<pid>` would show alive.
+fn exited_within(pin: &OwnedFd, wait: Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(pin, PollFlags::IN)];
+    let wait = Timespec::try_from(wait).expect("a small wait");
+    matches!(poll(&mut fds, Some(&wait)), Ok(n) if n > 0)
+}
+
+/// SIGKILLs what `pin` refers to (cleanup; never a recycled pid).
+fn kill_pinned(pin: &OwnedFd) {
+    let _ = rustix::process::pidfd_send_signal(pin, rustix::process::Signal::KILL);
+}
+
+/// The must-show (`--timeout 200ms`: exits 124 after ≈ 300 ms), with a 2 s timeout:
+/// slowserver must have set HUP to SIG_IGN before HUP comes, and a start-up slower than 200 ms
+/// (a loaded machine) would let HUP kill it. The report shows HUP, then KILL.
 #[test]
 fn timeout_climbs_hup_then_kill_and_exits_124() {
     let slow = slow();
     let (output, took) = run(&mut childguard(&[
         "run",
         "--timeout",
-        "200ms",
+        "2s",
         "--ladder",
         "HUP:100ms,KILL",
         "--report",
@@ -116,8 +134,11 @@ fn timeout_climbs_hup_then_kill_and_exits_124() {
         "--ignore-eof",
     ]));
     assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    // At least the timeout and HUP's grace. The upper bound leaves 5 s for a loaded machine;
+    // a KILL that did not come at HUP's 100 ms grace (a grace misread, or no KILL for the
+    // HUP-ignoring server) would take 100 s or never end.
     assert!(
-        took >= Duration::from_millis(250) && took < Duration::from_millis(1500),
+        took >= Duration::from_millis(2050) && took < Duration::from_secs(7),
         "took {took:?}"
     );
     let report = json_report(&output);
@@ -241,15 +262,16 @@ fn help_has_examples_and_exit_codes() {
     }
 }
 
-/// slowserver logs what it receives: the rungs arrive in ladder order.
+/// slowserver logs what it receives: the rungs arrive in ladder order. The ladder starts when
+/// our end of childguard's stdin closes, after slowserver's READY line, so its handlers are in
+/// place (a `--timeout` could fire before them, and the default USR1 would kill it).
 #[test]
 fn ladder_order_as_the_server_sees_it() {
     let log = log_path("order.log");
     let slow = slow();
-    let (output, _) = run(&mut childguard(&[
+    let mut cmd = childguard(&[
         "run",
-        "--timeout",
-        "100ms",
+        "--stop-on-stdin-eof",
         "--ladder",
         "USR1:1s,TERM:2s,KILL",
         "--",
@@ -257,8 +279,17 @@ fn ladder_order_as_the_server_sees_it() {
         "--log",
         log.to_str().unwrap(),
         "--ignore-eof",
-    ]));
-    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    ]);
+    cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
+    let (mut child, _) = start_until_ready(&mut cmd);
+    drop(child.stdin.take());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        code(&output),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        stderr(&output)
+    );
     assert_eq!(logged(&log), ["USR1", "TERM"]);
     let _ = std::fs::remove_file(&log);
 }
@@ -313,8 +344,9 @@ fn stdin_eof_starts_the_ladder() {
     drop(child.stdin.take());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    // Generous for a loaded machine; a ladder that did not start at EOF would never end.
     assert!(
-        closed.elapsed() < Duration::from_secs(2),
+        closed.elapsed() < Duration::from_secs(5),
         "{:?}",
         closed.elapsed()
     );
@@ -389,15 +421,16 @@ fn a_second_ctrl_c_skips_to_the_next_rung() {
     let _ = std::fs::remove_file(&log);
 }
 
-/// `--group`: the rungs reach a grandchild in CMD's group; nothing survives.
+/// `--group`: the rungs reach a grandchild in CMD's group; nothing survives. The ladder starts
+/// when our end of childguard's stdin closes, after READY: a `--timeout` could fire before
+/// the READY line or before we looked at the grandchild.
 #[test]
 fn group_takes_the_grandchild_along() {
     let slow = slow();
     let mut cmd = childguard(&[
         "run",
         "--group",
-        "--timeout",
-        "100ms",
+        "--stop-on-stdin-eof",
         "--ladder",
         "TERM:2s,KILL",
         "--report",
@@ -407,19 +440,25 @@ fn group_takes_the_grandchild_along() {
         "--fork-grandchild",
         "--ignore-eof",
     ]);
-    cmd.stderr(Stdio::piped());
-    let (child, ready) = start_until_ready(&mut cmd);
+    cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
+    let (mut child, ready) = start_until_ready(&mut cmd);
     let grandchild = ready_field(&ready, "grandchild=");
     assert!(grandchild != 0 && is_alive(grandchild));
+    let pin = pidfd(grandchild);
+    drop(child.stdin.take());
     let output = child.wait_with_output().unwrap();
-    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    assert_eq!(
+        code(&output),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        stderr(&output)
+    );
     let report = json_report(&output);
     assert_eq!(report["signals"][0]["to_group"], true, "{report}");
     assert_eq!(report["group_survivors"], serde_json::json!([]), "{report}");
-    assert!(
-        eventually(Duration::from_secs(2), || !is_alive(grandchild)),
-        "grandchild {grandchild} survived"
-    );
+    let gone = exited_within(&pin, Duration::from_secs(10));
+    kill_pinned(&pin);
+    assert!(gone, "grandchild {grandchild} survived");
 }
 
 /// `--exit-with-parent`: SIGKILL childguard (no chance to climb anything) and CMD still goes.
@@ -429,12 +468,13 @@ fn exit_with_parent_takes_cmd_along_when_childguard_is_killed() {
     let mut cmd = childguard(&["run", "--exit-with-parent", "--", &slow, "--ignore-eof"]);
     let (mut child, ready) = start_until_ready(&mut cmd);
     let pid = ready_field(&ready, "pid=");
+    let pin = pidfd(pid);
     send("KILL", &child);
     child.wait().unwrap();
-    let gone = eventually(Duration::from_secs(1), || !is_alive(pid));
-    if !gone {
-        sigkill(pid);
-    }
+    // Generous: the kernel's parent-death signal is sent at once, but CMD must be scheduled
+    // to die of it. Without it CMD would run on forever (--ignore-eof).
+    let gone = exited_within(&pin, Duration::from_secs(10));
+    kill_pinned(&pin);
     assert!(gone, "CMD {pid} outlived a SIGKILLed childguard");
 }
 
@@ -443,14 +483,16 @@ fn demo_prints_a_timeline_fast() {
     let (output, took) = run(&mut childguard(&["demo"]));
     let out = String::from_utf8_lossy(&output.stdout).into_owned();
     assert_eq!(code(&output), Some(0), "{out}{}", stderr(&output));
-    for needle in [
-        "Close timeline:",
-        "SIGHUP sent",
-        "reaped",
-        "waitpid-only close: ≈ 9.",
-    ] {
+    for needle in ["Close timeline:", "SIGHUP sent", "reaped"] {
         assert!(out.contains(needle), "demo output lacks {needle:?}:\n{out}");
     }
+    // The estimate is the 10 s read's time left when the close began: ≈ 9.9 s, less on a
+    // loaded machine (the demo's 50 ms settle sleep may run long), never the 10 s itself.
+    let estimate: f64 = out
+        .split_once("waitpid-only close: ≈ ")
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no waitpid-only estimate:\n{out}"));
+    assert!((5.0..10.0).contains(&estimate), "estimate {estimate}:\n{out}");
     assert!(took < Duration::from_secs(5), "the demo took {took:?}");
 }
 
@@ -543,12 +585,13 @@ fn supervise_slow(
     cmd.stderr(std::fs::File::create(&err_path).unwrap());
     let (mut child, ready) = start_until_ready(cmd);
     let pid = ready_field(&ready, "pid=");
+    // Pinned while it surely runs (before `act`): once childguard has reaped it, its pid may
+    // be another process's.
+    let pin = pidfd(pid);
     act(&child);
     let status = child.wait().unwrap();
-    let left = is_alive(pid) && proc_state(pid) != Some('Z');
-    if left {
-        sigkill(pid);
-    }
+    let left = !exited_within(&pin, Duration::ZERO);
+    kill_pinned(&pin);
     let err = std::fs::read_to_string(&err_path).unwrap_or_default();
     let _ = std::fs::remove_file(&err_path);
     (status, err, left)
@@ -821,26 +864,26 @@ fn parent_death_signal_is_on_by_default_with_the_first_rung() {
     ]);
     let (mut child, ready) = start_until_ready(&mut cmd);
     let pid = ready_field(&ready, "pid=");
+    let pin = pidfd(pid);
     send("KILL", &child);
     child.wait().unwrap();
-    let gone = eventually(Duration::from_secs(10), || !is_alive(pid));
-    if !gone {
-        sigkill(pid);
-    }
+    let gone = exited_within(&pin, Duration::from_secs(10));
+    kill_pinned(&pin);
     assert!(gone, "CMD {pid} outlived a SIGKILLed childguard");
     assert_eq!(logged(&log), ["INT"]);
     let _ = std::fs::remove_file(&log);
 }
 
 /// CMD outlives the ladder: childguard waits (bounded, saying so) and then names the pid it
-/// leaves — it never exits claiming a reaper that dies with it.
+/// leaves — it never exits claiming a reaper that dies with it. The ladder starts when our end
+/// of childguard's stdin closes, after READY (a `--timeout` could send TERM before slowserver
+/// ignores it); then there is no status to pass on: 125.
 #[test]
 fn outliving_the_ladder_names_the_pid_left() {
     let slow = slow();
     let mut cmd = childguard(&[
         "run",
-        "--timeout",
-        "50ms",
+        "--stop-on-stdin-eof",
         "--ladder",
         "TERM:100ms",
         "--",
@@ -851,15 +894,18 @@ fn outliving_the_ladder_names_the_pid_left() {
     ]);
     // stderr goes to a file: CMD, still running, holds any pipe open.
     let err_path = log_path("outlived.err");
-    cmd.stderr(std::fs::File::create(&err_path).unwrap());
+    cmd.stdin(Stdio::piped())
+        .stderr(std::fs::File::create(&err_path).unwrap());
     let (mut child, ready) = start_until_ready(&mut cmd);
     let pid = ready_field(&ready, "pid=");
+    let pin = pidfd(pid);
+    drop(child.stdin.take());
     let status = child.wait().unwrap();
-    let alive = is_alive(pid);
-    sigkill(pid);
+    let alive = !exited_within(&pin, Duration::ZERO);
+    kill_pinned(&pin);
     let err = std::fs::read_to_string(&err_path).unwrap();
     let _ = std::fs::remove_file(&err_path);
-    assert_eq!(status.code(), Some(124), "{err}");
+    assert_eq!(status.code(), Some(125), "{err}");
     assert!(err.contains("waiting up to 1s"), "{err}");
     assert!(
         err.contains(&format!("left behind unreaped as pid {pid}")),
@@ -869,25 +915,34 @@ fn outliving_the_ladder_names_the_pid_left() {
 }
 
 /// …and a CMD that exits during that wait is reaped: nothing is left, nothing is claimed.
+/// slowserver lingers 3 s after TERM: 1 s past the 2 s grace, 1 s before the end of the 2 s
+/// wait that follows (the last grace again), so either side may run late by a second. The
+/// ladder starts after READY (stdin EOF), once its TERM handler is in place.
 #[test]
 fn outliving_the_ladder_briefly_is_waited_for() {
     let slow = slow();
-    let (output, _) = run(&mut childguard(&[
+    let mut cmd = childguard(&[
         "run",
-        "--timeout",
-        "50ms",
+        "--stop-on-stdin-eof",
         "--ladder",
-        "TERM:100ms",
+        "TERM:2s",
         "--",
         &slow,
         "--slow-exit",
-        "400ms",
+        "3s",
         "--ignore-eof",
-    ]));
+    ]);
+    cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
+    let (mut child, ready) = start_until_ready(&mut cmd);
+    let pin = pidfd(ready_field(&ready, "pid="));
+    drop(child.stdin.take());
+    let output = child.wait_with_output().unwrap();
+    let gone = exited_within(&pin, Duration::ZERO);
+    kill_pinned(&pin);
     let err = stderr(&output);
-    assert_eq!(code(&output), Some(124), "{err}");
-    assert!(err.contains("waiting up to"), "{err}");
+    assert!(err.contains("waiting up to 2s"), "{err}");
     assert!(!err.contains("left behind"), "{err}");
+    assert!(gone, "CMD still ran when childguard exited: {err}");
 }
 
 /// timeout(1)'s `-s` and `-k` get a hint at the ladder instead of a bare "unknown option".
