@@ -492,7 +492,10 @@ fn demo_prints_a_timeline_fast() {
         .split_once("waitpid-only close: ≈ ")
         .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no waitpid-only estimate:\n{out}"));
-    assert!((5.0..10.0).contains(&estimate), "estimate {estimate}:\n{out}");
+    assert!(
+        (5.0..10.0).contains(&estimate),
+        "estimate {estimate}:\n{out}"
+    );
     assert!(took < Duration::from_secs(5), "the demo took {took:?}");
 }
 
