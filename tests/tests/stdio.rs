@@ -118,17 +118,28 @@ fn output_reads_both_full_pipes_without_deadlock() {
 
 /// A server still running at the timeout is closed with its ladder, and what it logs during
 /// its shutdown — more than a pipe holds — is read, so it exits from its HUP handler
-/// instead of blocking until KILL.
+/// instead of blocking until KILL. Its `up` line is read first: the trap is set by then (a
+/// HUP before it, from a timeout that beat a slow shell start, would kill the shell).
 #[test]
 fn output_times_out_then_climbs_while_still_reading() {
     let script = "trap 'head -c 300000 /dev/zero >&2; echo bye; exit 3' HUP; echo up; \
                   while :; do sleep 0.05; done";
     let mut cmd = sh(script);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let handle = ChildHandle::builder(cmd)
+    let mut handle = ChildHandle::builder(cmd)
         .ladder(ladder("HUP:20s,KILL:1s"))
         .spawn()
         .expect("spawn");
+    // Byte by byte, so that nothing after the line is taken from `output`.
+    let mut up = Vec::new();
+    let stdout = handle.stdout().expect("stdout kept");
+    while up.last() != Some(&b'\n') {
+        let mut byte = [0u8];
+        let n = stdout.read(&mut byte).expect("reading the up line");
+        assert_eq!(n, 1, "the shell closed stdout before its up line: {up:?}");
+        up.push(byte[0]);
+    }
+    assert_eq!(up, b"up\n");
     let out = handle.output(Duration::from_millis(300)).unwrap();
     assert!(out.timed_out);
     assert_eq!(out.report.ended_by, rung(0, Signal::HUP), "{}", out.report);
@@ -138,7 +149,7 @@ fn output_times_out_then_climbs_while_still_reading() {
         "{}",
         out.report
     );
-    assert_eq!(out.stdout, b"up\nbye\n");
+    assert_eq!(out.stdout, b"bye\n");
     assert_eq!(out.stderr.len(), 300_000);
 }
 

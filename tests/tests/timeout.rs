@@ -100,11 +100,12 @@ fn an_ignored_sigchld_does_not_matter() {
 }
 
 /// A child the command's shell had before it became timeout (here: a setsid'd sleep) ending
-/// first does not end the wait, and the command is still timed out and killed.
+/// first does not end the wait, and the command is still timed out and killed (the group's
+/// TERM ends its `sleep` too: 5 s leave the .5 s timeout ample time to fire first).
 #[test]
 fn an_inherited_child_exiting_does_not_confuse_the_wait() {
     let o = sh(
-        "out=$(setsid sleep .1 & exec \"$T\" .5 sh -c 'sleep 2; echo foo'); \
+        "out=$(setsid sleep .1 & exec \"$T\" .5 sh -c 'sleep 5; echo foo'); \
                 echo \"status=$? out=$out\"",
     );
     assert_eq!(out(&o).trim(), "status=124 out=", "{}", err(&o));
