@@ -215,6 +215,25 @@ pub fn pidfd(pid: u32) -> std::os::fd::OwnedFd {
     rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()).expect("pidfd_open")
 }
 
+/// Whether the process `pin` (a pidfd) refers to has exited, waiting up to `wait` for it.
+/// Through a pidfd, not the pid: a process that is not our child, or one already reaped, may
+/// have its pid reused by another, which `/proc/<pid>` would show alive.
+pub fn exited_within(pin: &std::os::fd::OwnedFd, wait: Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let end = Instant::now() + wait;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let timeout = Timespec::try_from(left).expect("a test-sized wait");
+        let mut fds = [PollFd::new(pin, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(n) => return n > 0,
+            // A signal handler in this process (SIGCHLD: ours, tokio's) interrupts the poll.
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => panic!("poll on a pidfd: {e}"),
+        }
+    }
+}
+
 /// The ending "rung `index` (sending `signal`) ended it", for comparing with
 /// `CloseReport::ended_by`.
 pub fn rung(index: usize, signal: Signal) -> Ending {

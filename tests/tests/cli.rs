@@ -98,16 +98,6 @@ fn log_path(name: &str) -> PathBuf {
     path
 }
 
-/// Whether the process `pin` (a pidfd) refers to has exited, waiting up to `wait` for it. A
-/// pidfd, not the pid: CMD is not our child, and once it is reaped its pid may be reused by
-/// another process that `/proc/<pid>` would show alive.
-fn exited_within(pin: &OwnedFd, wait: Duration) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let mut fds = [PollFd::new(pin, PollFlags::IN)];
-    let wait = Timespec::try_from(wait).expect("a small wait");
-    matches!(poll(&mut fds, Some(&wait)), Ok(n) if n > 0)
-}
-
 /// SIGKILLs what `pin` refers to (cleanup; never a recycled pid).
 fn kill_pinned(pin: &OwnedFd) {
     let _ = rustix::process::pidfd_send_signal(pin, rustix::process::Signal::KILL);

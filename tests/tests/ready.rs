@@ -126,11 +126,13 @@ fn extending_server(log: &Path, reap: Reap) -> ChildHandle {
     handle
 }
 
-/// Waits (generously) until `pid` is gone, then says whether its linger ran to its end.
-fn lingered_to_the_end(pid: u32, log: &Path) -> String {
+/// Waits (generously) until the server pinned by `pin` has exited, then says whether its
+/// linger ran to its end. A pidfd, opened before the close: once reaped, its pid may be
+/// reused by another process, which `/proc/<pid>` would show.
+fn lingered_to_the_end(pin: &std::os::fd::OwnedFd, log: &Path) -> String {
     assert!(
-        eventually(Duration::from_secs(30), || proc_state(pid).is_none()),
-        "pid {pid} still there 30 s after the close"
+        exited_within(pin, Duration::from_secs(30)),
+        "the server still runs 30 s after the close"
     );
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let _ = std::fs::remove_file(log);
@@ -158,11 +160,11 @@ fn ran_out(log: &str) -> bool {
 fn extend_timeout_usec_is_honoured_by_the_reaper() {
     let log = scratch("extend-reaper.log");
     let handle = extending_server(&log, Reap::Background);
-    let pid = handle.id().unwrap();
+    let pin = pidfd(handle.id().unwrap());
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, Ending::InBackground, "{report}");
     assert!(report.notify.is_some(), "{report}");
-    let text = lingered_to_the_end(pid, &log);
+    let text = lingered_to_the_end(&pin, &log);
     assert!(
         ran_out(&text),
         "KILLed during its linger: {text:?}; {report}"
@@ -175,10 +177,10 @@ fn extend_timeout_usec_is_honoured_by_the_reaper() {
 fn extend_timeout_usec_is_honoured_after_a_drop_inside_a_runtime() {
     let log = scratch("extend-drop.log");
     let handle = extending_server(&log, Reap::Blocking);
-    let pid = handle.id().unwrap();
+    let pin = pidfd(handle.id().unwrap());
     let rt = current_thread_runtime();
     rt.block_on(async move { drop(handle) });
-    let text = lingered_to_the_end(pid, &log);
+    let text = lingered_to_the_end(&pin, &log);
     assert!(ran_out(&text), "KILLed during its linger: {text:?}");
 }
 
@@ -188,7 +190,7 @@ fn extend_timeout_usec_is_honoured_after_a_drop_inside_a_runtime() {
 fn extend_timeout_usec_is_honoured_by_close_async() {
     let log = scratch("extend-async.log");
     let handle = extending_server(&log, Reap::Blocking);
-    let pid = handle.id().unwrap();
+    let pin = pidfd(handle.id().unwrap());
     let rt = current_thread_runtime();
     let report = rt.block_on(handle.close_async()).unwrap();
     assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
@@ -201,7 +203,7 @@ fn extend_timeout_usec_is_honoured_by_close_async() {
         report.exited.unwrap() >= Duration::from_millis(2900),
         "{report}"
     );
-    let text = lingered_to_the_end(pid, &log);
+    let text = lingered_to_the_end(&pin, &log);
     assert!(ran_out(&text), "{text:?}");
 }
 
@@ -211,13 +213,13 @@ fn extend_timeout_usec_is_honoured_by_close_async() {
 fn extend_timeout_usec_is_honoured_after_close_async_is_cancelled() {
     let log = scratch("extend-cancel.log");
     let handle = extending_server(&log, Reap::Blocking);
-    let pid = handle.id().unwrap();
+    let pin = pidfd(handle.id().unwrap());
     let rt = current_thread_runtime();
     let cancelled = rt.block_on(async move {
         tokio::time::timeout(Duration::from_millis(100), handle.close_async()).await
     });
     assert!(cancelled.is_err(), "the close finished within 100 ms?");
-    let text = lingered_to_the_end(pid, &log);
+    let text = lingered_to_the_end(&pin, &log);
     assert!(ran_out(&text), "KILLed during its linger: {text:?}");
 }
 
@@ -475,8 +477,11 @@ fn notify_from_a_stranger_is_ignored_from_a_descendant_it_counts() {
                   time.sleep(60)";
     let mut cmd = Command::new("sh");
     cmd.args(["-c", "python3 -c \"$0\" & wait", python]);
+    // A cold python3 start on a loaded machine took more than the default 30 s once (seen
+    // with two CPU hogs): 120 s, which costs nothing when it is ready sooner.
     let handle = ChildHandle::builder(cmd)
         .ready(Ready::Notify)
+        .ready_timeout(Duration::from_secs(120))
         .process_group(true)
         .ladder(ladder("TERM:5s,KILL:1s"))
         .spawn()
