@@ -19,7 +19,9 @@ fn spawn_err(cmd: Command) -> childguard::Error {
 fn failed_spawns_leak_no_fd_and_no_zombie() {
     // Warm up lazily created process-wide state (fd_count already leaves out childguard's
     // /proc/self/fd handle, the one process-wide fd a plain spawn creates).
-    let (h, _) = spawn_slow(&[], "EOF:1s,KILL:1s", false);
+    // Graces long enough for a slow machine: a child that outlived its ladder would be handed
+    // to the reaper, whose thread and fds would then be counted as a leak.
+    let (h, _) = spawn_slow(&[], "EOF:10s,KILL:10s", false);
     let _ = h.close().unwrap();
     let before = fd_count();
 
@@ -52,7 +54,7 @@ fn failed_spawns_leak_no_fd_and_no_zombie() {
     // A successful spawn + close returns the fd table to where it was, too.
     let (h, ready) = spawn_slow(
         &["--ignore", "HUP", "--ignore-eof"],
-        "HUP:10ms,KILL:1s",
+        "HUP:10ms,KILL:10s",
         true,
     );
     assert!(fd_count() > before, "the handle holds its socket and pidfd");

@@ -187,7 +187,9 @@ fn exits_within(fd: &std::os::fd::OwnedFd, limit: Duration) -> bool {
 #[test]
 fn kill_rung_attempts_a_release_and_reports_a_legitimate_outcome() {
     let _serial = serial(false);
-    let handle = spawn_big("KILL:5s", "HUP", Reap::Blocking);
+    // A long grace: a slow machine may take seconds to tear down 256 MiB, and the close must
+    // reap (not hand the child to the reaper).
+    let handle = spawn_big("KILL:30s", "HUP", Reap::Blocking);
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, rung(0, Signal::KILL), "{report}");
     assert!(report.reaped.is_some(), "{report}");
@@ -342,7 +344,7 @@ fn release_is_skipped_while_huge_pages_could_make_up_the_child() {
         "precondition: a 256 MiB MADV_HUGEPAGE child should leave >= 130 MiB AnonHugePages, \
          got {huge_kib} kB (transparent_hugepage disabled or memory too fragmented?)"
     );
-    let handle = spawn_big("KILL:5s", "", Reap::Blocking);
+    let handle = spawn_big("KILL:30s", "", Reap::Blocking);
     let report = handle.close().unwrap();
     drop(holder);
     match &report.memory_release {

@@ -40,7 +40,7 @@ fn a_group_that_cannot_be_listed_is_still_reaped() {
 /// Item 1 (and item 6: the error's kind and report): every signal refused with EPERM
 /// (failpoint), on the pidfd, group, portable and background paths. The close returns at once
 /// with a `Signal` error whose report says what happened and that the reaper has the child;
-/// the child exits by itself 300 ms later and is reaped (the driver's END counts no zombie).
+/// the child exits by itself 3 s later and is reaped (the driver's END counts no zombie).
 /// Before: a `Wait` error without a report, and the reaper dropped the job after its second
 /// refused signal, leaving a zombie.
 #[test]
@@ -58,7 +58,8 @@ fn a_child_that_cannot_be_signalled_is_still_reaped() {
             "{tag}: {r}"
         );
         let took = number(line(&out, "TOOK", tag), "ms");
-        assert!(took < 250.0, "{tag}: the close waited {took} ms");
+        // Slack for a slow machine; a close that waited would take the child's 3 s or HUP's 5 s.
+        assert!(took < 2000.0, "{tag}: the close waited {took} ms");
     }
 }
 
@@ -71,7 +72,10 @@ fn a_child_that_cannot_be_signalled_is_still_reaped() {
 #[test]
 fn without_a_reaper_thread_closes_stay_bounded_and_children_are_parked() {
     let out = driver("no-reaper");
-    for (tag, bound) in [("outlived", 50.0..500.0), ("background", 0.0..200.0)] {
+    // Upper bounds with slack for a slow machine; what they catch takes longer: the blocking
+    // close waiting for its child never returns, a background close climbing in place or a
+    // cancelled `close_async` waiting would take HUP's 5 s grace.
+    for (tag, bound) in [("outlived", 50.0..3000.0), ("background", 0.0..3000.0)] {
         let r = driver_report(&out, tag);
         assert!(r["reaped_ms"].is_null(), "{tag}: {r}");
         assert_eq!(r["handed_to_reaper"], false, "{tag}: {r}");
@@ -81,7 +85,7 @@ fn without_a_reaper_thread_closes_stay_bounded_and_children_are_parked() {
     }
     let cancelled = line(&out, "TOOK", "cancelled");
     assert!(cancelled.contains("cancelled=true"), "{cancelled}");
-    assert!(number(cancelled, "ms") < 500.0, "{cancelled}");
+    assert!(number(cancelled, "ms") < 3000.0, "{cancelled}");
     let parked = out
         .lines()
         .find(|l| l.starts_with("PARKED "))
@@ -90,7 +94,8 @@ fn without_a_reaper_thread_closes_stay_bounded_and_children_are_parked() {
     assert_eq!(value(parked, "children"), Some("3"), "{parked}");
 }
 
-/// Item 2: six group members that outlive the leader and exit 100 ms apart. `/proc` is listed
+/// Item 2: six group members that outlive the leader and exit 100 ms apart (1.1–1.6 s after
+/// they start). `/proc` is listed
 /// when the leader's exit is seen, after the rung, and to confirm the group is empty — three
 /// times, not once per member exit (counted at the failpoint in front of the listing; with a
 /// listing on every wake-up it was 7–8).
@@ -101,7 +106,7 @@ fn a_group_is_listed_at_rung_deadlines_not_on_every_wake_up() {
     let r = driver_report(&out, "staggered");
     assert_eq!(r["group_survivors"], serde_json::json!([]), "{r}");
     assert!(
-        r["reaped_ms"].as_f64().unwrap() >= 300.0,
+        r["reaped_ms"].as_f64().unwrap() >= 500.0,
         "the close did not wait for the members: {r}"
     );
     assert!(scans <= 4.0, "/proc listed {scans} times: {r}");
@@ -133,9 +138,10 @@ fn a_member_is_alive_until_its_pidfd_or_start_time_says_otherwise() {
 }
 
 /// Item 6: a traced child exits while its tracer (which never waits) holds the zombie: its
-/// pidfd is readable but our `waitid` finds nothing until the tracer exits, 1 s after
-/// attaching. The close waits for that without spinning (a few ms of CPU, not ~1 s) and then
-/// reaps the child with its status. Before: the poll loop spun on the readable pidfd.
+/// pidfd is readable but our `waitid` finds nothing until the tracer exits, some time after
+/// attaching (3 s, `TRACER_HOLD_MS` in the driver). The close waits for that without spinning
+/// (a few ms of CPU, not seconds) and then reaps the child with its status. Before: the poll
+/// loop spun on the readable pidfd.
 #[test]
 fn a_traced_child_is_waited_for_without_spinning() {
     let out = driver("traced");

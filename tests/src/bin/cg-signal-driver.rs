@@ -519,7 +519,9 @@ fn steal() {
             portable,
             ..Opts::default()
         };
-        let h = spawn(tag, &[], "HUP:50ms,KILL:1s", opts);
+        // Graces of 5 s: a close that did not return at once would show it in TOOK, with slack
+        // for a slow machine.
+        let h = spawn(tag, &[], "HUP:5s,KILL:5s", opts);
         send(&h, "EXIT 7\n");
         steal_any(tag);
         let started = Instant::now();
@@ -533,7 +535,7 @@ fn steal() {
     for attempt in 1..=20 {
         let h = build(
             slowserver(&["--ignore", "HUP", "--ignore-eof"]),
-            "HUP:100ms,KILL:1s",
+            "HUP:100ms,KILL:5s",
             Opts::default(),
         )
         .expect("driver spawn");
@@ -932,7 +934,9 @@ fn unlistable_group() {
         ..Opts::default()
     };
     // /proc cannot be read.
-    let h = build(slowserver(&["--fork-grandchild"]), "EOF:2s,KILL:1s", group).expect("spawn");
+    // EOF's 10 s: a slow machine's leader still exits on EOF, before any signal that would
+    // reach the worker.
+    let h = build(slowserver(&["--fork-grandchild"]), "EOF:10s,KILL:1s", group).expect("spawn");
     owned("proc-unreadable", &h, group);
     let worker = pidfd(read_ready(&h).grandchild);
     failpoint::set(Point::ProcList, libc::EACCES);
@@ -942,7 +946,7 @@ fn unlistable_group() {
     kill_pinned(&worker);
 
     // The fd table is full: a real EMFILE, RLIMIT_NOFILE lowered to 3 during the close.
-    let h = build(slowserver(&["--fork-grandchild"]), "EOF:2s,KILL:1s", group).expect("spawn");
+    let h = build(slowserver(&["--fork-grandchild"]), "EOF:10s,KILL:1s", group).expect("spawn");
     owned("emfile", &h, group);
     let worker = pidfd(read_ready(&h).grandchild);
     let original = rustix::process::getrlimit(Resource::Nofile);
@@ -962,8 +966,9 @@ fn unlistable_group() {
 }
 
 /// Issue 12, item 1: every signal refused (`EPERM`, as from an LSM): the close says so with a
-/// `Signal` error carrying its report, and the child — which exits by itself 300 ms later — is
-/// still reaped, by the reaper.
+/// `Signal` error carrying its report, and the child — which exits by itself 3 s later — is
+/// still reaped, by the reaper. (3 s and a 5 s HUP grace: a close that waited for the exit or
+/// the grace shows in TOOK, with slack for a slow machine.)
 fn signal_refused() {
     use childguard::failpoint::{self, Point};
     for point in [Point::PidfdSendSignal, Point::KillProcessGroup, Point::Kill] {
@@ -988,7 +993,7 @@ fn signal_refused() {
             },
         ),
     ] {
-        let h = build(sh("exec sleep 0.3"), "HUP:1s,KILL:1s", opts).expect("spawn");
+        let h = build(sh("exec sleep 3"), "HUP:5s,KILL:5s", opts).expect("spawn");
         owned(tag, &h, opts);
         let started = Instant::now();
         close(tag, h);
@@ -1020,7 +1025,8 @@ fn no_reaper() {
         background: true,
         ..o
     };
-    let h = spawn("background", &ignore_hup, "HUP:50ms,KILL:1s", background);
+    // HUP's 5 s: a background close that climbed in place would show in TOOK.
+    let h = spawn("background", &ignore_hup, "HUP:5s,KILL:1s", background);
     let started = Instant::now();
     close("background", h);
     println!("TOOK tag=background ms={}", started.elapsed().as_millis());
@@ -1059,8 +1065,9 @@ fn group_watch() {
     };
     // Six members that ignore HUP and exit one by one, 100 ms apart: /proc is listed when the
     // leader's exit is seen, after the rung, and to confirm the group is empty — not on every
-    // member's exit.
-    let members = "trap '' HUP; for i in 1 2 3 4 5 6; do sleep 0.$i & done; exit 0";
+    // member's exit. They sleep 1.1–1.6 s: the close, which starts once the leader's exit is
+    // seen, still has over a second to wait for them on a slow machine.
+    let members = "trap '' HUP; for i in 1 2 3 4 5 6; do sleep 1.$i & done; exit 0";
     let h = build(sh(members), "HUP:10s,KILL:1s", group).expect("spawn");
     owned("staggered", &h, group);
     let mut h = h;
@@ -1099,9 +1106,9 @@ fn group_watch() {
 }
 
 /// Spawns `cmd` (which prints a member's pid and exits on EOF), closes it with
-/// `HUP:200ms,KILL:1s`, and prints whether the member survived.
+/// `HUP:200ms,KILL:5s`, and prints whether the member survived.
 fn member_case(tag: &str, cmd: Command, o: Opts) {
-    let h = build(cmd, "HUP:200ms,KILL:1s", o).expect("spawn");
+    let h = build(cmd, "HUP:200ms,KILL:5s", o).expect("spawn");
     owned(tag, &h, o);
     let member: u32 = read_line(&h).trim().parse().expect("member pid");
     let pin = pidfd(member);
@@ -1166,10 +1173,10 @@ fn trace() -> ! {
 /// Issue 12, item 6: a child whose exit a tracer hides (its pidfd readable, our `waitid`
 /// empty) is waited for without spinning, and reaped once the tracer lets go.
 fn traced() {
-    watchdog(Duration::from_secs(20));
+    watchdog(Duration::from_secs(40));
     let h = spawn("traced", &[], "HUP:10s", Opts::default());
     let pid = h.id().expect("pid");
-    let mut tracer = start_tracer(pid, 1000);
+    let mut tracer = start_tracer(pid, TRACER_HOLD_MS);
     send(&h, "EXIT 0\n");
     let zombie = childguard_tests::eventually(Duration::from_secs(5), || {
         childguard_tests::proc_state(pid) == Some('Z')
@@ -1195,7 +1202,7 @@ fn traced() {
     };
     let h = spawn("traced-background", &[], "HUP:10s", background);
     let pid = h.id().expect("pid");
-    let mut tracer = start_tracer(pid, 1000);
+    let mut tracer = start_tracer(pid, TRACER_HOLD_MS);
     send(&h, "EXIT 0\n");
     let zombie = childguard_tests::eventually(Duration::from_secs(5), || {
         childguard_tests::proc_state(pid) == Some('Z')
@@ -1210,6 +1217,12 @@ fn traced() {
     );
     let _ = tracer.wait();
 }
+
+/// How long the tracer holds the zombie: long enough that the close still waits well over
+/// the 300 ms the test asks for when the steps before it (the tracer's TRACING line, the
+/// child's EXIT, seeing it a zombie) take seconds on a slow machine; and the longer a spinning
+/// close runs, the more CPU it shows.
+const TRACER_HOLD_MS: u64 = 3000;
 
 /// Starts `cg-signal-driver trace PID MS` and waits for its `TRACING` line.
 fn start_tracer(pid: u32, ms: u64) -> std::process::Child {
