@@ -71,8 +71,10 @@ pub fn read_ready(handle: &ChildHandle) -> Ready {
 /// [`read_ready`], plus the pids of `--workers` (READY's `workers=P1,P2,…`; empty without).
 pub fn read_ready_with_workers(handle: &ChildHandle) -> (Ready, Vec<u32>) {
     let mut socket = handle.socket().expect("handle has a socket");
+    // Only a guard against a child that never gets ready: 60 s, since `--alloc 0.25` touches
+    // 256 MiB before READY, which took over 10 s under two CPU hogs (memory_release.rs).
     socket
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     let mut line = Vec::new();
     let mut byte = [0u8];

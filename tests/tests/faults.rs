@@ -791,17 +791,24 @@ fn two_hundred_handles_closed_from_eight_threads() {
     // (see `no_fd_outlives_the_close`); what counts here is that nothing stays open.
     eventually(Duration::from_secs(10), || fd_count() == fds_before);
     assert_eq!(fd_count(), fds_before, "fds leaked");
-    // Bounds with slack for a slow machine (200 children dying at once on 2 cores), each below
-    // what a lost wake-up or a close serialised behind another's wait would give: a rung's
-    // 10 s grace waited out.
+    // A bound with slack for a slow machine (200 children dying at once on 2 cores), below
+    // what a lost wake-up would give: a rung's 10 s grace waited out.
     assert!(
         slowest < Duration::from_secs(8),
         "slowest close {slowest:?}"
     );
-    assert!(took < Duration::from_secs(30), "200 closes took {took:?}");
+    // The closes ran side by side: 8 threads take about an eighth of the closes' summed time;
+    // closes serialised behind one another would take all of it. (A ratio within the run:
+    // an absolute bound, 5 s, then 30 s, broke under two CPU hogs.)
+    let summed: Duration = reports.iter().map(|(r, _)| r.total).sum();
+    assert!(
+        took < summed / 2,
+        "200 closes from 8 threads took {took:?}, their own times sum to {summed:?}: they \
+         did not run side by side"
+    );
     eprintln!(
-        "200 handles: spawned in {spawned_in:?}, closed from 8 threads in {took:?}, \
-         slowest close {slowest:?}"
+        "200 handles: spawned in {spawned_in:?}, closed from 8 threads in {took:?} (summed \
+         {summed:?}), slowest close {slowest:?}"
     );
 }
 
