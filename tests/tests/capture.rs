@@ -105,6 +105,15 @@ fn a_panicking_line_callback_does_not_stop_the_capture() {
         .capture(Capture::stdout())
         .spawn()
         .expect("spawn");
+    // The hook may still be printing its backtrace (seconds on a loaded machine, longer than
+    // the close's 1 s wait for the last words): the thread serves this handle once it is done.
+    assert!(
+        eventually(Duration::from_secs(60), || handle
+            .output_tail()
+            .is_some_and(|t| t == "after\n")),
+        "the capture thread never served the next handle: {:?}",
+        handle.output_tail()
+    );
     let report = exited_then_closed(handle);
     assert_eq!(report.output_tail.as_deref(), Some("after\n"));
 }
