@@ -241,3 +241,25 @@ pub fn exited_within(pin: &std::os::fd::OwnedFd, wait: Duration) -> bool {
 pub fn rung(index: usize, signal: Signal) -> Ending {
     Ending::Rung { index, signal }
 }
+
+/// Fails loudly unless this process (and so every child it spawns, which inherits ignored
+/// dispositions through `exec`) has none of `signals` ignored. A background job of a shell
+/// without job control starts with `SIGINT` and `SIGQUIT` ignored: a server without its own
+/// handler for them then ignores a ladder's INT or QUIT rung, and a test of those rungs would
+/// fail for a reason that is not ours.
+pub fn require_signals_not_ignored(test: &str, signals: &[libc::c_int]) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .expect("SigIgn in /proc/self/status");
+    for &signo in signals {
+        assert!(
+            ignored & (1u64 << (signo - 1)) == 0,
+            "{test}: precondition: signal {signo} is ignored in the test process (SigIgn \
+             {ignored:#x}) and would be in the servers it spawns; run the tests from a shell with \
+             job control or in the foreground, not as a `cmd &` job of a script"
+        );
+    }
+}

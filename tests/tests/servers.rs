@@ -303,6 +303,7 @@ fn handshake_and_leave(socket: &Path) {
 fn qemu_nbd_signals_as_servers_md_says() {
     let test = "qemu_nbd_signals_as_servers_md_says";
     let qemu_nbd = require!(qemu_nbd(test));
+    require_signals_not_ignored(test, &[libc::SIGINT, libc::SIGQUIT]);
     for (signal, clean) in [
         (Signal::HUP, true),
         (Signal::TERM, true),
