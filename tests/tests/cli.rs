@@ -935,6 +935,8 @@ fn outliving_the_ladder_briefly_is_waited_for() {
     let err = stderr(&output);
     assert!(err.contains("waiting up to 2s"), "{err}");
     assert!(!err.contains("left behind"), "{err}");
+    assert!(err.contains("exited after the ladder"), "{err}");
+    assert_eq!(code(&output), Some(125), "{err}");
     assert!(gone, "CMD still ran when childguard exited: {err}");
 }
 

@@ -220,7 +220,14 @@ fn exit_code_for(
     }
     match report.status {
         Some(status) => exit_code::from_status(status),
-        None if report.outlived_ladder => exit_code::FAILED,
+        // Named above when still running; otherwise it exited during the wait for the
+        // reaper, which took its status.
+        None if report.outlived_ladder => {
+            if !left_running {
+                say!("{program}[{pid}] exited after the ladder; its exit status was not kept");
+            }
+            exit_code::FAILED
+        }
         None => {
             say!("{program}[{pid}]: exit status lost (reaped by someone else)");
             exit_code::FAILED
