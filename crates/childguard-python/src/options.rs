@@ -35,24 +35,44 @@ pub fn seconds(py: Python<'_>, what: &str, value: Option<f64>) -> PyResult<Optio
 }
 
 /// `ready=`, as the Python layer passes it: `("notify",)`, `("output", text)`,
-/// `("connect_tcp", "ip:port")`, `("connect_unix", path)`.
+/// `("connect_tcp", "ip:port")`, `("connect_unix", path)`, or `("any" | "all", [those])`.
 #[derive(Debug, FromPyObject)]
 pub enum ReadySpec {
+    List(String, Vec<ReadySpec>),
     Tagged(String, Option<OsString>),
     Bare((String,)),
 }
 
 pub fn ready(py: Python<'_>, spec: Option<ReadySpec>) -> PyResult<Option<Ready>> {
+    spec.map(|spec| condition(py, spec)).transpose()
+}
+
+/// One condition, or a list: a nested list is passed on for the library to refuse, with its
+/// own message.
+fn condition(py: Python<'_>, spec: ReadySpec) -> PyResult<Ready> {
     let (tag, arg) = match spec {
-        None => return Ok(None),
-        Some(ReadySpec::Bare((tag,))) => (tag, None),
-        Some(ReadySpec::Tagged(tag, arg)) => (tag, arg),
+        ReadySpec::List(tag, parts) => {
+            let parts = parts
+                .into_iter()
+                .map(|part| condition(py, part))
+                .collect::<PyResult<Vec<_>>>()?;
+            return match tag.as_str() {
+                "any" => Ok(Ready::any(parts)),
+                "all" => Ok(Ready::all(parts)),
+                other => Err(config_error(
+                    py,
+                    format!("ready: unknown list {other:?} (any, all)"),
+                )),
+            };
+        }
+        ReadySpec::Bare((tag,)) => (tag, None),
+        ReadySpec::Tagged(tag, arg) => (tag, arg),
     };
     let text = |arg: Option<OsString>| -> PyResult<String> {
         arg.and_then(|a| a.into_string().ok())
             .ok_or_else(|| config_error(py, format!("ready={tag}: needs a text argument")))
     };
-    Ok(Some(match tag.as_str() {
+    Ok(match tag.as_str() {
         "notify" => Ready::Notify,
         "output" => Ready::output(text(arg)?),
         "connect_tcp" => {
@@ -72,7 +92,7 @@ pub fn ready(py: Python<'_>, spec: Option<ReadySpec>) -> PyResult<Option<Ready>>
                 format!("ready: unknown condition {other:?}"),
             ))
         }
-    }))
+    })
 }
 
 /// `socket=`: `None`, `"stdio"`, `"activation"` (or `"activation:NAME"`).

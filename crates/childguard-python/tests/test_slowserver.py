@@ -129,6 +129,71 @@ def test_readiness_output_and_the_tail(slowserver):
     assert f"READY pid={server.pid}" in server.report.output_tail
 
 
+def test_any_of_is_ready_by_the_condition_that_holds(slowserver, tmp_path):
+    # No --notify: READY=1 never comes, the port does.
+    path = tmp_path / "s.sock"
+    with childguard.spawn(
+        [slowserver, "--ignore-eof", "--listen", str(path), "--ready-after", "100ms"],
+        ready=childguard.AnyOf(childguard.Notify(), childguard.Connect(path)),
+        ready_timeout=60,
+        stdout=subprocess.DEVNULL,
+    ) as server:
+        import socket
+
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(str(path))  # first try: the server listens already
+        s.close()
+        assert server.poll() is None
+    notify = server.report.notify
+    assert notify is None or notify.get("status") != "ready", notify
+
+
+def test_all_of_waits_for_every_condition(slowserver):
+    with childguard.spawn(
+        [slowserver, "--ignore-eof", "--notify", "--ready-after", "100ms"],
+        ready=childguard.AllOf(childguard.Notify(), childguard.Output("READY pid=")),
+        ready_timeout=60,
+    ) as server:
+        assert f"READY pid={server.pid}" in server.output_tail
+    assert server.report.notify["status"] == "ready", server.report.notify
+
+
+def test_all_of_times_out_naming_what_never_came(slowserver):
+    with pytest.raises(childguard.ReadyError) as caught:
+        childguard.spawn(
+            [slowserver, "--ignore-eof"],
+            ready=childguard.AllOf(childguard.Output("READY pid="), childguard.Notify()),
+            ready_timeout=1.0,
+            ladder="TERM:5s,KILL:2s",
+        )
+    text = str(caught.value)
+    assert "READY=1" in text, text
+    assert caught.value.report is not None and gone(caught.value.report.pid)
+
+
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda: childguard.AnyOf(), "needs at least one condition"),
+        (lambda: childguard.AllOf(childguard.AnyOf(childguard.Notify())), "lists do not nest"),
+        (lambda: childguard.AnyOf("READY"), "expected Notify()"),
+    ],
+)
+def test_bad_lists_are_config_errors(make, needle):
+    with pytest.raises(childguard.ConfigError) as caught:
+        make()
+    assert needle in str(caught.value), str(caught.value)
+
+
+def test_two_outputs_in_a_list_are_refused_by_the_library(slowserver):
+    with pytest.raises(childguard.ConfigError) as caught:
+        childguard.spawn(
+            [slowserver, "--ignore-eof"],
+            ready=childguard.AnyOf(childguard.Output("a"), childguard.Output("b")),
+        )
+    assert "at most one Ready::Output" in str(caught.value), str(caught.value)
+
+
 def test_ready_timeout_closes_the_server_and_reports(slowserver):
     with pytest.raises(childguard.ReadyError) as caught:
         childguard.spawn(

@@ -25,7 +25,7 @@ from ._errors import (
     SpawnError,
     WaitError,
 )
-from ._ready import Connect, Notify, Output, Ready
+from ._ready import AllOf, AnyOf, Connect, Notify, Output, Ready
 from ._report import CloseReport
 from ._server import DEFAULT_LADDER, Server, parse_ladder, spawn, spawn_async
 
@@ -37,6 +37,8 @@ except Exception:  # not installed as a distribution (e.g. a source checkout on 
     __version__ = "0+unknown"
 
 __all__ = [
+    "AllOf",
+    "AnyOf",
     "CloseReport",
     "ClosedError",
     "ConfigError",
@@ -61,6 +63,6 @@ __all__ = [
 
 # Shown as childguard.X in tracebacks and reprs, where users import them from.
 for _cls in (Error, ConfigError, SpawnError, ReadyError, ContainmentError, SignalError, WaitError,
-             ConnectError, ClosedError, InheritedError, CloseReport, Server, Notify, Output, Connect):
+             ConnectError, ClosedError, InheritedError, CloseReport, Server, Notify, Output, Connect, AnyOf, AllOf):
     _cls.__module__ = __name__
 del _cls

@@ -1,6 +1,6 @@
 # Type stubs of the extension module childguard._native (src/*.rs). Use the Python layer
 # (childguard.spawn, childguard.Server) rather than this module directly.
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 DEFAULT_LADDER: str
 
@@ -26,7 +26,7 @@ def spawn(
     env: Optional[List[Tuple[str, str]]] = ...,
     cwd: Optional[str] = ...,
     ladder: Optional[str] = ...,
-    ready: Optional[Tuple[str, ...]] = ...,
+    ready: Optional[Tuple[Any, ...]] = ...,
     ready_timeout: Optional[float] = ...,
     contain: Union[bool, str, None] = ...,
     kill_mode: Optional[str] = ...,

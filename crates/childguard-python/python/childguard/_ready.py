@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket as _socket
-from typing import Tuple, Union, cast
+from typing import Any, List, Tuple, Union, cast
 
 from ._errors import ConfigError
 
@@ -74,4 +74,54 @@ class Connect:
         return f"Connect({self.address!r})"
 
 
-Ready = Union[Notify, Output, Connect]
+Single = Union[Notify, Output, Connect]
+
+
+class _Group:
+    _tag = ""
+
+    def __init__(self, *conditions: Single) -> None:
+        if not conditions:
+            raise ConfigError(f"{type(self).__name__}(): needs at least one condition", kind="config")
+        for c in conditions:
+            if not isinstance(c, (Notify, Output, Connect)):
+                raise ConfigError(
+                    f"{type(self).__name__}(..., {c!r}, ...): expected Notify(), Output(text) or "
+                    "Connect(address) (lists do not nest)",
+                    kind="config",
+                )
+        self.conditions = conditions
+
+    def _spec(self) -> Tuple[Any, ...]:
+        parts: List[Tuple[str, ...]] = [c._spec() for c in self.conditions]
+        return (self._tag, parts)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(map(repr, self.conditions))})"
+
+
+class AnyOf(_Group):
+    """Ready when the first of ``conditions`` holds: ``AnyOf(Notify(), Connect(6379))`` for a
+    server that may be built with or without systemd support. The conditions are checked in
+    turn until one holds, the server exits or ``ready_timeout`` passes (the library's
+    ``Ready::any``). At most one ``Output`` in the list: the capture watches one text."""
+
+    _tag = "any"
+
+
+class AllOf(_Group):
+    """Ready once every one of ``conditions`` has held, each from the moment it was first
+    seen: ``AllOf(Notify(), Connect(8080))``. A timeout's error names every condition (the
+    library's ``Ready::all``). At most one ``Output`` in the list."""
+
+    _tag = "all"
+
+
+Ready = Union[Notify, Output, Connect, AnyOf, AllOf]
+
+
+def uses_notify(ready: object) -> bool:
+    """Whether ``ready`` waits for ``READY=1`` (so needs the notify socket)."""
+    if isinstance(ready, _Group):
+        return any(isinstance(c, Notify) for c in ready.conditions)
+    return isinstance(ready, Notify)

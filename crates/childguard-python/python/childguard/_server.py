@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._errors import ClosedError, ConfigError
-from ._ready import Notify, Ready
+from ._ready import Ready, uses_notify
 from ._report import CloseReport
 
 StrPath = Union[str, "os.PathLike[str]"]
@@ -208,7 +208,8 @@ def spawn(
 
     - ``ladder``: the close's signal ladder, e.g. ``"INT:5s,QUIT:1s,KILL"`` (default
       ``HUP:1s,TERM:2s,KILL:5s``); a bad one raises :class:`ConfigError` naming the rung.
-    - ``ready``: :class:`Notify`, :class:`Output` or :class:`Connect`; ``ready_timeout``
+    - ``ready``: :class:`Notify`, :class:`Output`, :class:`Connect`, or a list of them as
+      :class:`AnyOf` / :class:`AllOf`; ``ready_timeout``
       (seconds, default 30): then the server is closed with its ladder and
       :class:`ReadyError` carries the report. An exit before ready fails at once, with the
       status and the output tail.
@@ -236,7 +237,8 @@ def spawn(
     if ready is not None:
         if not hasattr(ready, "_spec"):
             raise ConfigError(
-                f"ready={ready!r}: expected childguard.Notify(), Output(text) or Connect(address)",
+                f"ready={ready!r}: expected childguard.Notify(), Output(text), Connect(address), "
+                "AnyOf(...) or AllOf(...)",
                 kind="config",
             )
         ready_spec = ready._spec()
@@ -259,7 +261,7 @@ def spawn(
         exit_with_parent=exit_with_parent,
         uid=uid_gid[0] if uid_gid else None,
         gid=uid_gid[1] if uid_gid else None,
-        notify_owner=uid_gid if (uid_gid and isinstance(ready, Notify)) else None,
+        notify_owner=uid_gid if (uid_gid and uses_notify(ready)) else None,
         stdin_null=_devnull("stdin", stdin),
         stdout_null=_devnull("stdout", stdout),
         stderr_null=_devnull("stderr", stderr),
