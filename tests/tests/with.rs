@@ -181,6 +181,64 @@ fn two_servers_then_the_command() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
 }
 
+/// `--ready-any`: the first condition that holds. The server never sends `READY=1`; its line
+/// makes it ready, long before the 60 s readiness timeout a wait for `READY=1` would reach.
+#[test]
+fn ready_any_is_ready_by_the_first_condition_that_holds() {
+    let start = Instant::now();
+    let o = childguard(&[
+        "with",
+        "--ready-any",
+        "notify",
+        "--ready-any",
+        "line:server-up",
+        "--ready-timeout",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        "echo server-up; exec sleep 60",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "waited for READY=1? {:?}",
+        start.elapsed()
+    );
+}
+
+/// `--ready` twice: every one must hold. The line comes, `READY=1` never does: the run fails
+/// at the readiness timeout, naming what never came, and CMD does not run.
+#[test]
+fn ready_given_twice_waits_for_both() {
+    let marker = scratch("with-all-cmd-ran");
+    let _ = std::fs::remove_file(&marker);
+    let o = childguard(&[
+        "with",
+        "--ready",
+        "notify",
+        "--ready",
+        "line:server-up",
+        "--ready-timeout",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        "echo server-up; exec sleep 60",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(err(&o).contains("READY=1"), "{}", err(&o));
+    assert!(
+        !Path::new(&marker).exists(),
+        "CMD ran although READY=1 never came"
+    );
+}
+
 #[test]
 fn usage_errors_name_the_problem() {
     for (args, needle) in [
@@ -191,6 +249,26 @@ fn usage_errors_name_the_problem() {
         ),
         (&["with", "--", "a"], "missing `-- CMD`"),
         (&["with", "--ready"], "--ready needs a value"),
+        (
+            &[
+                "with",
+                "--ready",
+                "notify",
+                "--ready-any",
+                "line:x",
+                "--",
+                "a",
+                "--",
+                "b",
+            ][..],
+            "cannot be mixed",
+        ),
+        (
+            &[
+                "with", "--ready", "line:x", "--ready", "line:y", "--", "a", "--", "b",
+            ][..],
+            "at most one line:TEXT",
+        ),
     ] {
         let o = childguard(args);
         assert_eq!(o.status.code(), Some(125), "{args:?}");

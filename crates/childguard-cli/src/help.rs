@@ -137,7 +137,7 @@ Exit status:
 
 /// `childguard with --help`.
 pub const WITH: &str = "\
-Usage: childguard with [--ready COND] [--ready-timeout DUR] [--ladder SPEC] -- SERVER [ARG...]
+Usage: childguard with [--ready COND]... [--ready-timeout DUR] [--ladder SPEC] -- SERVER [ARG...]
                        [--then [OPTIONS] -- SERVER2 [ARG...]]... -- CMD [ARG...]
 
 Start each SERVER, wait until it is ready, run CMD, then close every server with its ladder
@@ -147,7 +147,10 @@ while CMD runs, fails the run at once (exit 125) with the tail of its output.
 Options (for the SERVER that follows them):
   --ready COND          notify (READY=1 on NOTIFY_SOCKET), tcp:HOST:PORT or unix:PATH (a
                         connection is accepted), line:TEXT (an output line contains TEXT);
-                        without it the server counts as ready once started
+                        without it the server counts as ready once started. Given more than
+                        once: ready when every one has held
+  --ready-any COND      (repeatable) ready when the first of these holds, e.g. notify or
+                        its port for a server built with or without systemd support
   --ready-timeout DUR   how long to wait for it (default 30s); then it is closed, exit 125
   --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s; or a preset such as
                         @postgres, @nginx, @redis, as for run)

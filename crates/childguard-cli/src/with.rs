@@ -8,10 +8,12 @@
 //!
 //! Readiness is the library's ([`Ready`]): `notify` (`READY=1` on a private `NOTIFY_SOCKET`),
 //! `tcp:HOST:PORT` or `unix:PATH` (a connection is accepted), `line:TEXT` (a line of the
-//! server's output contains TEXT). Each server leads its own process group (so its ladder
-//! reaches its workers), gets the parent-death signal, and has its output captured and passed
-//! through (`[program pid] line` on stderr), so that a server that dies — before it is ready,
-//! or while CMD runs — fails the run at once (exit 125) with its output tail.
+//! server's output contains TEXT). `--ready` given more than once means every one
+//! ([`Ready::all`]); `--ready-any`, the first that holds ([`Ready::any`]). Each server leads
+//! its own process group (so its ladder reaches its workers), gets the parent-death signal,
+//! and has its output captured and passed through (`[program pid] line` on stderr), so that a
+//! server that dies — before it is ready, or while CMD runs — fails the run at once (exit 125)
+//! with its output tail.
 
 use std::ffi::OsString;
 use std::net::ToSocketAddrs;
@@ -30,7 +32,10 @@ use crate::messages::say;
 /// One server to start.
 #[derive(Debug)]
 pub struct Server {
-    ready: Option<Ready>,
+    /// `--ready` conditions: every one must hold.
+    ready: Vec<Ready>,
+    /// `--ready-any` conditions: the first that holds.
+    ready_any: Vec<Ready>,
     ready_timeout: Option<Duration>,
     ladder: Option<Ladder>,
     command: Vec<OsString>,
@@ -53,7 +58,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
     let mut servers = Vec::new();
     loop {
         let mut server = Server {
-            ready: None,
+            ready: Vec::new(),
+            ready_any: Vec::new(),
             ready_timeout: None,
             ladder: None,
             command: Vec::new(),
@@ -82,7 +88,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             };
             match name.as_str() {
                 "-h" | "--help" => return Ok(None),
-                "--ready" => server.ready = Some(parse_ready(&value()?)?),
+                "--ready" => server.ready.push(parse_ready(&value()?)?),
+                "--ready-any" => server.ready_any.push(parse_ready(&value()?)?),
                 "--ready-timeout" => {
                     let text = value()?;
                     server.ready_timeout = duration::parse_timeout(&text).map_err(|why| {
@@ -115,6 +122,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
         if server.command.is_empty() {
             return Err(usage("a server after `--` is missing"));
         }
+        check_ready(&server)?;
         servers.push(server);
         if !then {
             break;
@@ -125,6 +133,41 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
         return Err(usage("missing `-- CMD` to run once the servers are ready"));
     }
     Ok(Some(WithOptions { servers, command }))
+}
+
+/// One server's readiness options make one condition: not both kinds of list, and at most
+/// one `line:` (the capture watches one text).
+fn check_ready(server: &Server) -> Result<(), UsageError> {
+    if !server.ready.is_empty() && !server.ready_any.is_empty() {
+        return Err(usage(
+            "--ready (every one must hold) and --ready-any (the first that holds) cannot be \
+             mixed for one server",
+        ));
+    }
+    let lines = server
+        .ready
+        .iter()
+        .chain(&server.ready_any)
+        .filter(|r| matches!(r, Ready::Output(_)))
+        .count();
+    if lines > 1 {
+        return Err(usage(
+            "at most one line:TEXT condition per server (its output is watched for one text)",
+        ));
+    }
+    Ok(())
+}
+
+/// The server's one readiness condition, if any: a single `--ready`/`--ready-any` as it is,
+/// more as [`Ready::all`] / [`Ready::any`].
+fn readiness(mut all: Vec<Ready>, mut any: Vec<Ready>) -> Option<Ready> {
+    match (all.len(), any.len()) {
+        (0, 0) => None,
+        (1, 0) => all.pop(),
+        (0, 1) => any.pop(),
+        (_, 0) => Some(Ready::all(all)),
+        _ => Some(Ready::any(any)),
+    }
 }
 
 /// `notify`, `tcp:HOST:PORT`, `unix:PATH` or `line:TEXT`.
@@ -189,7 +232,7 @@ fn start(server: Server) -> childguard::Result<ChildHandle> {
     if let Some(ladder) = server.ladder {
         builder = builder.ladder(ladder);
     }
-    if let Some(ready) = server.ready {
+    if let Some(ready) = readiness(server.ready, server.ready_any) {
         builder = builder.ready(ready);
     }
     if let Some(timeout) = server.ready_timeout {
