@@ -285,3 +285,13 @@ fn c_ready_notify_then_detach() {
     let out = c_test("ready_detach");
     assert!(out.contains("exited during start-up"), "{out}");
 }
+
+#[test]
+fn c_try_wait_and_wait_timeout_give_the_wait_status() {
+    let out = c_test("wait_status");
+    assert!(out.contains("try_wait: exited, WEXITSTATUS 3"), "{out}");
+    assert!(out.contains("wait_timeout: timed out after"), "{out}");
+    assert!(out.contains("wait_timeout: sh exited, WEXITSTATUS 7"), "{out}");
+    assert!(out.contains("wait_timeout: sh killed, WTERMSIG 9"), "{out}");
+    assert!(out.contains("cg_try_wait: handle is NULL"), "{out}");
+}

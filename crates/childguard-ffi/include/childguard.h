@@ -95,6 +95,9 @@ typedef enum cg_status {
   CG_ERR_PANIC = 14,
   // Any other failure (a newer childguard error kind); the message says what.
   CG_ERR_OTHER = 15,
+  // Not a failure: `cg_try_wait()` found the child still running, or `cg_wait_timeout()`'s
+  // timeout passed before it exited. The last error is left as it was.
+  CG_RUNNING = 16,
 } cg_status;
 
 // What ended the child, as the close saw it.
@@ -349,8 +352,10 @@ struct cg_handle *cg_spawn(struct cg_builder *builder);
 // `cg_detach()` (which gives it to you).
 int32_t cg_socket_fd(const struct cg_handle *handle);
 
-// The child's pid, or -1 (NULL, or no child). The pid stays the child's until the close
-// reaps it: signal it with `cg_kill()`, which uses the pidfd and cannot hit a recycled pid.
+// The child's pid, or -1 (NULL, or no child). The pid stays the child's until it is reaped —
+// by the close, or by a `cg_try_wait()` / `cg_wait_timeout()` that returned its status
+// (unless it leads a process group): signal it with `cg_kill()`, which uses the pidfd and
+// cannot hit a recycled pid.
 int32_t cg_pid(const struct cg_handle *handle);
 
 // Sends `signal` once (to the group with `cg_builder_process_group`; `SIGCONT` after it if it
@@ -361,6 +366,39 @@ int32_t cg_pid(const struct cg_handle *handle);
 //
 // Blocks up to `grace_ms`. Thread-safety: one thread at a time per handle.
 enum cg_status cg_kill(struct cg_handle *handle, int32_t signal, uint64_t grace_ms, bool *exited);
+
+// Whether the child has exited, without blocking and without closing anything.
+//
+// Returns `CG_OK` once the child has exited, with `*status` (if not NULL) set to its wait(2)
+// status word: test it with `WIFEXITED` / `WEXITSTATUS` / `WIFSIGNALED` / `WTERMSIG` from
+// `<sys/wait.h>`. Returns `CG_RUNNING` while it runs (`*status` untouched; not a failure: the
+// last error is not changed). Any other status is a failure, with `*status` untouched:
+// `CG_ERR_NULL_ARGUMENT` (`handle` NULL), `CG_ERR_INHERITED` (called in a `fork()`ed copy of
+// the process that spawned the child: only that one may wait for it), `CG_ERR_WAIT`.
+//
+// Like `waitpid(WNOHANG)`, the call that sees the exit reaps the child — except a process
+// group leader (`cg_builder_process_group`), which stays a zombie until the close so its group
+// id cannot be reused while the close may still signal the group. Later calls return the same
+// status again. The handle stays the caller's and must still be closed (`cg_close()` then
+// reports `CG_ENDING_BEFORE_CLOSE`, shuts the socket down and, with containment, still ends
+// the child's cgroup). A pointer passed to `cg_close()`, `cg_handle_free()` or a successful
+// `cg_detach()` is freed: do not pass it here.
+//
+// Thread-safety: one thread at a time per handle.
+enum cg_status cg_try_wait(struct cg_handle *handle, int32_t *status);
+
+// Waits up to `timeout_ms` milliseconds for the child to exit, woken the moment it does (by
+// its pidfd, or `SIGCHLD` where there is none), without closing anything.
+//
+// Returns as `cg_try_wait()` does: `CG_OK` with the wait(2) status word in `*status` (if not
+// NULL) once the child has exited — at once if it already had; `CG_RUNNING` if the timeout
+// passed first (not a failure: the last error is not changed); any other status is a failure
+// (`CG_ERR_NULL_ARGUMENT`, `CG_ERR_INHERITED`, `CG_ERR_WAIT`). A `timeout_ms` of 0 is
+// `cg_try_wait()`; a huge one is capped at about a hundred years. Nothing is sent to the
+// child: to make it exit, use `cg_kill()` or `cg_close()`. Reaps as `cg_try_wait()` does.
+//
+// Blocks up to `timeout_ms`. Thread-safety: one thread at a time per handle.
+enum cg_status cg_wait_timeout(struct cg_handle *handle, uint64_t timeout_ms, int32_t *status);
 
 // Closes the child: `shutdown(SHUT_RDWR)` on the socket, close it, climb the ladder (each
 // rung's signal, `SIGCONT`, a wait up to its grace woken the moment the child exits), reap.

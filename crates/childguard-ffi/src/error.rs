@@ -46,6 +46,9 @@ pub enum cg_status {
     CG_ERR_PANIC = 14,
     /// Any other failure (a newer childguard error kind); the message says what.
     CG_ERR_OTHER = 15,
+    /// Not a failure: `cg_try_wait()` found the child still running, or `cg_wait_timeout()`'s
+    /// timeout passed before it exited. The last error is left as it was.
+    CG_RUNNING = 16,
 }
 
 impl cg_status {

@@ -1,7 +1,8 @@
 //! `cg_handle`: a spawned child and the socket connected to it; spawn, kill, close, detach.
 
 use std::os::fd::{AsRawFd, IntoRawFd};
-use std::process::Command;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 use childguard::{ChildHandle, Signal};
@@ -107,8 +108,10 @@ pub extern "C" fn cg_socket_fd(handle: *const cg_handle) -> i32 {
     )
 }
 
-/// The child's pid, or -1 (NULL, or no child). The pid stays the child's until the close
-/// reaps it: signal it with `cg_kill()`, which uses the pidfd and cannot hit a recycled pid.
+/// The child's pid, or -1 (NULL, or no child). The pid stays the child's until it is reaped —
+/// by the close, or by a `cg_try_wait()` / `cg_wait_timeout()` that returned its status
+/// (unless it leads a process group): signal it with `cg_kill()`, which uses the pidfd and
+/// cannot hit a recycled pid.
 #[no_mangle]
 pub extern "C" fn cg_pid(handle: *const cg_handle) -> i32 {
     guard(
@@ -149,6 +152,78 @@ pub extern "C" fn cg_kill(
     })
 }
 
+/// `CG_OK` with the exit status written to `*status` (if not NULL), or `CG_RUNNING`.
+fn exit_word(exited: Option<ExitStatus>, status: *mut i32) -> cg_status {
+    match exited {
+        Some(exit) => {
+            // The wait(2) status word (Linux, FreeBSD and macOS share its layout: code << 8,
+            // or the signal and the core flag in the low byte), as childguard built it from
+            // waitid's siginfo.
+            ptr::put(status, exit.into_raw());
+            cg_status::CG_OK
+        }
+        None => cg_status::CG_RUNNING,
+    }
+}
+
+/// Whether the child has exited, without blocking and without closing anything.
+///
+/// Returns `CG_OK` once the child has exited, with `*status` (if not NULL) set to its wait(2)
+/// status word: test it with `WIFEXITED` / `WEXITSTATUS` / `WIFSIGNALED` / `WTERMSIG` from
+/// `<sys/wait.h>`. Returns `CG_RUNNING` while it runs (`*status` untouched; not a failure: the
+/// last error is not changed). Any other status is a failure, with `*status` untouched:
+/// `CG_ERR_NULL_ARGUMENT` (`handle` NULL), `CG_ERR_INHERITED` (called in a `fork()`ed copy of
+/// the process that spawned the child: only that one may wait for it), `CG_ERR_WAIT`.
+///
+/// Like `waitpid(WNOHANG)`, the call that sees the exit reaps the child — except a process
+/// group leader (`cg_builder_process_group`), which stays a zombie until the close so its group
+/// id cannot be reused while the close may still signal the group. Later calls return the same
+/// status again. The handle stays the caller's and must still be closed (`cg_close()` then
+/// reports `CG_ENDING_BEFORE_CLOSE`, shuts the socket down and, with containment, still ends
+/// the child's cgroup). A pointer passed to `cg_close()`, `cg_handle_free()` or a successful
+/// `cg_detach()` is freed: do not pass it here.
+///
+/// Thread-safety: one thread at a time per handle.
+#[no_mangle]
+pub extern "C" fn cg_try_wait(handle: *mut cg_handle, status: *mut i32) -> cg_status {
+    guard(
+        "cg_try_wait",
+        |failed| failed,
+        || {
+            let h = ptr::borrow_mut(handle, "handle")?.get()?;
+            Ok(exit_word(h.try_wait()?, status))
+        },
+    )
+}
+
+/// Waits up to `timeout_ms` milliseconds for the child to exit, woken the moment it does (by
+/// its pidfd, or `SIGCHLD` where there is none), without closing anything.
+///
+/// Returns as `cg_try_wait()` does: `CG_OK` with the wait(2) status word in `*status` (if not
+/// NULL) once the child has exited — at once if it already had; `CG_RUNNING` if the timeout
+/// passed first (not a failure: the last error is not changed); any other status is a failure
+/// (`CG_ERR_NULL_ARGUMENT`, `CG_ERR_INHERITED`, `CG_ERR_WAIT`). A `timeout_ms` of 0 is
+/// `cg_try_wait()`; a huge one is capped at about a hundred years. Nothing is sent to the
+/// child: to make it exit, use `cg_kill()` or `cg_close()`. Reaps as `cg_try_wait()` does.
+///
+/// Blocks up to `timeout_ms`. Thread-safety: one thread at a time per handle.
+#[no_mangle]
+pub extern "C" fn cg_wait_timeout(
+    handle: *mut cg_handle,
+    timeout_ms: u64,
+    status: *mut i32,
+) -> cg_status {
+    guard(
+        "cg_wait_timeout",
+        |failed| failed,
+        || {
+            let h = ptr::borrow_mut(handle, "handle")?.get()?;
+            let exited = h.wait_timeout(Duration::from_millis(timeout_ms))?;
+            Ok(exit_word(exited, status))
+        },
+    )
+}
+
 /// Closes the child: `shutdown(SHUT_RDWR)` on the socket, close it, climb the ladder (each
 /// rung's signal, `SIGCONT`, a wait up to its grace woken the moment the child exits), reap.
 /// Blocks at most the ladder's total grace plus a few milliseconds; a child that outlives the
@@ -169,13 +244,18 @@ pub extern "C" fn cg_close(handle: *mut cg_handle, report: *mut *mut cg_report) 
             .inner
             .take()
             .ok_or_else(|| Failure::invalid("handle was already given up"))?;
+        // The C report is built only for a caller that asked for it: one given to a NULL
+        // `report` would be leaked.
+        let wanted = !report.is_null();
         match inner.close() {
             Ok(done) => {
-                ptr::put(report, Owned::give(done));
+                if wanted {
+                    ptr::put(report, Owned::give(done));
+                }
                 Ok(())
             }
             Err(e) => {
-                if let Some(done) = e.close_report() {
+                if let Some(done) = e.close_report().filter(|_| wanted) {
                     ptr::put(report, Owned::give(done.clone()));
                 }
                 Err(e.into())
