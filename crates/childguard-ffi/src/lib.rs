@@ -3,10 +3,11 @@
 //! checked-in header is stale), found by `pkg-config --cflags --libs childguard`.
 //!
 //! It mirrors the Rust API: a builder (`cg_builder_*`), `cg_spawn` → a handle, `cg_socket_fd`,
-//! `cg_pid`, `cg_kill`, `cg_close` → a report (a C struct, and JSON), `cg_detach`, a free
-//! function for every object. Every entry point runs inside `error::guard`: failures become
-//! a `cg_status` plus a per-thread message (`cg_last_error_message`), and a panic is caught
-//! and becomes `CG_ERR_PANIC` — none unwinds into C. No Rust type appears in the header: the
+//! `cg_pid`, `cg_kill`, `cg_try_wait` / `cg_wait_timeout`, `cg_close` → a report (a C struct,
+//! and JSON), `cg_detach`, a free function for every object. Every entry point runs inside
+//! `error::guard`: failures become a `cg_status` plus a per-thread message
+//! (`cg_last_error_message`), and a panic is caught and becomes `CG_ERR_PANIC` — none unwinds
+//! into C. No Rust type appears in the header: the
 //! objects are opaque, the report is `#[repr(C)]`. `docs/embedding.md` walks through libnbd's
 //! `nbd_connect_command` / `nbd_close` on top of it.
 
