@@ -291,7 +291,10 @@ fn c_try_wait_and_wait_timeout_give_the_wait_status() {
     let out = c_test("wait_status");
     assert!(out.contains("try_wait: exited, WEXITSTATUS 3"), "{out}");
     assert!(out.contains("wait_timeout: timed out after"), "{out}");
-    assert!(out.contains("wait_timeout: sh exited, WEXITSTATUS 7"), "{out}");
+    assert!(
+        out.contains("wait_timeout: sh exited, WEXITSTATUS 7"),
+        "{out}"
+    );
     assert!(out.contains("wait_timeout: sh killed, WTERMSIG 9"), "{out}");
     assert!(out.contains("cg_try_wait: handle is NULL"), "{out}");
 }
