@@ -298,3 +298,14 @@ fn c_try_wait_and_wait_timeout_give_the_wait_status() {
     assert!(out.contains("wait_timeout: sh killed, WTERMSIG 9"), "{out}");
     assert!(out.contains("cg_try_wait: handle is NULL"), "{out}");
 }
+
+#[test]
+fn c_contained_daemon_is_gone_after_close() {
+    let out = c_test("contain");
+    assert!(out.contains("mixed: daemon gone"), "{out}");
+    assert!(
+        out.contains("control-group: daemon gone, HUP to the cgroup reached 2\n"),
+        "{out}"
+    );
+    assert!(out.contains("cgroup_parent: made under the given parent"), "{out}");
+}

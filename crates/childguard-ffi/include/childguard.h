@@ -50,6 +50,14 @@
 // report says so).
 #define CG_CONTAIN_BEST_EFFORT 2
 
+// With containment: the catchable rungs go to the child (or its process group) only, as
+// systemd's `KillMode=mixed` (the default); the `KILL` rung reaches every member of the cgroup.
+#define CG_KILL_MODE_MIXED 0
+
+// With containment: every rung goes to every process in the child's cgroup, as systemd's
+// `KillMode=control-group`.
+#define CG_KILL_MODE_CONTROL_GROUP 1
+
 // Capture the child's stderr.
 #define CG_CAPTURE_STDERR 1
 
@@ -283,15 +291,47 @@ enum cg_status cg_builder_process_group(struct cg_builder *builder, bool on);
 // A cgroup needs write access to this process's cgroup (root, or a delegated subtree).
 enum cg_status cg_builder_contain(struct cg_builder *builder, int32_t containment);
 
+// With containment (`cg_builder_contain`): who gets the catchable rungs —
+// `CG_KILL_MODE_MIXED` (default: the child, or its process group, so a server that stops its
+// own workers does so in order) or `CG_KILL_MODE_CONTROL_GROUP` (every process in the cgroup).
+// The `KILL` rung always reaches every member (`cgroup.kill`), whatever the mode; the
+// report's `signals[i].to_cgroup` / `reached` say where each rung went. Without containment
+// the mode has no effect. Another value is `CG_ERR_INVALID_ARGUMENT`, naming it.
+enum cg_status cg_builder_kill_mode(struct cg_builder *builder, int32_t mode);
+
+// With containment: the cgroup v2 directory (an absolute path under the cgroup2 mount, e.g.
+// a delegated subtree; copied) under which the child's cgroup `childguard-<pid>-<n>` is made,
+// instead of the cgroup this process runs in. An empty or relative `path` is
+// `CG_ERR_INVALID_ARGUMENT` at once; a directory that does not exist, is not in a cgroup2 file
+// system or is not writable fails `cg_spawn` with `CG_ERR_CONTAINMENT`, naming the path and
+// the reason (`CG_CONTAIN_BEST_EFFORT` falls back to a process group instead). Without
+// containment it has no effect.
+enum cg_status cg_builder_cgroup_parent(struct cg_builder *builder, const char *path);
+
 // `on`: the kernel kills the child when this process dies, even by `SIGKILL` (Linux
 // `PR_SET_PDEATHSIG`, tied to childguard's own long-lived spawner thread, so spawning from a
 // short-lived thread is safe). Elsewhere `cg_spawn` fails with `CG_ERR_CONFIG`.
 enum cg_status cg_builder_exit_with_parent(struct cg_builder *builder, bool on);
 
+// The signal `cg_builder_exit_with_parent` has the kernel send the child when this process
+// dies (default `SIGKILL`), e.g. `SIGTERM` for a server that must clean up first (it may
+// then outlive us if it ignores it). Without `cg_builder_exit_with_parent(b, true)` it has no
+// effect. `signo` must be a signal number of this system other than 0
+// (`CG_ERR_INVALID_ARGUMENT` otherwise, naming it, as `cg_kill` does).
+enum cg_status cg_builder_parent_death_signal(struct cg_builder *builder, int32_t signo);
+
 // Capture the child's output (`CG_CAPTURE_STDERR`, `_STDOUT`, `_BOTH`): one shared thread
-// drains it, so the child never blocks on a full pipe; the last 64 KiB / 1000 lines are in
-// errors after the fork and in the report's `output_tail`.
+// drains it, so the child never blocks on a full pipe; the last 64 KiB / 1000 lines (see
+// `cg_builder_capture_tail`) are in errors after the fork and in the report's `output_tail`.
 enum cg_status cg_builder_capture(struct cg_builder *builder, int32_t streams);
+
+// How much of the captured output the tail keeps: at most `bytes` bytes and `lines` complete
+// lines, the oldest dropped first (defaults 64 KiB and 1000 lines; 0 keeps no tail). The
+// tail is held in memory for the handle's life: about `bytes`, plus one partial line per
+// stream of at most `bytes` again. Needs `cg_builder_capture` first (`CG_ERR_CONFIG`
+// otherwise: without it nothing is captured — output readiness's own capture keeps the
+// default tail); a later `cg_builder_capture` keeps these sizes.
+enum cg_status cg_builder_capture_tail(struct cg_builder *builder, size_t bytes, size_t lines);
 
 // Readiness: `cg_spawn` returns once the child sent `READY=1` on a private `NOTIFY_SOCKET`
 // (systemd `Type=notify`; Linux). The child exiting first, or the ready timeout, fails the

@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use childguard::{Capture, ConnectTo, Containment, Ladder, Ready, SocketMode};
+use childguard::{Capture, ConnectTo, Containment, KillMode, Ladder, Ready, Signal, SocketMode};
 
 use crate::error::{cg_status, guard, guard_status, Failure};
 use crate::ptr;
@@ -30,6 +30,13 @@ pub const CG_CONTAIN_CGROUP: i32 = 1;
 /// report says so).
 pub const CG_CONTAIN_BEST_EFFORT: i32 = 2;
 
+/// With containment: the catchable rungs go to the child (or its process group) only, as
+/// systemd's `KillMode=mixed` (the default); the `KILL` rung reaches every member of the cgroup.
+pub const CG_KILL_MODE_MIXED: i32 = 0;
+/// With containment: every rung goes to every process in the child's cgroup, as systemd's
+/// `KillMode=control-group`.
+pub const CG_KILL_MODE_CONTROL_GROUP: i32 = 1;
+
 /// Capture the child's stderr.
 pub const CG_CAPTURE_STDERR: i32 = 1;
 /// Capture the child's stdout (not with `CG_SOCKET_STDIO`: stdout is the socket).
@@ -52,10 +59,15 @@ pub struct cg_builder {
     pub(crate) ladder: Option<Ladder>,
     pub(crate) process_group: bool,
     pub(crate) containment: Containment,
+    pub(crate) kill_mode: KillMode,
+    pub(crate) cgroup_parent: Option<PathBuf>,
     pub(crate) ready: Option<Ready>,
     pub(crate) ready_timeout: Option<Duration>,
     pub(crate) exit_with_parent: bool,
+    pub(crate) death_signal: Option<Signal>,
     pub(crate) capture: Option<Capture>,
+    /// `cg_builder_capture_tail`'s bytes and lines, applied to `capture` by `cg_spawn`.
+    pub(crate) tail: Option<(usize, usize)>,
 }
 
 /// A new builder for the program `argv[0]` with arguments `argv[1..]`; `argv` is a
@@ -89,10 +101,14 @@ pub extern "C" fn cg_builder_new(argv: *const *const c_char) -> *mut cg_builder 
                 ladder: None,
                 process_group: false,
                 containment: Containment::None,
+                kill_mode: KillMode::Mixed,
+                cgroup_parent: None,
                 ready: None,
                 ready_timeout: None,
                 exit_with_parent: false,
+                death_signal: None,
                 capture: None,
+                tail: None,
             }))
         },
     )
@@ -242,6 +258,53 @@ pub extern "C" fn cg_builder_contain(builder: *mut cg_builder, containment: i32)
     })
 }
 
+/// With containment (`cg_builder_contain`): who gets the catchable rungs —
+/// `CG_KILL_MODE_MIXED` (default: the child, or its process group, so a server that stops its
+/// own workers does so in order) or `CG_KILL_MODE_CONTROL_GROUP` (every process in the cgroup).
+/// The `KILL` rung always reaches every member (`cgroup.kill`), whatever the mode; the
+/// report's `signals[i].to_cgroup` / `reached` say where each rung went. Without containment
+/// the mode has no effect. Another value is `CG_ERR_INVALID_ARGUMENT`, naming it.
+#[no_mangle]
+pub extern "C" fn cg_builder_kill_mode(builder: *mut cg_builder, mode: i32) -> cg_status {
+    with("cg_builder_kill_mode", builder, |b| {
+        b.kill_mode = match mode {
+            CG_KILL_MODE_MIXED => KillMode::Mixed,
+            CG_KILL_MODE_CONTROL_GROUP => KillMode::ControlGroup,
+            other => {
+                return Err(Failure::invalid(format!(
+                    "mode {other} is not CG_KILL_MODE_MIXED or CG_KILL_MODE_CONTROL_GROUP"
+                )))
+            }
+        };
+        Ok(())
+    })
+}
+
+/// With containment: the cgroup v2 directory (an absolute path under the cgroup2 mount, e.g.
+/// a delegated subtree; copied) under which the child's cgroup `childguard-<pid>-<n>` is made,
+/// instead of the cgroup this process runs in. An empty or relative `path` is
+/// `CG_ERR_INVALID_ARGUMENT` at once; a directory that does not exist, is not in a cgroup2 file
+/// system or is not writable fails `cg_spawn` with `CG_ERR_CONTAINMENT`, naming the path and
+/// the reason (`CG_CONTAIN_BEST_EFFORT` falls back to a process group instead). Without
+/// containment it has no effect.
+#[no_mangle]
+pub extern "C" fn cg_builder_cgroup_parent(
+    builder: *mut cg_builder,
+    path: *const c_char,
+) -> cg_status {
+    with("cg_builder_cgroup_parent", builder, |b| {
+        let path = PathBuf::from(ptr::os_str(path, "path")?);
+        if !path.is_absolute() {
+            return Err(Failure::invalid(format!(
+                "path {path:?} is not absolute (a cgroup directory under the cgroup2 mount, \
+                 e.g. /sys/fs/cgroup/my.slice)"
+            )));
+        }
+        b.cgroup_parent = Some(path);
+        Ok(())
+    })
+}
+
 /// `on`: the kernel kills the child when this process dies, even by `SIGKILL` (Linux
 /// `PR_SET_PDEATHSIG`, tied to childguard's own long-lived spawner thread, so spawning from a
 /// short-lived thread is safe). Elsewhere `cg_spawn` fails with `CG_ERR_CONFIG`.
@@ -253,9 +316,30 @@ pub extern "C" fn cg_builder_exit_with_parent(builder: *mut cg_builder, on: bool
     })
 }
 
+/// The signal `cg_builder_exit_with_parent` has the kernel send the child when this process
+/// dies (default `SIGKILL`), e.g. `SIGTERM` for a server that must clean up first (it may
+/// then outlive us if it ignores it). Without `cg_builder_exit_with_parent(b, true)` it has no
+/// effect. `signo` must be a signal number of this system other than 0
+/// (`CG_ERR_INVALID_ARGUMENT` otherwise, naming it, as `cg_kill` does).
+#[no_mangle]
+pub extern "C" fn cg_builder_parent_death_signal(builder: *mut cg_builder, signo: i32) -> cg_status {
+    with("cg_builder_parent_death_signal", builder, |b| {
+        let signal = Signal::from_raw(signo)
+            .filter(|s| *s != Signal::NONE)
+            .ok_or_else(|| {
+                Failure::invalid(format!(
+                    "signo {signo} is not a signal number (0 sends nothing; to send nothing, \
+                     leave cg_builder_exit_with_parent off)"
+                ))
+            })?;
+        b.death_signal = Some(signal);
+        Ok(())
+    })
+}
+
 /// Capture the child's output (`CG_CAPTURE_STDERR`, `_STDOUT`, `_BOTH`): one shared thread
-/// drains it, so the child never blocks on a full pipe; the last 64 KiB / 1000 lines are in
-/// errors after the fork and in the report's `output_tail`.
+/// drains it, so the child never blocks on a full pipe; the last 64 KiB / 1000 lines (see
+/// `cg_builder_capture_tail`) are in errors after the fork and in the report's `output_tail`.
 #[no_mangle]
 pub extern "C" fn cg_builder_capture(builder: *mut cg_builder, streams: i32) -> cg_status {
     with("cg_builder_capture", builder, |b| {
@@ -270,6 +354,30 @@ pub extern "C" fn cg_builder_capture(builder: *mut cg_builder, streams: i32) -> 
                 )))
             }
         });
+        Ok(())
+    })
+}
+
+/// How much of the captured output the tail keeps: at most `bytes` bytes and `lines` complete
+/// lines, the oldest dropped first (defaults 64 KiB and 1000 lines; 0 keeps no tail). The
+/// tail is held in memory for the handle's life: about `bytes`, plus one partial line per
+/// stream of at most `bytes` again. Needs `cg_builder_capture` first (`CG_ERR_CONFIG`
+/// otherwise: without it nothing is captured — output readiness's own capture keeps the
+/// default tail); a later `cg_builder_capture` keeps these sizes.
+#[no_mangle]
+pub extern "C" fn cg_builder_capture_tail(
+    builder: *mut cg_builder,
+    bytes: usize,
+    lines: usize,
+) -> cg_status {
+    with("cg_builder_capture_tail", builder, |b| {
+        if b.capture.is_none() {
+            return Err(Failure::new(
+                cg_status::CG_ERR_CONFIG,
+                "nothing is captured: call cg_builder_capture first",
+            ));
+        }
+        b.tail = Some((bytes, lines));
         Ok(())
     })
 }

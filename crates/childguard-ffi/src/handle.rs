@@ -67,7 +67,14 @@ pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
                 .socket(b.socket)
                 .process_group(b.process_group)
                 .contain(b.containment)
+                .kill_mode(b.kill_mode)
                 .exit_with_parent(b.exit_with_parent);
+            if let Some(dir) = b.cgroup_parent {
+                spawn = spawn.cgroup_parent(dir);
+            }
+            if let Some(signal) = b.death_signal {
+                spawn = spawn.parent_death_signal(signal);
+            }
             if let Some(ladder) = b.ladder {
                 spawn = spawn.ladder(ladder);
             }
@@ -77,7 +84,10 @@ pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
             if let Some(timeout) = b.ready_timeout {
                 spawn = spawn.ready_timeout(timeout);
             }
-            if let Some(capture) = b.capture {
+            if let Some(mut capture) = b.capture {
+                if let Some((bytes, lines)) = b.tail {
+                    capture = capture.tail_bytes(bytes).tail_lines(lines);
+                }
                 spawn = spawn.capture(capture);
             }
             let handle = spawn.spawn()?;

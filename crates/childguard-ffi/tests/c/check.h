@@ -48,12 +48,12 @@ static inline const char *slowserver_path(int argc, char **argv) {
     return argv[1];
 }
 
-/* Reads slowserver's `READY pid=...` line from the socket, byte by byte (nothing after the
- * newline is consumed): once it is read, the server has set up its signals. */
-static inline void read_ready(int fd) {
-    char line[256];
+/* Reads slowserver's `READY pid=... grandchild=...` line from the socket into `line`, byte by
+ * byte (nothing after the newline is consumed): once it is read, the server has set up its
+ * signals. */
+static inline void read_ready_line(int fd, char *line, size_t size) {
     size_t n = 0;
-    while (n + 1 < sizeof line) {
+    while (n + 1 < size) {
         ssize_t got = read(fd, line + n, 1);
         if (got < 0 && errno == EINTR)
             continue;
@@ -63,6 +63,11 @@ static inline void read_ready(int fd) {
     }
     line[n] = '\0';
     CHECK(strncmp(line, "READY pid=", 10) == 0, "not a READY line: %s", line);
+}
+
+static inline void read_ready(int fd) {
+    char line[256];
+    read_ready_line(fd, line, sizeof line);
 }
 
 /* Writes all of `text` to the socket. */
