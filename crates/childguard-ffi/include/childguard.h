@@ -6,7 +6,8 @@
  *
  * Build: cc prog.c $(pkg-config --cflags --libs childguard)
  *
- * Errors: a call that fails returns NULL or a cg_status other than CG_OK; the calling
+ * Errors: a call that fails returns NULL or a cg_status other than CG_OK (and CG_RUNNING,
+ * which only cg_try_wait() / cg_wait_timeout() return, and which is no failure); the calling
  * thread's cg_last_error_code() / cg_last_error_message() then say which step failed and why.
  * No call ever unwinds into C: an internal panic is caught and becomes CG_ERR_PANIC.
  *
@@ -67,8 +68,9 @@
 // Capture both.
 #define CG_CAPTURE_BOTH 3
 
-// What a call returns: `CG_OK`, or which step failed. The message of the last failure on
-// this thread is `cg_last_error_message()`.
+// What a call returns: `CG_OK`, `CG_RUNNING` (only `cg_try_wait()` / `cg_wait_timeout()`:
+// the child has not exited; no failure), or which step failed. The message of the last
+// failure on this thread is `cg_last_error_message()`.
 typedef enum cg_status {
   // Success.
   CG_OK = 0,

@@ -7,8 +7,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use childguard::ErrorKind;
 
-/// What a call returns: `CG_OK`, or which step failed. The message of the last failure on
-/// this thread is `cg_last_error_message()`.
+/// What a call returns: `CG_OK`, `CG_RUNNING` (only `cg_try_wait()` / `cg_wait_timeout()`:
+/// the child has not exited; no failure), or which step failed. The message of the last
+/// failure on this thread is `cg_last_error_message()`.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
