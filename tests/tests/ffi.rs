@@ -307,13 +307,19 @@ fn c_contained_daemon_is_gone_after_close() {
         out.contains("control-group: daemon gone, HUP to the cgroup reached 2\n"),
         "{out}"
     );
-    assert!(out.contains("cgroup_parent: made under the given parent"), "{out}");
+    assert!(
+        out.contains("cgroup_parent: made under the given parent"),
+        "{out}"
+    );
 }
 
 #[test]
 fn c_capture_tail_and_parent_death_signal() {
     let out = c_test("setters");
-    assert!(out.contains("parent_death_signal: the orphan got TERM"), "{out}");
+    assert!(
+        out.contains("parent_death_signal: the orphan got TERM"),
+        "{out}"
+    );
     assert!(out.contains("capture_tail: 3 lines kept"), "{out}");
     assert!(out.contains("signo 12345 is not a signal number"), "{out}");
 }

@@ -322,7 +322,10 @@ pub extern "C" fn cg_builder_exit_with_parent(builder: *mut cg_builder, on: bool
 /// effect. `signo` must be a signal number of this system other than 0
 /// (`CG_ERR_INVALID_ARGUMENT` otherwise, naming it, as `cg_kill` does).
 #[no_mangle]
-pub extern "C" fn cg_builder_parent_death_signal(builder: *mut cg_builder, signo: i32) -> cg_status {
+pub extern "C" fn cg_builder_parent_death_signal(
+    builder: *mut cg_builder,
+    signo: i32,
+) -> cg_status {
     with("cg_builder_parent_death_signal", builder, |b| {
         let signal = Signal::from_raw(signo)
             .filter(|s| *s != Signal::NONE)
