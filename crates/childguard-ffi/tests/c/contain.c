@@ -114,7 +114,7 @@ static cg_report *daemon_dies(const char *server, int mode, const char *parent) 
 int main(int argc, char **argv) {
     const char *server = slowserver_path(argc, argv);
 
-    /* Mixed: HUP reached the server alone (which exited on it); KILL the daemon left. */
+    /* Mixed: HUP reached the server alone (which exits on it); KILL the daemon left. */
     cg_report *r = daemon_dies(server, CG_KILL_MODE_MIXED, NULL);
     CHECK(r->signals[0].signal == SIGHUP && !r->signals[0].to_cgroup && r->signals[0].reached == 1,
           "mixed: first rung %d to_cgroup %d reached %lld", r->signals[0].signal,
@@ -123,8 +123,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < r->signals_len; i++)
         if (r->signals[i].signal == SIGKILL)
             kill = &r->signals[i];
-    CHECK(kill != NULL && kill->to_cgroup && kill->reached == 1, "mixed: no KILL to the daemon: %s",
-          r->summary);
+    /* At least the daemon (the server too, had a loaded machine kept it from acting on HUP
+     * and TERM within their 300 ms). */
+    CHECK(kill != NULL && kill->to_cgroup && kill->reached >= 1,
+          "mixed: no KILL to the daemon: %s", r->summary);
     printf("mixed: daemon gone, HUP reached 1, KILL reached the cgroup\n");
     /* Our cgroup: the one the library made the child's in. */
     char ours[512];
