@@ -163,3 +163,31 @@ pub(crate) fn ignores_system_huge_pages() -> bool {
 pub(crate) fn ignores_system_huge_pages() -> bool {
     false
 }
+
+/// Time the spawn spends before its readiness wait starts (nanoseconds; 0: none).
+#[cfg(feature = "failpoints")]
+static READY_WAIT_DELAY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// From now on every spawn with a readiness condition sleeps `delay` between starting the
+/// capture and starting its wait (`None`: no pause), as a spawning thread preempted there on
+/// a loaded machine does, while the child writes and the capture thread reads. For
+/// `tests/ready_watch.rs`, a test process of its own.
+#[cfg(feature = "failpoints")]
+pub fn set_ready_wait_delay(delay: Option<std::time::Duration>) {
+    use std::sync::atomic::Ordering;
+    let nanos = delay.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    READY_WAIT_DELAY.store(nanos, Ordering::SeqCst);
+}
+
+/// Called by the spawn right before its readiness wait: sleeps the armed delay.
+#[cfg(feature = "failpoints")]
+pub(crate) fn before_ready_wait() {
+    let nanos = READY_WAIT_DELAY.load(std::sync::atomic::Ordering::SeqCst);
+    if nanos > 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(nanos));
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn before_ready_wait() {}

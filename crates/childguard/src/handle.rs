@@ -470,7 +470,8 @@ impl Builder {
             notify: readiness.as_mut().and_then(|r| r.notify_for(child.id())),
         };
         if let Some(capture) = &self.capture {
-            match capture.start(&mut pipes, &program, child.id()) {
+            let watch = readiness.as_ref().and_then(|r| r.watched_text());
+            match capture.start(&mut pipes, &program, child.id(), watch) {
                 Ok(captured) => handle.capture = Some(captured),
                 Err(e) => {
                     handle.abandon();

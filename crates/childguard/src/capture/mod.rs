@@ -168,14 +168,30 @@ impl Capture {
     }
 
     /// After the fork: moves the captured pipes out of `pipes` into the capture thread.
-    pub(crate) fn start(&self, pipes: &mut Pipes, program: &str, pid: u32) -> io::Result<Captured> {
+    /// `watch`: the text a readiness condition waits for, watched from the first line on.
+    ///
+    /// Race avoided: the watch is in place before the capture thread can read a byte. Set
+    /// later (when the readiness wait starts), it could only look back through the tail, and a
+    /// line the thread read before that and the tail no longer holds (a small or zero tail,
+    /// or more output after it) was missed: the spawn waited until its readiness timeout for
+    /// a line the server had already written.
+    pub(crate) fn start(
+        &self,
+        pipes: &mut Pipes,
+        program: &str,
+        pid: u32,
+        watch: Option<&str>,
+    ) -> io::Result<Captured> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 tail: Tail::new(self.tail_bytes, self.tail_lines),
                 partial: [Vec::new(), Vec::new()],
                 open: [false, false],
                 synced: 0,
-                watch: None,
+                watch: watch.map(|text| Watch {
+                    pattern: text.as_bytes().to_vec(),
+                    seen: false,
+                }),
             }),
             changed: Condvar::new(),
             sync_asked: AtomicU64::new(0),

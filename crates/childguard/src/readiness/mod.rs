@@ -204,6 +204,7 @@ impl ChildHandle {
         timeout: Duration,
         extend_max: Duration,
     ) -> Result<(), NotReady> {
+        crate::failpoint::before_ready_wait();
         let deadline = later(Instant::now(), timeout);
         match ready {
             Ready::Accepted => Ok(()),
@@ -495,6 +496,15 @@ impl Pending {
             extend_max: setup.extend_max,
             #[cfg(target_os = "linux")]
             notify,
+        })
+    }
+
+    /// The text an [`Ready::Output`] condition (alone or in a list) watches for: the capture
+    /// must watch it from its first byte ([`Capture::start`](crate::Capture)).
+    pub(crate) fn watched_text(&self) -> Option<&str> {
+        self.ready.parts().iter().find_map(|part| match part {
+            Ready::Output(text) => Some(text.as_str()),
+            _ => None,
         })
     }
 
