@@ -236,6 +236,14 @@ pub fn exited_within(pin: &std::os::fd::OwnedFd, wait: Duration) -> bool {
     }
 }
 
+/// Closes `handle` once its child exited on its own, waiting up to 30 s for that (a close
+/// right away would signal a child before it wrote what the test reads in the report).
+pub fn exited_then_closed(mut handle: ChildHandle) -> childguard::CloseReport {
+    let status = handle.wait_timeout(Duration::from_secs(30)).unwrap();
+    assert!(status.is_some(), "the child did not exit within 30 s");
+    handle.close().unwrap()
+}
+
 /// The ending "rung `index` (sending `signal`) ended it", for comparing with
 /// `CloseReport::ended_by`.
 pub fn rung(index: usize, signal: Signal) -> Ending {

@@ -7,14 +7,6 @@ use std::time::{Duration, Instant};
 use childguard::{Capture, ChildHandle, ErrorKind, OutputStream, Signal, SocketMode};
 use childguard_tests::*;
 
-/// Closes `handle` once its child exited on its own (a close right away would signal it before
-/// it wrote anything).
-fn exited_then_closed(mut handle: ChildHandle) -> childguard::CloseReport {
-    let status = handle.wait_timeout(Duration::from_secs(30)).unwrap();
-    assert!(status.is_some(), "the child did not exit within 30 s");
-    handle.close().unwrap()
-}
-
 #[test]
 fn the_tail_keeps_the_last_lines_and_the_report_has_the_last_words() {
     let script = "trap 'echo goodbye >&2; exit 0' TERM; i=0; \

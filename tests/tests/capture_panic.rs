@@ -11,14 +11,6 @@ use std::time::Duration;
 use childguard::{Capture, ChildHandle};
 use childguard_tests::*;
 
-/// Closes `handle` once its child exited on its own (a close right away would signal it before
-/// it wrote anything).
-fn exited_then_closed(mut handle: ChildHandle) -> childguard::CloseReport {
-    let status = handle.wait_timeout(Duration::from_secs(30)).unwrap();
-    assert!(status.is_some(), "the child did not exit within 30 s");
-    handle.close().unwrap()
-}
-
 /// A panicking callback is caught: the shared thread lives on and serves the next handle.
 #[test]
 fn a_panicking_line_callback_does_not_stop_the_capture() {

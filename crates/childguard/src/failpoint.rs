@@ -110,9 +110,35 @@ pub(crate) fn check(_point: Point) -> io::Result<()> {
     Ok(())
 }
 
-/// Extra time every `process_mrelease(2)` takes (nanoseconds; 0: none).
+/// A pause armed by a test and slept at one point of the library: the two points that need
+/// one (a slow `process_mrelease(2)`, a preempted spawn) share this, not two copies of it.
 #[cfg(feature = "failpoints")]
-static MRELEASE_DELAY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+struct ArmedDelay(std::sync::atomic::AtomicU64);
+
+#[cfg(feature = "failpoints")]
+impl ArmedDelay {
+    const fn new() -> Self {
+        Self(std::sync::atomic::AtomicU64::new(0))
+    }
+
+    /// Arms `delay` (`None`: disarms). Stored as nanoseconds, saturated at `u64::MAX`.
+    fn set(&self, delay: Option<std::time::Duration>) {
+        let nanos = delay.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.0.store(nanos, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Sleeps the armed delay, if any.
+    fn sleep(&self) {
+        let nanos = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        if nanos > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(nanos));
+        }
+    }
+}
+
+/// Extra time every `process_mrelease(2)` takes.
+#[cfg(feature = "failpoints")]
+static MRELEASE_DELAY: ArmedDelay = ArmedDelay::new();
 
 /// From now on every `process_mrelease(2)` returns only after its real work plus `delay`
 /// (`None`: as fast as the kernel) — as the call does at 8 GiB, where it takes ~300 ms. For
@@ -120,19 +146,14 @@ static MRELEASE_DELAY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// tests run one at a time).
 #[cfg(feature = "failpoints")]
 pub fn set_mrelease_delay(delay: Option<std::time::Duration>) {
-    use std::sync::atomic::Ordering;
-    let nanos = delay.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    MRELEASE_DELAY.store(nanos, Ordering::SeqCst);
+    MRELEASE_DELAY.set(delay);
 }
 
 /// Called by `sys::process_mrelease` right after the system call: sleeps the armed delay.
 #[cfg(feature = "failpoints")]
 #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))] // Linux-only callers
 pub(crate) fn after_mrelease() {
-    let nanos = MRELEASE_DELAY.load(std::sync::atomic::Ordering::SeqCst);
-    if nanos > 0 {
-        std::thread::sleep(std::time::Duration::from_nanos(nanos));
-    }
+    MRELEASE_DELAY.sleep();
 }
 
 #[cfg(not(feature = "failpoints"))]
@@ -164,9 +185,9 @@ pub(crate) fn ignores_system_huge_pages() -> bool {
     false
 }
 
-/// Time the spawn spends before its readiness wait starts (nanoseconds; 0: none).
+/// Time the spawn spends before its readiness wait starts.
 #[cfg(feature = "failpoints")]
-static READY_WAIT_DELAY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static READY_WAIT_DELAY: ArmedDelay = ArmedDelay::new();
 
 /// From now on every spawn with a readiness condition sleeps `delay` between starting the
 /// capture and starting its wait (`None`: no pause), as a spawning thread preempted there on
@@ -174,18 +195,13 @@ static READY_WAIT_DELAY: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomi
 /// `tests/ready_watch.rs`, a test process of its own.
 #[cfg(feature = "failpoints")]
 pub fn set_ready_wait_delay(delay: Option<std::time::Duration>) {
-    use std::sync::atomic::Ordering;
-    let nanos = delay.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    READY_WAIT_DELAY.store(nanos, Ordering::SeqCst);
+    READY_WAIT_DELAY.set(delay);
 }
 
 /// Called by the spawn right before its readiness wait: sleeps the armed delay.
 #[cfg(feature = "failpoints")]
 pub(crate) fn before_ready_wait() {
-    let nanos = READY_WAIT_DELAY.load(std::sync::atomic::Ordering::SeqCst);
-    if nanos > 0 {
-        std::thread::sleep(std::time::Duration::from_nanos(nanos));
-    }
+    READY_WAIT_DELAY.sleep();
 }
 
 #[cfg(not(feature = "failpoints"))]
