@@ -10,7 +10,8 @@ use std::time::Duration;
 use childguard::{ChildHandle, Containment, ErrorKind, KillMode, Ladder, Signal, SocketMode};
 use childguard_tests::postgres::{self, Cluster};
 use childguard_tests::{
-    eventually, fd_count, is_alive, our_children, read_ready, read_ready_with_workers, slowserver,
+    eventually, exited_within, fd_count, is_alive, our_children, read_ready,
+    read_ready_with_workers, slowserver,
 };
 
 /// The tests of this file count this process's fds, children and cgroups: one at a time.
@@ -372,7 +373,7 @@ fn a_sigkilled_supervisor_takes_the_whole_contained_tree_within_1s() {
     let started = std::time::Instant::now();
     for (pid, fd) in tree.iter().zip(&fds) {
         let left = Duration::from_secs(1).saturating_sub(started.elapsed());
-        let gone = pidfd_exited_within(fd, left);
+        let gone = exited_within(fd, left);
         if !gone {
             for fd in &fds {
                 let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
@@ -438,14 +439,7 @@ fn childguard_run_contain_with_a_timeout_leaves_no_process_of_a_daemonizing_serv
 /// process to finish dying on a loaded machine, and the processes this is asked about
 /// (daemons that ignore HUP and TERM, busy workers) would otherwise never exit at all.
 fn pidfd_exited(fd: &std::os::fd::OwnedFd) -> bool {
-    pidfd_exited_within(fd, Duration::from_secs(10))
-}
-
-fn pidfd_exited_within(fd: &std::os::fd::OwnedFd, wait: Duration) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let mut pfd = [PollFd::new(fd, PollFlags::IN)];
-    let wait = Timespec::try_from(wait).unwrap();
-    matches!(poll(&mut pfd, Some(&wait)), Ok(n) if n > 0)
+    exited_within(fd, Duration::from_secs(10))
 }
 
 // ---- postgres ----
@@ -536,7 +530,7 @@ fn postgres_with_a_busy_backend_leaves_no_process_and_restarts_on_the_same_data_
                 let fd =
                     rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()).ok()?;
                 let still_member = cgroup_of(pid).as_deref() == Some(leader_cgroup.as_str());
-                (still_member && !pidfd_exited_within(&fd, Duration::ZERO)).then_some((pid, fd))
+                (still_member && !exited_within(&fd, Duration::ZERO)).then_some((pid, fd))
             })
             .unzip();
         // postmaster, its auxiliaries and the two backends.

@@ -164,23 +164,6 @@ fn spawn_big(ladder: &str, ignore: &str, reap: Reap) -> ChildHandle {
     handle
 }
 
-/// Waits until `pid` has exited, through a pidfd of our own (never a recycled pid), for at
-/// most `limit`. Returns whether it did.
-fn exits_within(fd: &std::os::fd::OwnedFd, limit: Duration) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let end = Instant::now() + limit;
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        let timeout = Timespec::try_from(left).unwrap();
-        let mut fds = [PollFd::new(fd, PollFlags::IN)];
-        match poll(&mut fds, Some(&timeout)) {
-            Ok(n) if n > 0 => return true,
-            Ok(_) if Instant::now() >= end => return false,
-            _ => {}
-        }
-    }
-}
-
 /// Item 8 (was `close.rs::kill_rung_releases_memory_of_a_big_child`, which failed ~1 run in 6
 /// with `ESRCH`): on a running child the release is always attempted, and whether it beats
 /// the child's own `exit_mm` is the kernel's business — both outcomes are legitimate.
@@ -302,7 +285,7 @@ fn reaper_keeps_other_jobs_on_time_while_a_release_runs() {
     let closed = Instant::now();
     drop(a);
     drop(b);
-    let b_gone = exits_within(&b_fd, Duration::from_secs(5));
+    let b_gone = exited_within(&b_fd, Duration::from_secs(5));
     let b_took = closed.elapsed();
     assert!(
         childguard::reaper::drain(Instant::now() + Duration::from_secs(30)),
