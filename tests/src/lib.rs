@@ -180,6 +180,22 @@ pub fn fd_count() -> usize {
         .count()
 }
 
+/// Open fds of this process and what each names (`readlink` of `/proc/self/fd/N`), for
+/// messages that say *which* fd a count found extra or missing.
+pub fn fd_table() -> Vec<(i32, String)> {
+    let mut table: Vec<(i32, String)> = std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&fd| !is_own_fd_table(fd))
+        .filter_map(|fd| {
+            let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+            Some((fd, target.display().to_string()))
+        })
+        .collect();
+    table.sort();
+    table
+}
+
 /// Whether our fd `fd` is a handle on this process's own `/proc/self/fd` directory.
 pub fn is_own_fd_table(fd: i32) -> bool {
     let own_table = PathBuf::from(format!("/proc/{}/fd", std::process::id()));
