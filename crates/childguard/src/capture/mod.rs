@@ -269,26 +269,19 @@ impl Captured {
         }
     }
 
-    /// Waits until a line containing `pattern` was read (`Ok(true)`), both streams are at EOF
-    /// (`Ok(false)`), or `deadline` passes (`Ok(false)`); `stop` is asked between waits
-    /// (e.g. "has the child exited?") and ends the wait when it says so.
+    /// Waits until a line containing the watched text (given to [`Capture::start`]) was read
+    /// (`Ok(true)`), both streams are at EOF (`Ok(false)`), or `deadline` passes (`Ok(false)`);
+    /// `stop` is asked between waits (e.g. "has the child exited?") and ends the wait when it
+    /// says so. A capture started without a watch never sees its line (`false` at once).
     pub(crate) fn wait_for_line(
         &self,
-        pattern: &[u8],
         deadline: Instant,
         slice: std::time::Duration,
         mut stop: impl FnMut() -> bool,
     ) -> bool {
         let mut state = self.shared.lock();
         if state.watch.is_none() {
-            state.watch = Some(Watch {
-                pattern: pattern.to_vec(),
-                seen: state
-                    .tail
-                    .text()
-                    .lines()
-                    .any(|l| contains(l.as_bytes(), pattern)),
-            });
+            return false;
         }
         loop {
             if state.watch.as_ref().is_some_and(|w| w.seen) {

@@ -209,7 +209,7 @@ impl ChildHandle {
         match ready {
             Ready::Accepted => Ok(()),
             Ready::Connect(to) => self.await_connect(to, deadline),
-            Ready::Output(text) => self.await_line(text.as_bytes(), deadline),
+            Ready::Output(_) => self.await_line(deadline),
             Ready::Notify => self.await_notify(deadline, later(deadline, extend_max)),
             Ready::Any(parts) => self.await_combination(parts, false, deadline, extend_max),
             Ready::All(parts) => self.await_combination(parts, true, deadline, extend_max),
@@ -284,12 +284,11 @@ impl ChildHandle {
             Ready::Notify => Ok(self.notify_ref().is_some_and(|n| n.ready)),
             #[cfg(not(target_os = "linux"))]
             Ready::Notify => Ok(false),
-            Ready::Output(text) => {
+            Ready::Output(_) => {
                 let Some(captured) = self.take_capture() else {
                     return Err(NotReady::Failed(io::Error::other("no capture to watch")));
                 };
-                let seen =
-                    captured.wait_for_line(text.as_bytes(), Instant::now(), EXIT_CHECK, || false);
+                let seen = captured.wait_for_line(Instant::now(), EXIT_CHECK, || false);
                 self.put_capture(captured);
                 Ok(seen)
             }
@@ -331,12 +330,12 @@ impl ChildHandle {
         }
     }
 
-    fn await_line(&mut self, text: &[u8], deadline: Instant) -> Result<(), NotReady> {
+    fn await_line(&mut self, deadline: Instant) -> Result<(), NotReady> {
         let Some(captured) = self.take_capture() else {
             return Err(NotReady::Failed(io::Error::other("no capture to watch")));
         };
         let mut exited = Ok(());
-        let seen = captured.wait_for_line(text, deadline, EXIT_CHECK, || {
+        let seen = captured.wait_for_line(deadline, EXIT_CHECK, || {
             exited = self.exited();
             exited.is_err()
         });
