@@ -173,20 +173,23 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// one this function reads through, and the one childguard keeps for the life of the process
 /// (opened by the first spawn, close-on-exec; see `inheritable.rs`). Every other fd counts.
 pub fn fd_count() -> usize {
+    open_fds().len()
+}
+
+/// The numbers of this process's open fds, as [`fd_count`] counts them.
+fn open_fds() -> Vec<i32> {
     std::fs::read_dir("/proc/self/fd")
         .expect("/proc/self/fd")
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&fd| !is_own_fd_table(fd))
-        .count()
+        .collect()
 }
 
 /// Open fds of this process and what each names (`readlink` of `/proc/self/fd/N`), for
 /// messages that say *which* fd a count found extra or missing.
 pub fn fd_table() -> Vec<(i32, String)> {
-    let mut table: Vec<(i32, String)> = std::fs::read_dir("/proc/self/fd")
-        .expect("/proc/self/fd")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&fd| !is_own_fd_table(fd))
+    let mut table: Vec<(i32, String)> = open_fds()
+        .into_iter()
         .filter_map(|fd| {
             let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
             Some((fd, target.display().to_string()))
