@@ -579,6 +579,7 @@ impl Builder {
 /// shutdown, close, the first due rung, and the rest is climbed by the shared
 /// [`reaper`](crate::reaper). `close_async` (see `childguard::tokio`) is the awaitable close.
 #[derive(Debug)]
+#[must_use = "dropping a ChildHandle closes the child at once: its ladder runs (up to 8 s by default); keep it, or call close()/detach()"]
 pub struct ChildHandle {
     program: Option<String>,
     socket: Option<UnixStream>,

@@ -28,6 +28,8 @@
 #![deny(unsafe_code)]
 
 mod activation;
+#[cfg(doctest)]
+mod api_marks;
 mod capture;
 mod climb;
 mod close_control;
