@@ -58,6 +58,7 @@ mod stdio;
 mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+mod trace;
 
 pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES};
 pub use close_control::CloseControl;
