@@ -1,20 +1,4 @@
-//! [`tracing`](https://docs.rs/tracing) integration (the `tracing` feature): what the library
-//! does, in the embedding program's own logs.
-//!
-//! Target `childguard`. Spans: `spawn` (the whole [`Builder::spawn`](crate::Builder::spawn),
-//! readiness wait included) and `close` (a close path, to its return — the blocking close climbs
-//! inside it; a background close leaves it after the hand-off, and the reaper's later events carry
-//! the `pid` field instead). Events:
-//!
-//! | event (`message`) | level | fields |
-//! |---|---|---|
-//! | `spawned` | INFO | `pid` |
-//! | `ready` / `not ready` | INFO / WARN | `pid`, `awaited`, `elapsed_ms` (`error` when not) |
-//! | `rung` | INFO | `pid`, `rung` (index), `signal`, `reached` (processes, when counted) |
-//! | `exited` | INFO | `pid`, `status` |
-//! | `reaped` | DEBUG | `pid` |
-//! | `handed off` | DEBUG | `pid`, `jobs` (handed to the background reaper with it) |
-//! | `cgroup killed` | INFO | `path`, `members`, `how` (`cgroup.kill` or `freeze`) |
+//! The `tracing` feature's calls (see the crate docs, "Tracing", for what a user sees).
 //!
 //! Without the feature every function here is an empty `#[inline]` one: no code, no
 //! dependency. The calls sit where each step happens, once for every driver (blocking close,
