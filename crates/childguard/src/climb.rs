@@ -183,6 +183,7 @@ impl Climb {
                 return Ok(self.give_up(Signal::CONT, e, now));
             }
         }
+        crate::trace::rung(process.pid(), self.next_rung, rung.signal, reached);
         self.sent.push(SentSignal {
             signal: rung.signal,
             at: now.saturating_duration_since(self.started),

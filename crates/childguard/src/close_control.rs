@@ -34,6 +34,7 @@ use crate::readiness::EXIT_CHECK;
 ///
 /// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
 #[derive(Default)]
+#[must_use = "a CloseControl does nothing until passed to ChildHandle::close_with"]
 pub struct CloseControl<'a> {
     pub(crate) ladder: Option<Ladder>,
     skip: Option<(BorrowedFd<'a>, Box<dyn FnMut() -> bool + 'a>)>,

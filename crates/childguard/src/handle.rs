@@ -316,6 +316,7 @@ impl Builder {
     pub fn spawn(mut self) -> Result<ChildHandle> {
         let program = self.command.get_program().to_string_lossy().into_owned();
         let fail = |kind, e: io::Error| Error::new(kind, Some(&program), e);
+        let _span = crate::trace::spawn_span(&program);
         sigchld::check_not_ignored().map_err(|e| fail(ErrorKind::SigchldIgnored, e))?;
         if self.exit_with_parent && !cfg!(any(target_os = "linux", target_os = "android")) {
             return Err(fail(
@@ -579,6 +580,7 @@ impl Builder {
 /// shutdown, close, the first due rung, and the rest is climbed by the shared
 /// [`reaper`](crate::reaper). `close_async` (see `childguard::tokio`) is the awaitable close.
 #[derive(Debug)]
+#[must_use = "dropping a ChildHandle closes the child at once: its ladder runs (up to 8 s by default); keep it, or call close()/detach()"]
 pub struct ChildHandle {
     program: Option<String>,
     socket: Option<UnixStream>,
@@ -902,6 +904,10 @@ impl ChildHandle {
 
     /// The one close path: shutdown → close → ladder → reap, each a named step.
     fn close_path(&mut self, mut control: CloseControl<'_>) -> Result<CloseReport> {
+        let _span = crate::trace::close_span(
+            self.program.as_deref(),
+            self.process.as_ref().map(Process::pid),
+        );
         if let Some(ladder) = control.ladder.take() {
             self.ladder = ladder;
         }

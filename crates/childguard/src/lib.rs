@@ -23,11 +23,36 @@
 //!
 //! See [`ChildHandle`] for the close timeline, [`Ladder`] for the rung syntax, and
 //! `docs/design.md` for the invariants and the races avoided.
+//!
+//! ## Tracing
+//!
+//! With the `tracing` feature the library reports what it does to the embedding program's own
+//! [`tracing`](https://docs.rs/tracing) subscriber; without it nothing is compiled in.
+//!
+//! Target `childguard`. Spans: `spawn` (the whole [`Builder::spawn`](crate::Builder::spawn),
+//! readiness wait included) and `close` (a close path, to its return — the blocking close climbs
+//! inside it; a background close leaves it after the hand-off, and the reaper's later events carry
+//! the `pid` field instead). Events:
+//!
+//! | event (`message`) | level | fields |
+//! |---|---|---|
+//! | `spawned` | INFO | `pid` |
+//! | `ready` / `not ready` | INFO / WARN | `pid`, `awaited`, `elapsed_ms` (`error` when not) |
+//! | `rung` | INFO | `pid`, `rung` (index), `signal`, `reached` (processes, when counted) |
+//! | `exited` | INFO | `pid`, `status` |
+//! | `reaped` | DEBUG | `pid` |
+//! | `handed off` | DEBUG | `pid`, `jobs` (handed to the background reaper with it) |
+//! | `cgroup killed` | INFO | `path`, `members`, `how` (`cgroup.kill` or `freeze`) |
+//!
+//! The rung events are sent by whichever driver climbs the ladder (the blocking close, the
+//! background reaper, the tokio face, the CLI), from the one place a rung is sent.
 
 // Every `unsafe` block of the crate is in `sys`, one thin wrapper per system call.
 #![deny(unsafe_code)]
 
 mod activation;
+#[cfg(doctest)]
+mod api_marks;
 mod capture;
 mod climb;
 mod close_control;
@@ -56,6 +81,7 @@ mod stdio;
 mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+mod trace;
 
 pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES};
 pub use close_control::CloseControl;

@@ -123,6 +123,7 @@ pub(crate) fn try_hand_off(job: Job) -> Result<(), Box<(Job, io::Error)>> {
     };
     let waiting = std::mem::take(&mut *lock(parked()));
     let jobs = waiting.len() + 1;
+    crate::trace::handed_off(job.process.pid(), jobs);
     if !job.process.uses_pidfd() || waiting.iter().any(|j| !j.process.uses_pidfd()) {
         // Before the job is queued: a SIGCHLD from now on wakes the reaper.
         let _ = hook_sigchld(r);

@@ -79,6 +79,7 @@ pub struct NotifyReport {
 /// One `EXTEND_TIMEOUT_USEC=` during the close.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Extension {
     /// When it came, since the close began.
     #[cfg_attr(feature = "serde", serde(rename = "at_ms", with = "millis"))]

@@ -67,6 +67,7 @@ type LineFn = dyn Fn(OutputStream, &[u8]) + Send + Sync;
 /// [`tail_bytes`]: Capture::tail_bytes
 /// [`tail_lines`]: Capture::tail_lines
 #[derive(Clone)]
+#[must_use = "a Capture does nothing until passed to Builder::capture"]
 pub struct Capture {
     stdout: bool,
     stderr: bool,

@@ -27,7 +27,10 @@ pub(crate) fn kill_all(cgroup: &Cgroup) -> io::Result<usize> {
     // Counted before the kill, for the report (the kill itself reads no pid).
     let count = members::pids(cgroup)?.len();
     match write_file(cgroup, "cgroup.kill", b"1") {
-        Ok(()) => Ok(count),
+        Ok(()) => {
+            crate::trace::cgroup_killed(cgroup.dir(), count, "cgroup.kill");
+            Ok(count)
+        }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => kill_by_freezing(cgroup),
         Err(e) => Err(e),
     }
@@ -40,6 +43,7 @@ pub(crate) fn kill_by_freezing(cgroup: &Cgroup) -> io::Result<usize> {
     let thawed = write_file(cgroup, "cgroup.freeze", b"0");
     let killed = killed?;
     thawed?;
+    crate::trace::cgroup_killed(cgroup.dir(), killed, "freeze");
     Ok(killed)
 }
 

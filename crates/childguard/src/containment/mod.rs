@@ -71,6 +71,7 @@ pub enum KillMode {
 /// What containment did for one close (in [`CloseReport::cgroup`](crate::CloseReport::cgroup)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct CgroupReport {
     /// The child's cgroup directory.
     pub path: PathBuf,

@@ -107,6 +107,7 @@ impl Process {
         portable: bool,
     ) -> io::Result<Process> {
         let mechanism = Self::mechanism_for(pid, portable)?;
+        crate::trace::spawned(pid);
         Ok(Process {
             pid,
             owner: std::process::id(),
@@ -402,6 +403,15 @@ impl Process {
     }
 
     fn mark_exited(&mut self, life: Life) {
+        match life {
+            Life::Exited(status) => crate::trace::exited(self.pid, Some(status)),
+            Life::Reaped(status) => {
+                crate::trace::exited(self.pid, Some(status));
+                crate::trace::reaped(self.pid);
+            }
+            Life::Lost => crate::trace::exited(self.pid, None),
+            Life::Running => {}
+        }
         self.life = life;
         self.exited_at.get_or_insert_with(Instant::now);
     }
@@ -570,7 +580,10 @@ impl Process {
                 Mechanism::Sigchld(_) => sigchld::observe_exit(self.pid, true),
             };
             self.life = match reaped {
-                Ok(_) => Life::Reaped(status),
+                Ok(_) => {
+                    crate::trace::reaped(self.pid);
+                    Life::Reaped(status)
+                }
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Life::Lost,
                 Err(e) => return Err(e),
             };

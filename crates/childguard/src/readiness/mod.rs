@@ -525,8 +525,14 @@ impl Pending {
     /// with its ladder (a `KILL` if waiting itself failed) — and the error says why, with the
     /// output tail and the close report.
     pub(crate) fn await_on(self, mut handle: ChildHandle) -> Result<ChildHandle, Error> {
-        let not_ready = match handle.await_ready(&self.ready, self.timeout, self.extend_max) {
-            Ok(()) => return Ok(handle),
+        let began = Instant::now();
+        let outcome = handle.await_ready(&self.ready, self.timeout, self.extend_max);
+        let pid = handle.id();
+        let not_ready = match outcome {
+            Ok(()) => {
+                crate::trace::readiness(pid, &self.ready.describe(), began.elapsed(), Ok(()));
+                return Ok(handle);
+            }
             Err(e) => e,
         };
         let program = handle.program().map(str::to_owned);
@@ -556,6 +562,7 @@ impl Pending {
             ),
             NotReady::Failed(e) => (e.kind(), format!("waiting for {what}: {e}")),
         };
+        crate::trace::readiness(pid, &what, began.elapsed(), Err(&message));
         let closed = match not_ready {
             NotReady::Failed(_) => handle.abandon_with_report(),
             _ => handle.close(),

@@ -23,7 +23,12 @@ impl ChildHandle {
     /// Cancel-safe: if the future is dropped before it completes, the child is handed, with its
     /// ladder where it stood, to the shared [`reaper`](crate::reaper), which sends the
     /// remaining rungs on time and reaps it.
-    pub async fn close_async(mut self) -> Result<CloseReport> {
+    pub async fn close_async(self) -> Result<CloseReport> {
+        let span = crate::trace::close_span_for_future(self.program(), self.id());
+        crate::trace::instrument(span, self.close_async_inner()).await
+    }
+
+    async fn close_async_inner(mut self) -> Result<CloseReport> {
         let mut closing = self.begin_close();
         drop(self); // closed: its Drop does nothing more
         let Some(child) = closing.child.take() else {
