@@ -15,7 +15,10 @@ use std::time::Instant;
 
 use childguard::{ChildHandle, Signal};
 use signal_hook::consts::SIGCHLD;
-use signal_hook::iterator::Signals;
+use signal_hook::iterator::exfiltrator::WithRawSiginfo;
+use signal_hook::iterator::SignalsInfo;
+
+use crate::received::Received;
 
 /// Every signal whose default action would end childguard and that can be caught, so that
 /// none of them can leave CMD unsupervised: each either is forwarded or starts the ladder
@@ -45,8 +48,8 @@ pub fn caught() -> Vec<i32> {
 /// Something that happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// childguard received this signal (one of [`caught`]).
-    Signal(Signal),
+    /// childguard received this signal (one of [`caught`]), from this sender.
+    Signal(Received),
     /// A child of ours changed state (`SIGCHLD`): worth a `try_wait`.
     ChildChanged,
     /// childguard's stdin reached EOF (only with `--stop-on-stdin-eof`).
@@ -61,7 +64,7 @@ pub enum Woke {
     /// The deadline passed.
     Deadline,
     /// childguard received a signal.
-    Signal(Signal),
+    Signal(Received),
     /// stdin closed.
     StdinClosed,
 }
@@ -107,15 +110,18 @@ impl Events {
                 bell: ringer.try_clone()?,
             })
         };
-        let mut signals = Signals::new(caught().iter().chain(&[SIGCHLD]))?;
+        // With each signal's siginfo, whose `si_code` says who sent it (see `received`): one
+        // per delivery (signal-hook queues up to 5 of each signal unread; past that the
+        // kernel's own merging of a pending signal applies, as for the plain iterator).
+        let mut signals = SignalsInfo::<WithRawSiginfo>::new(caught().iter().chain(&[SIGCHLD]))?;
         let to_main = feed()?;
         thread::Builder::new()
             .name("childguard-signals".into())
             .spawn(move || {
-                for signo in signals.forever() {
-                    let event = match Signal::from_raw(signo) {
-                        _ if signo == SIGCHLD => Event::ChildChanged,
-                        Some(signal) => Event::Signal(signal),
+                for info in signals.forever() {
+                    let event = match Received::from_siginfo(&info) {
+                        _ if info.si_signo == SIGCHLD => Event::ChildChanged,
+                        Some(received) => Event::Signal(received),
                         None => continue,
                     };
                     if !to_main.send(event) {
@@ -162,7 +168,7 @@ impl Events {
             match self.next(deadline) {
                 None => return Ok(Woke::Deadline),
                 Some(Event::ChildChanged) => {}
-                Some(Event::Signal(signal)) => return Ok(Woke::Signal(signal)),
+                Some(Event::Signal(received)) => return Ok(Woke::Signal(received)),
                 Some(Event::StdinClosed) => return Ok(Woke::StdinClosed),
             }
         }
@@ -183,7 +189,7 @@ impl Events {
         self.rx
             .try_iter()
             .filter_map(|event| match event {
-                Event::Signal(signal) => Some(signal),
+                Event::Signal(received) => Some(received.signal),
                 Event::ChildChanged | Event::StdinClosed => None,
             })
             .collect()

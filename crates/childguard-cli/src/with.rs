@@ -242,7 +242,9 @@ fn start(server: Server) -> childguard::Result<ChildHandle> {
 }
 
 /// Runs CMD until it exits; a server that exits meanwhile ends it (125). Signals childguard
-/// receives are forwarded to CMD.
+/// receives are forwarded to CMD, except those that already reached it: a terminal's Ctrl-C
+/// goes to its whole foreground process group, CMD included (see `received`), and a second
+/// copy would be a second Ctrl-C — "abort now" to pytest or terraform.
 fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle]) -> i32 {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]);
@@ -278,8 +280,10 @@ fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle
             }
         }
         match events.next(None) {
-            Some(Event::Signal(signal)) => {
-                let _ = handle.kill(signal, Duration::ZERO);
+            Some(Event::Signal(received)) => {
+                if !received.reached(handle.id()) {
+                    let _ = handle.kill(received.signal, Duration::ZERO);
+                }
             }
             Some(Event::ChildChanged) | Some(Event::StdinClosed) | None => {}
         }
