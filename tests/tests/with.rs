@@ -239,6 +239,55 @@ fn ready_given_twice_waits_for_both() {
     );
 }
 
+/// `--end WORD`: a server's arguments run up to WORD, so `--` and `--then` among them reach the
+/// server intact (`env -- …`, `runuser -u pg -- postgres …`, `sh -c '…' arg -- arg`); after
+/// WORD, `--then` starts another server and `--` CMD, as without `--end`.
+#[test]
+fn a_servers_own_double_dash_reaches_it_with_end() {
+    let argv_file = scratch("with-end-argv");
+    let _ = std::fs::remove_file(&argv_file);
+    let argv_s = argv_file.to_str().unwrap();
+    let script = format!("printf '%s\\n' \"$@\" > '{argv_s}'; echo server-up; exec sleep 60");
+    let o = childguard(&[
+        "with",
+        "--ready",
+        "line:server-up",
+        "--end",
+        "END",
+        "--",
+        "env",
+        "--",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        "a",
+        "--",
+        "b",
+        "--then",
+        "c",
+        "END",
+        "--then",
+        "--ready",
+        "line:two",
+        "--",
+        "sh",
+        "-c",
+        "echo two; exec sleep 60",
+        "--",
+        "cat",
+        argv_s,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "a\n--\nb\n--then\nc\n",
+        "the server's arguments as it got them; {}",
+        err(&o)
+    );
+    let _ = std::fs::remove_file(&argv_file);
+}
+
 #[test]
 fn usage_errors_name_the_problem() {
     for (args, needle) in [
@@ -268,6 +317,22 @@ fn usage_errors_name_the_problem() {
                 "with", "--ready", "line:x", "--ready", "line:y", "--", "a", "--", "b",
             ][..],
             "at most one line:TEXT",
+        ),
+        (
+            &["with", "--end", "END", "--", "a", "--", "b"][..],
+            "never reach `END`",
+        ),
+        (
+            &["with", "--end", "--", "--", "a", "--", "b"][..],
+            "invalid value for --end",
+        ),
+        (
+            &["with", "--end", "END", "--", "a", "END", "b"][..],
+            "comes `-- CMD` or `--then`, not \"b\"",
+        ),
+        (
+            &["with", "--end", "END", "--", "a", "END"][..],
+            "missing `-- CMD` after `END`",
         ),
     ] {
         let o = childguard(args);

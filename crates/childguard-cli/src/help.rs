@@ -141,8 +141,9 @@ Exit status:
 
 /// `childguard with --help`.
 pub const WITH: &str = "\
-Usage: childguard with [--ready COND]... [--ready-timeout DUR] [--ladder SPEC] -- SERVER [ARG...]
-                       [--then [OPTIONS] -- SERVER2 [ARG...]]... -- CMD [ARG...]
+Usage: childguard with [--ready COND]... [--ready-timeout DUR] [--ladder SPEC] [--end WORD]
+                       -- SERVER [ARG...] [WORD] [--then [OPTIONS] -- SERVER2 [ARG...]]...
+                       -- CMD [ARG...]
 
 Start each SERVER, wait until it is ready, run CMD, then close every server with its ladder
 (last started first) and exit with CMD's status. A server that exits before it is ready, or
@@ -158,6 +159,11 @@ Options (for the SERVER that follows them):
   --ready-timeout DUR   how long to wait for it (default 30s); then it is closed, exit 125
   --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s; or a preset such as
                         @postgres, @nginx, @redis, as for run)
+  --end WORD            its arguments end at WORD, not at the first -- or --then: for a
+                        server whose own arguments contain them. After WORD comes -- CMD or
+                        --then, as usual: -- runuser -u pg -- postgres -D data END -- CMD.
+                        (A word you name, like find -exec's `;`: nothing to count, nothing
+                        quoted twice, and lines without --end mean what they did.)
   -h, --help            print this help
 
 Each server leads its own process group (its ladder reaches its workers; a terminal's Ctrl-C
@@ -171,4 +177,6 @@ Examples:
       --unixsocket /tmp/r/redis.sock -- redis-cli -s /tmp/r/redis.sock ping
   childguard with --ready tcp:127.0.0.1:5432 --ladder @postgres -- \\
       postgres -D ./data -k /tmp -- pytest tests/
+  childguard with --ready tcp:127.0.0.1:5432 --ladder @postgres --end END -- \\
+      runuser -u postgres -- postgres -D ./data -k /tmp END -- pytest tests/
 ";

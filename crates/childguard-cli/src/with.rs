@@ -2,9 +2,16 @@
 //! then close every server with its ladder and exit with the command's status.
 //!
 //! ```text
-//! childguard with [--ready COND] [--ready-timeout DUR] [--ladder SPEC] -- SERVER [ARG...]
-//!                [--then [--ready COND] … -- SERVER2 [ARG...]] -- CMD [ARG...]
+//! childguard with [--ready COND] [--ready-timeout DUR] [--ladder SPEC] [--end WORD]
+//!                -- SERVER [ARG...] [WORD] [--then [--ready COND] … -- SERVER2 [ARG...]] -- CMD [ARG...]
 //! ```
+//!
+//! A server's arguments end at the first `--` or `--then`; with `--end WORD` they end at WORD
+//! instead, so that they can contain `--` themselves (`runuser -u pg -- postgres …`,
+//! `env -- …`, `npm run x -- --flag`). A word the user names is the terminator `find -exec … ;`
+//! has: today's lines keep working, nothing is counted (a count breaks silently when an
+//! argument is added), and nothing is quoted twice (one string for the whole server would need
+//! childguard to split words as a shell does).
 //!
 //! Readiness is the library's ([`Ready`]): `notify` (`READY=1` on a private `NOTIFY_SOCKET`),
 //! `tcp:HOST:PORT` or `unix:PATH` (a connection is accepted), `line:TEXT` (a line of the
@@ -38,6 +45,8 @@ pub struct Server {
     ready_any: Vec<Ready>,
     ready_timeout: Option<Duration>,
     ladder: Option<Ladder>,
+    /// `--end WORD`: the word that ends SERVER's arguments, in place of `--` / `--then`.
+    end: Option<OsString>,
     command: Vec<OsString>,
 }
 
@@ -62,6 +71,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             ready_any: Vec::new(),
             ready_timeout: None,
             ladder: None,
+            end: None,
             command: Vec::new(),
         };
         // Options up to `--`.
@@ -104,21 +114,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
                         usage(format!("invalid value for --ladder: {text:?}: {e}"))
                     })?);
                 }
+                "--end" => server.end = Some(end_word(value()?)?),
                 _ => return Err(usage(format!("unknown option '{text}'"))),
             }
         }
-        // SERVER and its arguments, up to `--then` (another server) or `--` (CMD).
-        let mut then = false;
-        for arg in args.by_ref() {
-            if arg == "--" {
-                break;
-            }
-            if arg == "--then" {
-                then = true;
-                break;
-            }
-            server.command.push(arg);
-        }
+        let then = match &server.end {
+            None => server_until_separator(&mut args, &mut server.command),
+            Some(end) => server_until_end(&mut args, &mut server.command, end)?,
+        };
         if server.command.is_empty() {
             return Err(usage("a server after `--` is missing"));
         }
@@ -133,6 +136,67 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
         return Err(usage("missing `-- CMD` to run once the servers are ready"));
     }
     Ok(Some(WithOptions { servers, command }))
+}
+
+/// `--end WORD`'s word: anything but empty, `--` or `--then` (which it stands in for).
+fn end_word(word: String) -> Result<OsString, UsageError> {
+    if word.is_empty() || word == "--" || word == "--then" {
+        return Err(usage(format!(
+            "invalid value for --end: {word:?}: the word must be one that is not `--` or \
+             `--then` (it ends a server's arguments that contain those), e.g. --end END"
+        )));
+    }
+    Ok(OsString::from(word))
+}
+
+/// SERVER and its arguments, up to `--then` (another server follows: `true`) or `--` (CMD).
+fn server_until_separator(
+    args: &mut impl Iterator<Item = OsString>,
+    command: &mut Vec<OsString>,
+) -> bool {
+    for arg in args.by_ref() {
+        if arg == "--" {
+            return false;
+        }
+        if arg == "--then" {
+            return true;
+        }
+        command.push(arg);
+    }
+    false
+}
+
+/// With `--end WORD`: SERVER and its arguments up to WORD — `--` and `--then` among them are
+/// the server's own (`runuser -u pg -- postgres …`) — then `--` (CMD) or `--then` (another
+/// server), as after a server's arguments without `--end`. Returns whether `--then` came.
+fn server_until_end(
+    args: &mut impl Iterator<Item = OsString>,
+    command: &mut Vec<OsString>,
+    end: &OsString,
+) -> Result<bool, UsageError> {
+    let word = end.to_string_lossy();
+    for arg in args.by_ref() {
+        if arg == *end {
+            return match args.next() {
+                Some(next) if next == "--" => Ok(false),
+                Some(next) if next == "--then" => Ok(true),
+                Some(next) => Err(usage(format!(
+                    "after `{word}` (the end of the server's arguments, --end) comes `-- CMD` \
+                     or `--then`, not {next:?}"
+                ))),
+                None => Err(usage(format!(
+                    "missing `-- CMD` after `{word}` (the end of the server's arguments, --end)"
+                ))),
+            };
+        }
+        command.push(arg);
+    }
+    let server = command.first().map(|p| p.to_string_lossy().into_owned());
+    Err(usage(format!(
+        "--end {word}: the arguments of server {:?} never reach `{word}` (write it after the \
+         server's last argument: -- SERVER [ARG...] {word} -- CMD)",
+        server.unwrap_or_default()
+    )))
 }
 
 /// One server's readiness options make one condition: not both kinds of list, and at most
