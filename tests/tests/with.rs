@@ -1,6 +1,7 @@
 //! `childguard with` (issue 15, item 4): servers started and made ready, a command run against
 //! them, every server closed after; a server dying early fails the run with its output tail.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -286,6 +287,68 @@ fn a_servers_own_double_dash_reaches_it_with_end() {
         err(&o)
     );
     let _ = std::fs::remove_file(&argv_file);
+}
+
+/// A signal while the servers start (a Ctrl-C during a slow start-up) ends the run before
+/// CMD: the server starting is closed once it is up, CMD never runs, exit 128+N. The server
+/// is ready only when the test writes its fifo, after childguard said it got the signal.
+#[test]
+fn a_signal_while_the_servers_start_ends_the_run_without_cmd() {
+    let dir = scratch("with-start-signal");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("go");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let marker = dir.join("cmd-ran");
+    let script = format!(
+        "echo server-starting; read x < '{}'; echo server-up; exec sleep 60",
+        fifo.display()
+    );
+    let mut child = Command::new(bin("cg-childguard"))
+        .args([
+            "with",
+            "--ready",
+            "line:server-up",
+            "--",
+            "sh",
+            "-c",
+            &script,
+            "--",
+        ])
+        .arg("touch")
+        .arg(&marker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning cg-childguard");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    let mut wait_for = |text: &str| {
+        for line in lines.by_ref() {
+            let line = line.unwrap_or_default();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(text) {
+                return;
+            }
+        }
+        panic!("childguard's stderr ended before {text:?}:\n{seen}");
+    };
+    wait_for("server-starting");
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill(1)");
+    assert!(sent.success());
+    wait_for("received SIGINT while starting the servers");
+    // Now the server may become ready.
+    std::fs::write(&fifo, "go\n").expect("writing the fifo");
+    let status = child.wait().expect("waiting for cg-childguard");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    assert!(!marker.exists(), "CMD ran after the signal");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -9,7 +9,9 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
@@ -18,6 +20,7 @@ use signal_hook::consts::SIGCHLD;
 use signal_hook::iterator::exfiltrator::WithRawSiginfo;
 use signal_hook::iterator::SignalsInfo;
 
+use crate::messages::say;
 use crate::received::Received;
 
 /// Every signal whose default action would end childguard and that can be caught, so that
@@ -77,6 +80,9 @@ pub struct Events {
     _tx: Sender<Event>,
     /// Readable once an event was sent (non-blocking; drained by [`Events::signals_arrived`]).
     bell: UnixStream,
+    /// While set, the signal thread says on stderr that a signal came (see
+    /// [`Events::announce_signals`]).
+    announce: Arc<AtomicBool>,
 }
 
 /// The sending side of the channel: every event is sent, then the doorbell rung — in that
@@ -115,6 +121,8 @@ impl Events {
         // kernel's own merging of a pending signal applies, as for the plain iterator).
         let mut signals = SignalsInfo::<WithRawSiginfo>::new(caught().iter().chain(&[SIGCHLD]))?;
         let to_main = feed()?;
+        let announce = Arc::new(AtomicBool::new(false));
+        let announcing = Arc::clone(&announce);
         thread::Builder::new()
             .name("childguard-signals".into())
             .spawn(move || {
@@ -124,7 +132,18 @@ impl Events {
                         Some(received) => Event::Signal(received),
                         None => continue,
                     };
-                    if !to_main.send(event) {
+                    let sent = to_main.send(event);
+                    // After the send: once the line is out, the event is in the channel.
+                    if let (Event::Signal(received), true) =
+                        (event, announcing.load(Ordering::SeqCst))
+                    {
+                        say!(
+                            "received SIG{} while starting the servers: CMD will not run; the \
+                             servers are closed once the one starting is up",
+                            received.signal
+                        );
+                    }
+                    if !sent {
                         return;
                     }
                 }
@@ -139,7 +158,20 @@ impl Events {
                     to_main.send(Event::StdinClosed);
                 })?;
         }
-        Ok(Events { rx, _tx: tx, bell })
+        Ok(Events {
+            rx,
+            _tx: tx,
+            bell,
+            announce,
+        })
+    }
+
+    /// While `on`, each signal received is also announced on stderr by the signal thread, at
+    /// once: `with` starts its servers with the main thread blocked in a readiness wait, and
+    /// acts on the signal only when that wait ends. The line comes after the event is queued,
+    /// so whoever reads it knows the next [`Events::signals_arrived`] will see the signal.
+    pub fn announce_signals(&self, on: bool) {
+        self.announce.store(on, Ordering::SeqCst);
     }
 
     /// The next event, or `None` once `deadline` has passed (never, without a deadline).

@@ -170,7 +170,8 @@ Each server leads its own process group (its ladder reaches its workers; a termi
 does not reach it), gets the parent-death signal, and its output is passed through to stderr
 as [program pid] line. Signals childguard receives while CMD runs are forwarded to CMD, but a
 terminal's Ctrl-C (Ctrl-\\, hangup) reached CMD by itself and is not sent again: one Ctrl-C,
-one SIGINT.
+one SIGINT. A signal while the servers start ends the run (128+N): CMD does not run, and the
+servers are closed (the one starting once its readiness wait ends).
 
 Examples:
   childguard with --ready unix:/tmp/r/redis.sock -- redis-server --port 0 \\

@@ -10,7 +10,8 @@
 //! kill(2), sigqueue(3) or tgkill(2) (`si_code` ≤ 0) reached childguard alone as far as
 //! childguard can tell (a script's `kill -INT <pid>`, a CI runner stopping a job): it is
 //! forwarded. A CMD that leads its own group (`run --group`, `timeout`'s default) is not in the
-//! foreground group, so the terminal did not reach it: forwarded too.
+//! foreground group, so the terminal did not reach it: forwarded too. (`childguard timeout`
+//! does not ask: it forwards every signal, as GNU timeout(1) does; see `run::signal_trigger`.)
 //!
 //! Not told apart: a kill(2) aimed at childguard's whole group (`kill -INT -PGID`, a shell
 //! sending `SIGHUP` to its jobs when its terminal hangs up) looks like one aimed at childguard

@@ -20,7 +20,7 @@
 //! its own process group (so its ladder reaches its workers), gets the parent-death signal,
 //! and has its output captured and passed through (`[program pid] line` on stderr), so that a
 //! server that dies — before it is ready, or while CMD runs — fails the run at once (exit 125)
-//! with its output tail.
+//! with its output tail. A signal during the start-up ends the run before CMD (128+N).
 
 use std::ffi::OsString;
 use std::net::ToSocketAddrs;
@@ -270,6 +270,7 @@ pub fn run(options: WithOptions) -> i32 {
         }
     };
     let mut started: Vec<ChildHandle> = Vec::new();
+    events.announce_signals(true);
     for server in options.servers {
         match start(server) {
             Ok(handle) => started.push(handle),
@@ -280,7 +281,16 @@ pub fn run(options: WithOptions) -> i32 {
                 return exit_code::FAILED;
             }
         }
+        // A signal while the servers start (a Ctrl-C during a slow start-up) ends the run
+        // here: CMD is not started. Left queued, it would be judged against a CMD that did not
+        // exist when it came — a terminal's Ctrl-C dropped as "reached CMD already" — or
+        // forwarded to a CMD that had just begun.
+        if let Some(signal) = events.signals_arrived().first() {
+            close_all(started);
+            return 128 + signal.as_raw();
+        }
     }
+    events.announce_signals(false);
     let code = run_command(&options.command, &events, &mut started);
     close_all(started);
     code
