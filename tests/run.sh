@@ -26,6 +26,7 @@ peers=(
     "valgrind        valgrind"
     "cc              gcc"
     "pkg-config      pkg-config"
+    "python3         python3"
 )
 
 present() {

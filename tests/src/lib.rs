@@ -8,6 +8,7 @@ pub mod nbd;
 pub mod postgres;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod terminal;
 
 use std::io::Read;
 use std::path::PathBuf;

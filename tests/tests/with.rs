@@ -1,6 +1,7 @@
 //! `childguard with` (issue 15, item 4): servers started and made ready, a command run against
 //! them, every server closed after; a server dying early fails the run with its output tail.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -239,6 +240,117 @@ fn ready_given_twice_waits_for_both() {
     );
 }
 
+/// `--end WORD`: a server's arguments run up to WORD, so `--` and `--then` among them reach the
+/// server intact (`env -- …`, `runuser -u pg -- postgres …`, `sh -c '…' arg -- arg`); after
+/// WORD, `--then` starts another server and `--` CMD, as without `--end`.
+#[test]
+fn a_servers_own_double_dash_reaches_it_with_end() {
+    let argv_file = scratch("with-end-argv");
+    let _ = std::fs::remove_file(&argv_file);
+    let argv_s = argv_file.to_str().unwrap();
+    let script = format!("printf '%s\\n' \"$@\" > '{argv_s}'; echo server-up; exec sleep 60");
+    let o = childguard(&[
+        "with",
+        "--ready",
+        "line:server-up",
+        "--end",
+        "END",
+        "--",
+        "env",
+        "--",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        "a",
+        "--",
+        "b",
+        "--then",
+        "c",
+        "END",
+        "--then",
+        "--ready",
+        "line:two",
+        "--",
+        "sh",
+        "-c",
+        "echo two; exec sleep 60",
+        "--",
+        "cat",
+        argv_s,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "a\n--\nb\n--then\nc\n",
+        "the server's arguments as it got them; {}",
+        err(&o)
+    );
+    let _ = std::fs::remove_file(&argv_file);
+}
+
+/// A signal while the servers start (a Ctrl-C during a slow start-up) ends the run before
+/// CMD: the server starting is closed once it is up, CMD never runs, exit 128+N. The server
+/// is ready only when the test writes its fifo, after childguard said it got the signal.
+#[test]
+fn a_signal_while_the_servers_start_ends_the_run_without_cmd() {
+    let dir = scratch("with-start-signal");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("go");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let marker = dir.join("cmd-ran");
+    let script = format!(
+        "echo server-starting; read x < '{}'; echo server-up; exec sleep 60",
+        fifo.display()
+    );
+    let mut child = Command::new(bin("cg-childguard"))
+        .args([
+            "with",
+            "--ready",
+            "line:server-up",
+            "--",
+            "sh",
+            "-c",
+            &script,
+            "--",
+        ])
+        .arg("touch")
+        .arg(&marker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning cg-childguard");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    let mut wait_for = |text: &str| {
+        for line in lines.by_ref() {
+            let line = line.unwrap_or_default();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(text) {
+                return;
+            }
+        }
+        panic!("childguard's stderr ended before {text:?}:\n{seen}");
+    };
+    wait_for("server-starting");
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill(1)");
+    assert!(sent.success());
+    wait_for("received SIGINT while starting the servers");
+    // Now the server may become ready.
+    std::fs::write(&fifo, "go\n").expect("writing the fifo");
+    let status = child.wait().expect("waiting for cg-childguard");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    assert!(!marker.exists(), "CMD ran after the signal");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn usage_errors_name_the_problem() {
     for (args, needle) in [
@@ -268,6 +380,22 @@ fn usage_errors_name_the_problem() {
                 "with", "--ready", "line:x", "--ready", "line:y", "--", "a", "--", "b",
             ][..],
             "at most one line:TEXT",
+        ),
+        (
+            &["with", "--end", "END", "--", "a", "--", "b"][..],
+            "never reach `END`",
+        ),
+        (
+            &["with", "--end", "--", "--", "a", "--", "b"][..],
+            "invalid value for --end",
+        ),
+        (
+            &["with", "--end", "END", "--", "a", "END", "b"][..],
+            "comes `-- CMD` or `--then`, not \"b\"",
+        ),
+        (
+            &["with", "--end", "END", "--", "a", "END"][..],
+            "missing `-- CMD` after `END`",
         ),
     ] {
         let o = childguard(args);

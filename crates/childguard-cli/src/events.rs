@@ -9,13 +9,19 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
 use childguard::{ChildHandle, Signal};
 use signal_hook::consts::SIGCHLD;
-use signal_hook::iterator::Signals;
+use signal_hook::iterator::exfiltrator::WithRawSiginfo;
+use signal_hook::iterator::SignalsInfo;
+
+use crate::messages::say;
+use crate::received::Received;
 
 /// Every signal whose default action would end childguard and that can be caught, so that
 /// none of them can leave CMD unsupervised: each either is forwarded or starts the ladder
@@ -45,8 +51,8 @@ pub fn caught() -> Vec<i32> {
 /// Something that happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// childguard received this signal (one of [`caught`]).
-    Signal(Signal),
+    /// childguard received this signal (one of [`caught`]), from this sender.
+    Signal(Received),
     /// A child of ours changed state (`SIGCHLD`): worth a `try_wait`.
     ChildChanged,
     /// childguard's stdin reached EOF (only with `--stop-on-stdin-eof`).
@@ -61,7 +67,7 @@ pub enum Woke {
     /// The deadline passed.
     Deadline,
     /// childguard received a signal.
-    Signal(Signal),
+    Signal(Received),
     /// stdin closed.
     StdinClosed,
 }
@@ -74,6 +80,9 @@ pub struct Events {
     _tx: Sender<Event>,
     /// Readable once an event was sent (non-blocking; drained by [`Events::signals_arrived`]).
     bell: UnixStream,
+    /// While set, the signal thread says on stderr that a signal came (see
+    /// [`Events::announce_signals`]).
+    announce: Arc<AtomicBool>,
 }
 
 /// The sending side of the channel: every event is sent, then the doorbell rung — in that
@@ -107,18 +116,34 @@ impl Events {
                 bell: ringer.try_clone()?,
             })
         };
-        let mut signals = Signals::new(caught().iter().chain(&[SIGCHLD]))?;
+        // With each signal's siginfo, whose `si_code` says who sent it (see `received`): one
+        // per delivery (signal-hook queues up to 5 of each signal unread; past that the
+        // kernel's own merging of a pending signal applies, as for the plain iterator).
+        let mut signals = SignalsInfo::<WithRawSiginfo>::new(caught().iter().chain(&[SIGCHLD]))?;
         let to_main = feed()?;
+        let announce = Arc::new(AtomicBool::new(false));
+        let announcing = Arc::clone(&announce);
         thread::Builder::new()
             .name("childguard-signals".into())
             .spawn(move || {
-                for signo in signals.forever() {
-                    let event = match Signal::from_raw(signo) {
-                        _ if signo == SIGCHLD => Event::ChildChanged,
-                        Some(signal) => Event::Signal(signal),
+                for info in signals.forever() {
+                    let event = match Received::from_siginfo(&info) {
+                        _ if info.si_signo == SIGCHLD => Event::ChildChanged,
+                        Some(received) => Event::Signal(received),
                         None => continue,
                     };
-                    if !to_main.send(event) {
+                    let sent = to_main.send(event);
+                    // After the send: once the line is out, the event is in the channel.
+                    if let (Event::Signal(received), true) =
+                        (event, announcing.load(Ordering::SeqCst))
+                    {
+                        say!(
+                            "received SIG{} while starting the servers: CMD will not run; the \
+                             servers are closed once the one starting is up",
+                            received.signal
+                        );
+                    }
+                    if !sent {
                         return;
                     }
                 }
@@ -133,7 +158,20 @@ impl Events {
                     to_main.send(Event::StdinClosed);
                 })?;
         }
-        Ok(Events { rx, _tx: tx, bell })
+        Ok(Events {
+            rx,
+            _tx: tx,
+            bell,
+            announce,
+        })
+    }
+
+    /// While `on`, each signal received is also announced on stderr by the signal thread, at
+    /// once: `with` starts its servers with the main thread blocked in a readiness wait, and
+    /// acts on the signal only when that wait ends. The line comes after the event is queued,
+    /// so whoever reads it knows the next [`Events::signals_arrived`] will see the signal.
+    pub fn announce_signals(&self, on: bool) {
+        self.announce.store(on, Ordering::SeqCst);
     }
 
     /// The next event, or `None` once `deadline` has passed (never, without a deadline).
@@ -162,7 +200,7 @@ impl Events {
             match self.next(deadline) {
                 None => return Ok(Woke::Deadline),
                 Some(Event::ChildChanged) => {}
-                Some(Event::Signal(signal)) => return Ok(Woke::Signal(signal)),
+                Some(Event::Signal(received)) => return Ok(Woke::Signal(received)),
                 Some(Event::StdinClosed) => return Ok(Woke::StdinClosed),
             }
         }
@@ -183,7 +221,7 @@ impl Events {
         self.rx
             .try_iter()
             .filter_map(|event| match event {
-                Event::Signal(signal) => Some(signal),
+                Event::Signal(received) => Some(received.signal),
                 Event::ChildChanged | Event::StdinClosed => None,
             })
             .collect()

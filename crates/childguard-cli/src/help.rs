@@ -72,6 +72,8 @@ Signals:
   childguard (ALRM, XCPU, real-time ...) climbs the ladder as written. Another signal while the
   ladder runs cuts the current rung short: a second Ctrl-C skips ahead. A rung 0:DUR sends
   nothing and only waits.
+  A terminal's Ctrl-C (or Ctrl-\\, or hangup) reaches a CMD in childguard's process group (no
+  --group) by itself: it is not sent again, and the first rung becomes 0 (waits its grace).
 
 Exit status:
   124  the timeout fired (unless --preserve-status)
@@ -87,7 +89,7 @@ Examples:
   childguard run --timeout 200ms --ladder HUP:100ms,KILL --report json -- ./server
       exits 124 after ~300ms; the JSON report shows HUP, then KILL
   childguard run --group --ladder TERM:5s,KILL -- ./start-workers.sh
-      Ctrl-C: TERM to the whole group; Ctrl-C again: KILL at once
+      Ctrl-C: INT (forwarded in TERM's place) to the whole group; again: KILL at once
   my-harness | childguard run --stop-on-stdin-eof -- nbdkit -f memory 1G
       the server goes away when the harness does, however it dies
 ";
@@ -124,6 +126,8 @@ Options:
 DURATION is a number (exponents, inf allowed) with an optional unit s (default), m, h or d;
 0 disables the timeout. A SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or the -s signal
 sent to timeout is forwarded to COMMAND (then -k's KILL follows); a SIGALRM is the timeout.
+As with GNU timeout, that includes a terminal's Ctrl-C, which with --foreground reached
+COMMAND already (it gets two).
 COMMAND gets the -s signal if timeout dies (PR_SET_PDEATHSIG).
 
 Exit status:
@@ -137,8 +141,9 @@ Exit status:
 
 /// `childguard with --help`.
 pub const WITH: &str = "\
-Usage: childguard with [--ready COND]... [--ready-timeout DUR] [--ladder SPEC] -- SERVER [ARG...]
-                       [--then [OPTIONS] -- SERVER2 [ARG...]]... -- CMD [ARG...]
+Usage: childguard with [--ready COND]... [--ready-timeout DUR] [--ladder SPEC] [--end WORD]
+                       -- SERVER [ARG...] [WORD] [--then [OPTIONS] -- SERVER2 [ARG...]]...
+                       -- CMD [ARG...]
 
 Start each SERVER, wait until it is ready, run CMD, then close every server with its ladder
 (last started first) and exit with CMD's status. A server that exits before it is ready, or
@@ -154,15 +159,25 @@ Options (for the SERVER that follows them):
   --ready-timeout DUR   how long to wait for it (default 30s); then it is closed, exit 125
   --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s; or a preset such as
                         @postgres, @nginx, @redis, as for run)
+  --end WORD            its arguments end at WORD, not at the first -- or --then: for a
+                        server whose own arguments contain them. After WORD comes -- CMD or
+                        --then, as usual: -- runuser -u pg -- postgres -D data END -- CMD.
+                        (A word you name, like find -exec's `;`: nothing to count, nothing
+                        quoted twice, and lines without --end mean what they did.)
   -h, --help            print this help
 
-Each server leads its own process group (its ladder reaches its workers), gets the
-parent-death signal, and its output is passed through to stderr as [program pid] line.
-Signals childguard receives while CMD runs are forwarded to CMD.
+Each server leads its own process group (its ladder reaches its workers; a terminal's Ctrl-C
+does not reach it), gets the parent-death signal, and its output is passed through to stderr
+as [program pid] line. Signals childguard receives while CMD runs are forwarded to CMD, but a
+terminal's Ctrl-C (Ctrl-\\, hangup) reached CMD by itself and is not sent again: one Ctrl-C,
+one SIGINT. A signal while the servers start ends the run (128+N): CMD does not run, and the
+servers are closed (the one starting once its readiness wait ends).
 
 Examples:
   childguard with --ready unix:/tmp/r/redis.sock -- redis-server --port 0 \\
       --unixsocket /tmp/r/redis.sock -- redis-cli -s /tmp/r/redis.sock ping
   childguard with --ready tcp:127.0.0.1:5432 --ladder @postgres -- \\
       postgres -D ./data -k /tmp -- pytest tests/
+  childguard with --ready tcp:127.0.0.1:5432 --ladder @postgres --end END -- \\
+      runuser -u postgres -- postgres -D ./data -k /tmp END -- pytest tests/
 ";

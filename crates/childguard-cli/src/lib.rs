@@ -20,6 +20,7 @@ mod events;
 mod exit_code;
 mod help;
 mod messages;
+mod received;
 mod run;
 mod timeline;
 mod timeout;

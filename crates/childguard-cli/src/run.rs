@@ -12,6 +12,7 @@ use crate::args::RunOptions;
 use crate::events::{Events, Woke};
 use crate::exit_code;
 use crate::messages::say;
+use crate::received::Received;
 use crate::timeline;
 use crate::trigger::{self, Trigger};
 
@@ -65,10 +66,12 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
         Woke::Exited => None,
         Woke::Deadline => options.timeout.map(Trigger::Timeout),
         // timeout(1)'s own timer is SIGALRM: one sent to it is the timeout firing.
-        Woke::Signal(signal) if options.gnu_timeout && signal.as_raw() == libc::SIGALRM => {
+        Woke::Signal(received)
+            if options.gnu_timeout && received.signal.as_raw() == libc::SIGALRM =>
+        {
             Some(Trigger::Timeout(options.timeout.unwrap_or_default()))
         }
-        Woke::Signal(signal) => Some(Trigger::Signal(signal)),
+        Woke::Signal(received) => Some(signal_trigger(received, &handle, options)),
         Woke::StdinClosed => Some(Trigger::StdinClosed),
     };
     let report = match trigger {
@@ -81,6 +84,19 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
     let left_running = report.handed_to_reaper && !wait_for_reaper(&report, &options.ladder);
     let timed_out = matches!(trigger, Some(Trigger::Timeout(_)));
     Ok(exit_code_for(&report, left_running, timed_out, options))
+}
+
+/// The trigger a received signal is: [`Trigger::Delivered`] when the terminal sent it to CMD
+/// too (CMD shares our foreground process group: see `received`), so that one Ctrl-C reaches
+/// CMD once. `childguard timeout` forwards it all the same, as GNU timeout(1) does: its
+/// handler sends every signal it gets on to the child, so with `--foreground` (the child in
+/// the terminal's group) a Ctrl-C reaches the child twice there too.
+fn signal_trigger(received: Received, handle: &ChildHandle, options: &RunOptions) -> Trigger {
+    if !options.gnu_timeout && received.reached(handle.id()) {
+        Trigger::Delivered(received.signal)
+    } else {
+        Trigger::Signal(received.signal)
+    }
 }
 
 /// Closes CMD for `trigger`: the library's close climbs [`trigger::plan`]'s ladder, and a

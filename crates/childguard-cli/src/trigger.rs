@@ -15,6 +15,9 @@ pub enum Trigger {
     Timeout(Duration),
     /// childguard received this signal.
     Signal(Signal),
+    /// childguard received this signal from the terminal, which sent it to CMD too (CMD is in
+    /// childguard's foreground process group; see `received`): it is not sent again.
+    Delivered(Signal),
     /// stdin closed (`--stop-on-stdin-eof`).
     StdinClosed,
 }
@@ -27,6 +30,10 @@ impl Trigger {
                 format!("timeout {} expired", humantime::format_duration(after))
             }
             Trigger::Signal(signal) => format!("childguard received SIG{signal}"),
+            Trigger::Delivered(signal) => format!(
+                "childguard received SIG{signal} from the terminal, which sent it to CMD too: \
+                 not forwarded"
+            ),
             Trigger::StdinClosed => "stdin closed".into(),
         }
     }
@@ -60,20 +67,25 @@ pub fn forwards(ladder: &Ladder, on_signal: OnSignal, signal: Signal) -> bool {
 /// The ladder for `trigger`. A forwarded signal (see [`forwards`]) goes out at once, in place
 /// of the first rung's signal and with its grace; the ladder then goes on from its second
 /// rung. (A one-rung ladder keeps its rung after the forwarded signal, unless it sends that
-/// signal.) Every other trigger climbs the ladder as written.
+/// signal.) A signal the terminal already delivered to CMD ([`Trigger::Delivered`]) takes the
+/// same place as a `0` rung: nothing is sent, CMD has the grace to act on its own copy. Every
+/// other trigger climbs the ladder as written.
 pub fn plan(ladder: &Ladder, trigger: Trigger, on_signal: OnSignal) -> Plan {
     let as_written = || Plan {
         eof_wait: ladder.eof_grace(),
         rungs: ladder.rungs().to_vec(),
     };
-    let Trigger::Signal(received) = trigger else {
-        return as_written();
+    let (received, delivered) = match trigger {
+        Trigger::Signal(signal) => (signal, false),
+        Trigger::Delivered(signal) => (signal, true),
+        Trigger::Timeout(_) | Trigger::StdinClosed => return as_written(),
     };
     if !forwards(ladder, on_signal, received) {
         return as_written();
     }
     let rungs = ladder.rungs();
-    let forwarded = Rung::new(received, rungs[0].grace);
+    let sent = if delivered { Signal::NONE } else { received };
+    let forwarded = Rung::new(sent, rungs[0].grace);
     let rest = match rungs {
         [only] if only.signal != received => rungs,
         _ => &rungs[1..],
@@ -141,6 +153,24 @@ mod tests {
                 "a signal the ladder names is forwarded"
             );
         }
+    }
+
+    #[test]
+    fn a_signal_the_terminal_delivered_is_a_zero_rung() {
+        let ladder: Ladder = "EOF:50ms,HUP:1s,TERM:2s,KILL:5s".parse().unwrap();
+        let fw = OnSignal::Forward;
+        let p = plan(&ladder, Trigger::Delivered(Signal::INT), fw);
+        assert_eq!(p.eof_wait, None);
+        assert_eq!(p.rungs, rungs("0:1s,TERM:2s,KILL:5s"));
+        let one: Ladder = "KILL:3s".parse().unwrap();
+        let p = plan(&one, Trigger::Delivered(Signal::INT), fw);
+        assert_eq!(p.rungs, rungs("0:3s,KILL:3s"));
+        // --on-signal ladder: the ladder as written, as for any signal.
+        let p = plan(&ladder, Trigger::Delivered(Signal::INT), OnSignal::Ladder);
+        assert_eq!(p.rungs, ladder.rungs());
+        assert!(Trigger::Delivered(Signal::INT)
+            .describe()
+            .contains("not forwarded"));
     }
 
     #[test]

@@ -2,9 +2,16 @@
 //! then close every server with its ladder and exit with the command's status.
 //!
 //! ```text
-//! childguard with [--ready COND] [--ready-timeout DUR] [--ladder SPEC] -- SERVER [ARG...]
-//!                [--then [--ready COND] … -- SERVER2 [ARG...]] -- CMD [ARG...]
+//! childguard with [--ready COND] [--ready-timeout DUR] [--ladder SPEC] [--end WORD]
+//!                -- SERVER [ARG...] [WORD] [--then [--ready COND] … -- SERVER2 [ARG...]] -- CMD [ARG...]
 //! ```
+//!
+//! A server's arguments end at the first `--` or `--then`; with `--end WORD` they end at WORD
+//! instead, so that they can contain `--` themselves (`runuser -u pg -- postgres …`,
+//! `env -- …`, `npm run x -- --flag`). A word the user names is the terminator `find -exec … ;`
+//! has: today's lines keep working, nothing is counted (a count breaks silently when an
+//! argument is added), and nothing is quoted twice (one string for the whole server would need
+//! childguard to split words as a shell does).
 //!
 //! Readiness is the library's ([`Ready`]): `notify` (`READY=1` on a private `NOTIFY_SOCKET`),
 //! `tcp:HOST:PORT` or `unix:PATH` (a connection is accepted), `line:TEXT` (a line of the
@@ -13,7 +20,7 @@
 //! its own process group (so its ladder reaches its workers), gets the parent-death signal,
 //! and has its output captured and passed through (`[program pid] line` on stderr), so that a
 //! server that dies — before it is ready, or while CMD runs — fails the run at once (exit 125)
-//! with its output tail.
+//! with its output tail. A signal during the start-up ends the run before CMD (128+N).
 
 use std::ffi::OsString;
 use std::net::ToSocketAddrs;
@@ -38,6 +45,8 @@ pub struct Server {
     ready_any: Vec<Ready>,
     ready_timeout: Option<Duration>,
     ladder: Option<Ladder>,
+    /// `--end WORD`: the word that ends SERVER's arguments, in place of `--` / `--then`.
+    end: Option<OsString>,
     command: Vec<OsString>,
 }
 
@@ -62,6 +71,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             ready_any: Vec::new(),
             ready_timeout: None,
             ladder: None,
+            end: None,
             command: Vec::new(),
         };
         // Options up to `--`.
@@ -104,21 +114,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
                         usage(format!("invalid value for --ladder: {text:?}: {e}"))
                     })?);
                 }
+                "--end" => server.end = Some(end_word(value()?)?),
                 _ => return Err(usage(format!("unknown option '{text}'"))),
             }
         }
-        // SERVER and its arguments, up to `--then` (another server) or `--` (CMD).
-        let mut then = false;
-        for arg in args.by_ref() {
-            if arg == "--" {
-                break;
-            }
-            if arg == "--then" {
-                then = true;
-                break;
-            }
-            server.command.push(arg);
-        }
+        let then = match &server.end {
+            None => server_until_separator(&mut args, &mut server.command),
+            Some(end) => server_until_end(&mut args, &mut server.command, end)?,
+        };
         if server.command.is_empty() {
             return Err(usage("a server after `--` is missing"));
         }
@@ -133,6 +136,67 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
         return Err(usage("missing `-- CMD` to run once the servers are ready"));
     }
     Ok(Some(WithOptions { servers, command }))
+}
+
+/// `--end WORD`'s word: anything but empty, `--` or `--then` (which it stands in for).
+fn end_word(word: String) -> Result<OsString, UsageError> {
+    if word.is_empty() || word == "--" || word == "--then" {
+        return Err(usage(format!(
+            "invalid value for --end: {word:?}: the word must be one that is not `--` or \
+             `--then` (it ends a server's arguments that contain those), e.g. --end END"
+        )));
+    }
+    Ok(OsString::from(word))
+}
+
+/// SERVER and its arguments, up to `--then` (another server follows: `true`) or `--` (CMD).
+fn server_until_separator(
+    args: &mut impl Iterator<Item = OsString>,
+    command: &mut Vec<OsString>,
+) -> bool {
+    for arg in args.by_ref() {
+        if arg == "--" {
+            return false;
+        }
+        if arg == "--then" {
+            return true;
+        }
+        command.push(arg);
+    }
+    false
+}
+
+/// With `--end WORD`: SERVER and its arguments up to WORD — `--` and `--then` among them are
+/// the server's own (`runuser -u pg -- postgres …`) — then `--` (CMD) or `--then` (another
+/// server), as after a server's arguments without `--end`. Returns whether `--then` came.
+fn server_until_end(
+    args: &mut impl Iterator<Item = OsString>,
+    command: &mut Vec<OsString>,
+    end: &OsString,
+) -> Result<bool, UsageError> {
+    let word = end.to_string_lossy();
+    for arg in args.by_ref() {
+        if arg == *end {
+            return match args.next() {
+                Some(next) if next == "--" => Ok(false),
+                Some(next) if next == "--then" => Ok(true),
+                Some(next) => Err(usage(format!(
+                    "after `{word}` (the end of the server's arguments, --end) comes `-- CMD` \
+                     or `--then`, not {next:?}"
+                ))),
+                None => Err(usage(format!(
+                    "missing `-- CMD` after `{word}` (the end of the server's arguments, --end)"
+                ))),
+            };
+        }
+        command.push(arg);
+    }
+    let server = command.first().map(|p| p.to_string_lossy().into_owned());
+    Err(usage(format!(
+        "--end {word}: the arguments of server {:?} never reach `{word}` (write it after the \
+         server's last argument: -- SERVER [ARG...] {word} -- CMD)",
+        server.unwrap_or_default()
+    )))
 }
 
 /// One server's readiness options make one condition: not both kinds of list, and at most
@@ -206,6 +270,7 @@ pub fn run(options: WithOptions) -> i32 {
         }
     };
     let mut started: Vec<ChildHandle> = Vec::new();
+    events.announce_signals(true);
     for server in options.servers {
         match start(server) {
             Ok(handle) => started.push(handle),
@@ -216,7 +281,16 @@ pub fn run(options: WithOptions) -> i32 {
                 return exit_code::FAILED;
             }
         }
+        // A signal while the servers start (a Ctrl-C during a slow start-up) ends the run
+        // here: CMD is not started. Left queued, it would be judged against a CMD that did not
+        // exist when it came — a terminal's Ctrl-C dropped as "reached CMD already" — or
+        // forwarded to a CMD that had just begun.
+        if let Some(signal) = events.signals_arrived().first() {
+            close_all(started);
+            return 128 + signal.as_raw();
+        }
     }
+    events.announce_signals(false);
     let code = run_command(&options.command, &events, &mut started);
     close_all(started);
     code
@@ -242,7 +316,9 @@ fn start(server: Server) -> childguard::Result<ChildHandle> {
 }
 
 /// Runs CMD until it exits; a server that exits meanwhile ends it (125). Signals childguard
-/// receives are forwarded to CMD.
+/// receives are forwarded to CMD, except those that already reached it: a terminal's Ctrl-C
+/// goes to its whole foreground process group, CMD included (see `received`), and a second
+/// copy would be a second Ctrl-C — "abort now" to pytest or terraform.
 fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle]) -> i32 {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]);
@@ -278,8 +354,10 @@ fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle
             }
         }
         match events.next(None) {
-            Some(Event::Signal(signal)) => {
-                let _ = handle.kill(signal, Duration::ZERO);
+            Some(Event::Signal(received)) => {
+                if !received.reached(handle.id()) {
+                    let _ = handle.kill(received.signal, Duration::ZERO);
+                }
             }
             Some(Event::ChildChanged) | Some(Event::StdinClosed) | None => {}
         }
