@@ -9,6 +9,8 @@
 mod drain;
 mod lines;
 mod tail;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::io;
