@@ -5,6 +5,7 @@
 
 pub mod driver;
 pub mod nbd;
+pub mod paced;
 pub mod postgres;
 #[allow(unsafe_code)]
 pub mod sys;

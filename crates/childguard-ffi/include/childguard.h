@@ -328,9 +328,11 @@ enum cg_status cg_builder_parent_death_signal(struct cg_builder *builder, int32_
 enum cg_status cg_builder_capture(struct cg_builder *builder, int32_t streams);
 
 // How much of the captured output the tail keeps: at most `bytes` bytes and `lines` complete
-// lines, the oldest dropped first (defaults 64 KiB and 1000 lines; 0 keeps no tail). The
-// tail is held in memory for the handle's life: about `bytes`, plus one partial line per
-// stream of at most `bytes` again. Needs `cg_builder_capture` first (`CG_ERR_CONFIG`
+// lines, the oldest dropped first (defaults 64 KiB and 1000 lines; 0 keeps no tail). It
+// bounds the tail only: lines are assembled whole up to 64 KiB whatever `bytes` is, so
+// `cg_builder_ready_output` sees a line that came in several reads even with no tail. The
+// tail is held in memory for the handle's life: about `bytes`, plus per captured stream the
+// line not yet ended (at most 64 KiB). Needs `cg_builder_capture` first (`CG_ERR_CONFIG`
 // otherwise: without it nothing is captured — output readiness's own capture keeps the
 // default tail); a later `cg_builder_capture` keeps these sizes.
 enum cg_status cg_builder_capture_tail(struct cg_builder *builder, size_t bytes, size_t lines);

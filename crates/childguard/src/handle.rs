@@ -1098,7 +1098,7 @@ impl Closing {
             if !on_async_runtime() {
                 capture.sync(Instant::now() + CAPTURE_SYNC_MAX);
             }
-            self.report.output_tail = Some(capture.tail_text());
+            capture.report_into(&mut self.report);
         }
         let report = finish(self.report, self.started);
         match error {

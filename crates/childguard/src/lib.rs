@@ -83,7 +83,7 @@ mod sys;
 pub mod tokio;
 mod trace;
 
-pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES};
+pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, MAX_LINE_BYTES};
 pub use close_control::CloseControl;
 pub use containment::{CgroupReport, Containment, KillMode};
 pub use detach::DetachError;

@@ -7,7 +7,10 @@
 //! program, so the cost is one thread in all, never one per child.
 
 mod drain;
+mod lines;
 mod tail;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::io;
@@ -17,8 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
+pub use lines::MAX_LINE_BYTES;
+use lines::{Assembler, Out, Watch};
 pub(crate) use tail::Tail;
 
+use crate::report::CloseReport;
 use crate::stdio::Pipes;
 
 /// One of the child's two output streams.
@@ -119,8 +125,11 @@ impl Capture {
         Capture::streams(true, true)
     }
 
-    /// The most bytes the tail keeps (default [`DEFAULT_TAIL_BYTES`], 64 KiB). Memory per
-    /// handle is about this plus one partial line per stream (at most this again).
+    /// The most bytes the tail keeps (default [`DEFAULT_TAIL_BYTES`], 64 KiB; 0 keeps no
+    /// tail). It bounds the tail only: lines are assembled whole up to [`MAX_LINE_BYTES`]
+    /// whatever this is, for [`on_line`](Capture::on_line), the passthrough and
+    /// [`Ready::output`](crate::Ready::output). Memory per handle is about this, plus per
+    /// captured stream the line not yet ended (at most [`MAX_LINE_BYTES`]).
     pub fn tail_bytes(mut self, bytes: usize) -> Capture {
         self.tail_bytes = bytes;
         self
@@ -132,10 +141,22 @@ impl Capture {
         self
     }
 
-    /// Calls `f` with every complete line (without its `\n`; a line longer than
-    /// [`tail_bytes`](Capture::tail_bytes) comes in pieces of that size). It runs on the
-    /// shared capture thread: keep it quick, since while it runs no captured pipe of any
-    /// handle is read. A panic in it is caught, and that handle's lines are no longer passed on.
+    /// Calls `f` with every complete line, without its `\n`, once its `\n` is read (or the
+    /// stream's EOF, for a last line without one) — however many reads it came in.
+    ///
+    /// A line longer than [`MAX_LINE_BYTES`] (64 KiB) is cut, so that memory stays bounded:
+    /// `f` gets each [`MAX_LINE_BYTES`] of it as soon as they are read, then the rest once its
+    /// `\n` comes. The mark of a cut is the length: a call with exactly [`MAX_LINE_BYTES`]
+    /// bytes is a piece, and the line goes on in the next call for that stream — an empty one
+    /// if the line's length was a multiple of the bound (a whole line is always shorter). The
+    /// passthrough writes each piece as a line of its own; the tail keeps the line as written;
+    /// [`Ready::output`](crate::Ready::output) finds its text across a cut; and the close
+    /// report's [`notes`](crate::CloseReport::notes) count the cut lines per stream. A cut
+    /// may fall inside a UTF-8 character.
+    ///
+    /// It runs on the shared capture thread: keep it quick, since while it runs no captured
+    /// pipe of any handle is read. A panic in it is caught, and that handle's lines are no
+    /// longer passed on.
     pub fn on_line(mut self, f: impl Fn(OutputStream, &[u8]) + Send + Sync + 'static) -> Capture {
         self.on_line = Some(Arc::new(f));
         self
@@ -186,17 +207,14 @@ impl Capture {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 tail: Tail::new(self.tail_bytes, self.tail_lines),
-                partial: [Vec::new(), Vec::new()],
+                lines: [Assembler::default(), Assembler::default()],
+                cut: [0, 0],
                 open: [false, false],
                 synced: 0,
-                watch: watch.map(|text| Watch {
-                    pattern: text.as_bytes().to_vec(),
-                    seen: false,
-                }),
+                watch: watch.map(Watch::new),
             }),
             changed: Condvar::new(),
             sync_asked: AtomicU64::new(0),
-            max_partial: self.tail_bytes.max(1),
         });
         let sink = (self.on_line.is_some() || self.passthrough).then(|| {
             Arc::new(Sink {
@@ -241,14 +259,54 @@ pub(crate) struct Captured {
 
 impl Captured {
     /// The tail as it stands, then any line still being written (without its `\n`, which may
-    /// never come): the last output, complete or not.
+    /// never come): the last output, complete or not. Each stream's unended line continues
+    /// that stream's piece the tail ends in, if it does, or starts a line of its own.
     pub(crate) fn tail_text(&self) -> String {
         let state = self.shared.lock();
-        let mut text = state.tail.text();
-        for partial in &state.partial {
-            text.push_str(&String::from_utf8_lossy(partial));
+        let mut text = state.tail.bytes();
+        let mut open = state.tail.open();
+        let order = match open {
+            Some(OutputStream::Stderr) => [OutputStream::Stderr, OutputStream::Stdout],
+            _ => [OutputStream::Stdout, OutputStream::Stderr],
+        };
+        for stream in order {
+            let held = state.lines[stream.index()].held();
+            if held.is_empty() {
+                continue;
+            }
+            if open != Some(stream) && text.last().is_some_and(|&b| b != b'\n') {
+                text.push(b'\n');
+            }
+            text.extend_from_slice(held);
+            open = Some(stream);
         }
-        text
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    /// Into the close report: the tail ([`Captured::tail_text`]) and, in its notes, the
+    /// lines cut at [`MAX_LINE_BYTES`].
+    pub(crate) fn report_into(&self, report: &mut CloseReport) {
+        report.output_tail = Some(self.tail_text());
+        report.notes.extend(self.cut_notes());
+    }
+
+    fn cut_notes(&self) -> Vec<String> {
+        let state = self.shared.lock();
+        [OutputStream::Stdout, OutputStream::Stderr]
+            .into_iter()
+            .filter(|s| state.cut[s.index()] > 0)
+            .map(|s| {
+                format!(
+                    "{}: {} line(s) longer than {} KiB (MAX_LINE_BYTES) passed on in pieces",
+                    match s {
+                        OutputStream::Stdout => "stdout",
+                        OutputStream::Stderr => "stderr",
+                    },
+                    state.cut[s.index()],
+                    MAX_LINE_BYTES >> 10
+                )
+            })
+            .collect()
     }
 
     /// Waits until the capture thread has read everything the pipes hold *now* (or they are
@@ -319,15 +377,15 @@ pub(crate) struct Shared {
     changed: Condvar,
     /// Syncs asked for by the handle (see [`Captured::sync`]).
     sync_asked: AtomicU64,
-    /// A line longer than this goes into the tail (and the sink) in pieces.
-    max_partial: usize,
 }
 
 #[derive(Debug)]
 struct State {
     tail: Tail,
-    /// The line being assembled, per stream.
-    partial: [Vec<u8>; 2],
+    /// The line being assembled, per stream: bounded by [`MAX_LINE_BYTES`], not by the tail.
+    lines: [Assembler; 2],
+    /// Per stream: lines cut at [`MAX_LINE_BYTES`] that someone looked at line by line.
+    cut: [u64; 2],
     /// Per stream: still being read (not at EOF).
     open: [bool; 2],
     /// The last sync the thread completed.
@@ -336,94 +394,74 @@ struct State {
     watch: Option<Watch>,
 }
 
-#[derive(Debug)]
-struct Watch {
-    pattern: Vec<u8>,
-    seen: bool,
-}
-
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The capture thread's input: `chunk` read from `stream`. Returns the complete lines, for
-    /// the sink, when `collect` (copies are made only then).
+    /// The capture thread's input: `chunk` read from `stream`. Returns the complete lines (and
+    /// pieces of cut ones), for the sink, when `collect` (copies are made only then).
     fn feed(&self, stream: OutputStream, chunk: &[u8], collect: bool) -> Vec<Vec<u8>> {
-        let mut lines = Vec::new();
+        self.assemble(stream, collect, |asm, out| {
+            let mut rest = chunk;
+            if !out.line_by_line {
+                // Fast path, nobody looks at single lines: the first line completes the one
+                // held, the complete lines after it go into the tail at once, the rest is held.
+                if let Some(last) = rest.iter().rposition(|&b| b == b'\n') {
+                    let first = rest.iter().position(|&b| b == b'\n').unwrap_or(last);
+                    asm.split(&rest[..=first], &mut |b, e| out.emit(b, e));
+                    if last > first {
+                        out.tail.push_lines(stream, &rest[first + 1..=last]);
+                    }
+                    rest = &rest[last + 1..];
+                }
+            }
+            asm.split(rest, &mut |b, e| out.emit(b, e));
+        })
+    }
+
+    /// `stream` reached EOF: the line it holds is a line (returned for the sink). Call
+    /// [`Shared::mark_eof`] once the sink has it.
+    fn last_line(&self, stream: OutputStream, collect: bool) -> Vec<Vec<u8>> {
+        self.assemble(stream, collect, |asm, out| {
+            asm.finish(&mut |b, e| out.emit(b, e))
+        })
+    }
+
+    /// Runs `f` with `stream`'s assembler and where its lines go; wakes waiters on a watched
+    /// line.
+    fn assemble(
+        &self,
+        stream: OutputStream,
+        collect: bool,
+        f: impl FnOnce(&mut Assembler, &mut Out<'_>),
+    ) -> Vec<Vec<u8>> {
         let mut state = self.lock();
         let State {
             tail,
-            partial,
+            lines,
+            cut,
             watch,
             ..
         } = &mut *state;
-        let partial = &mut partial[stream.index()];
         let line_by_line = collect || watch.is_some();
-        let mut seen = false;
-        let mut emit = |line: &[u8], tail: &mut Tail| {
-            tail.push_line(line);
-            if let Some(w) = watch.as_mut() {
-                if !w.seen && contains(line, &w.pattern) {
-                    w.seen = true;
-                    seen = true;
-                }
-            }
-            if collect {
-                lines.push(line.to_vec());
-            }
+        let mut out = Out {
+            stream,
+            tail,
+            watch: watch.as_mut(),
+            cut: &mut cut[stream.index()],
+            line_by_line,
+            collect,
+            lines: Vec::new(),
+            seen: false,
         };
-        let mut rest = chunk;
-        if !line_by_line {
-            // Fast path, nobody looks at single lines: the first line completes the partial
-            // one, the complete lines after it go into the tail at once, the rest waits.
-            if let Some(last) = rest.iter().rposition(|&b| b == b'\n') {
-                let first = rest.iter().position(|&b| b == b'\n').unwrap_or(last);
-                if !partial.is_empty() {
-                    partial.extend_from_slice(&rest[..first]);
-                    tail.push_line(partial);
-                    partial.clear();
-                } else {
-                    tail.push_line(&rest[..first]);
-                }
-                if last > first {
-                    tail.push_lines(&rest[first + 1..=last]);
-                }
-                rest = &rest[last + 1..];
-            }
-        }
-        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
-            if partial.is_empty() {
-                emit(&rest[..end], tail);
-            } else {
-                partial.extend_from_slice(&rest[..end]);
-                emit(partial, tail);
-                partial.clear();
-            }
-            rest = &rest[end + 1..];
-        }
-        partial.extend_from_slice(rest);
-        if partial.len() >= self.max_partial {
-            emit(partial, tail);
-            partial.clear();
-        }
+        f(&mut lines[stream.index()], &mut out);
+        let (lines, seen) = (out.lines, out.seen);
         drop(state);
         if seen {
             self.changed.notify_all();
         }
         lines
-    }
-
-    /// `stream` reached EOF: its partial line is a line (returned for the sink). Call
-    /// [`Shared::mark_eof`] once the sink has it.
-    fn last_line(&self, stream: OutputStream, collect: bool) -> Vec<Vec<u8>> {
-        let partial = std::mem::take(&mut self.lock().partial[stream.index()]);
-        if partial.is_empty() {
-            return Vec::new();
-        }
-        let mut with_newline = partial;
-        with_newline.push(b'\n');
-        self.feed(stream, &with_newline, collect)
     }
 
     /// `stream` is done: a sync or a line watch waiting on it returns.
@@ -467,8 +505,4 @@ impl Sink {
         }
         true
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
