@@ -16,6 +16,7 @@ use crate::containment::{Containment, KillMode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ladder::{Ladder, Rung};
 use crate::on_drop::{self, OnDrop};
+use crate::placing::{self, placing_error, ContainedIn, Placing};
 use crate::process::{sigchld, Process};
 use crate::readiness::notify::NotifySocket;
 use crate::readiness::{self, Ready};
@@ -392,7 +393,7 @@ impl Builder {
         let first_private_fd = if activation_exec.is_some() { 4 } else { 3 };
         let placement = cgroup
             .as_ref()
-            .map(Placing::new)
+            .map(|c| Placing::new(c, self.containment == Containment::BestEffort))
             .transpose()
             .map_err(|e| fail(ErrorKind::Containment, e))?;
         if sweep {
@@ -430,6 +431,15 @@ impl Builder {
                 });
             }
             (Err(e), _, _) => return Err(fail(ErrorKind::Spawn, e)),
+        };
+        // BestEffort: a child that could not join its cgroup runs on uncontained, leading a
+        // group of its own (`sys::Placement::fall_back`); its cgroup is removed (dropped).
+        let (cgroup, containment_fallback) = match placing::joined(placement.as_ref(), cgroup) {
+            Ok(cgroup) => (cgroup, containment_fallback),
+            Err(why) => {
+                self.process_group = true;
+                (None, Some(why))
+            }
         };
         drop(placement);
         // Our ends of the pipes the Command asked for: kept, never dropped with `child`.
@@ -600,80 +610,6 @@ pub struct ChildHandle {
     containment_fallback: Option<String>,
     /// [`Ready::Notify`]: the `NOTIFY_SOCKET`, read until the close ends.
     notify: Option<NotifySocket>,
-}
-
-/// The cgroup a contained child is made in.
-#[cfg(target_os = "linux")]
-type ContainedIn = crate::containment::create::Cgroup;
-/// No cgroups off Linux ([`Builder::make_cgroup`] never makes one).
-#[cfg(not(target_os = "linux"))]
-type ContainedIn = std::convert::Infallible;
-
-/// The placement pipe of one contained spawn: the child reports a failed `cgroup.procs` write
-/// through it (see `sys::Placement`).
-struct Placing {
-    procs: i32,
-    read: OwnedFd,
-    write: OwnedFd,
-}
-
-impl Placing {
-    #[cfg(target_os = "linux")]
-    fn new(cgroup: &ContainedIn) -> io::Result<Placing> {
-        use std::os::fd::AsRawFd;
-        let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
-        let (read, write) = rustix::pipe::pipe_with(flags)?;
-        Ok(Placing {
-            procs: cgroup.procs_fd().as_raw_fd(),
-            read,
-            write,
-        })
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn new(cgroup: &ContainedIn) -> io::Result<Placing> {
-        match *cgroup {}
-    }
-
-    fn fds(&self) -> sys::Placement {
-        use std::os::fd::AsRawFd;
-        sys::Placement {
-            procs: self.procs,
-            report: self.write.as_raw_fd(),
-        }
-    }
-
-    /// After a failed spawn: the errno of a failed placement, if that is what failed.
-    fn failure(&self) -> Option<i32> {
-        let mut errno = [0u8; 4];
-        match rustix::io::read(&self.read, &mut errno) {
-            Ok(4) => Some(i32::from_ne_bytes(errno)),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Debug for Placing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Placing")
-            .field("procs", &self.procs)
-            .finish()
-    }
-}
-
-/// The error of a child that could not join its cgroup.
-#[cfg(target_os = "linux")]
-fn placing_error(cgroup: &ContainedIn, errno: i32) -> io::Error {
-    crate::containment::create::explain(
-        &cgroup.dir().join("cgroup.procs"),
-        "placing the child in its cgroup",
-        io::Error::from_raw_os_error(errno),
-    )
-}
-
-#[cfg(not(target_os = "linux"))]
-fn placing_error(cgroup: &ContainedIn, _errno: i32) -> io::Error {
-    match *cgroup {}
 }
 
 impl ChildHandle {
@@ -1201,6 +1137,7 @@ fn reap_or_hand_off(
         let reaped = process.reap();
         // Also when the reap (or the cgroup's removal) failed: the report says where it is.
         report.cgroup = process.cgroup_report();
+        report.notes.extend(process.take_cgroup_notes());
         report.status = reaped?;
         report.reaped = Some(started.elapsed());
         if report.status.is_none() {
@@ -1214,6 +1151,7 @@ fn reap_or_hand_off(
     report.handed_to_reaper = true;
     // Before the hand-off: members left in the cgroup (D state) are counted now.
     report.cgroup = process.cgroup_report();
+    report.notes.extend(process.take_cgroup_notes());
     if !ladder_done {
         report.ended_by = Ending::InBackground;
     }

@@ -43,6 +43,7 @@ mod ladder;
 mod on_drop;
 mod output;
 mod per_process;
+mod placing;
 mod process;
 mod program;
 mod readiness;

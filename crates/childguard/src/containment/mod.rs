@@ -4,6 +4,9 @@
 //! One small file per mechanism:
 //! - [`mount`]: where cgroup v2 is mounted and which cgroup this process is in.
 //! - [`create`]: making the child's cgroup (unique name, mode 0755) and removing it.
+//! - [`trim`]: the removal, bottom-up: the cgroups a server made inside its own first.
+//! - [`stale`]: on first use of a parent, killing and removing the cgroups of dead
+//!   supervisors in it.
 //! - [`events`]: `cgroup.events` (`populated`, `frozen`) and the inotify watch that wakes a
 //!   wait when it changes.
 //! - [`members`]: the cgroup's processes as pidfds, each checked to be in the cgroup after
@@ -27,6 +30,10 @@ pub(crate) mod kill;
 pub(crate) mod members;
 #[cfg(target_os = "linux")]
 pub(crate) mod mount;
+#[cfg(target_os = "linux")]
+pub(crate) mod stale;
+#[cfg(target_os = "linux")]
+pub(crate) mod trim;
 
 use std::path::PathBuf;
 
