@@ -325,14 +325,21 @@ fn supervise_as(user: (u32, u32), args: &[&str]) -> (Option<i32>, String, String
 }
 
 #[test]
-fn a_child_that_cannot_join_its_cgroup_falls_back_with_best_effort_and_fails_clearly_without() {
+fn a_non_root_child_that_cannot_join_its_cgroup_falls_back_with_best_effort_and_fails_clearly_without(
+) {
     let _serial = serial();
     let user = nobody();
-    // A non-root supervisor (nobody, running in our cgroup, which is root's) with a
-    // cgroup_parent delegated to it: it can make the cgroup and open its cgroup.procs, but the
-    // child's move there needs write access to the common ancestor's cgroup.procs (ours).
+    // A non-root supervisor (nobody) with a subtree delegated to it. Inside the subtree it
+    // contains (the control). Running in our cgroup (root's) with the subtree as
+    // cgroup_parent, it can make the cgroup and open its cgroup.procs, but the child's move
+    // there needs write access to the common ancestor's cgroup.procs (ours): the join fails.
     let parent = scratch_parent("join");
     delegate(&parent, user);
+    let inside = parent.join("supervisor");
+    std::fs::create_dir(&inside).unwrap();
+    delegate(&inside, user);
+    let control = contains_inside_the_subtree(&inside, user);
+    let _ = std::fs::remove_dir(&inside);
     let parent_text = parent.display().to_string();
     let (code, stdout, stderr) =
         supervise_as(user, &["--best-effort", "--cgroup-parent", &parent_text]);
@@ -341,6 +348,7 @@ fn a_child_that_cannot_join_its_cgroup_falls_back_with_best_effort_and_fails_cle
         supervise_as(user, &["--contain", "--cgroup-parent", &parent_text]);
     let required_left = tree(&parent);
     assert!(force_remove(&parent));
+    control.unwrap();
 
     assert_eq!(
         code,
@@ -373,14 +381,10 @@ fn a_child_that_cannot_join_its_cgroup_falls_back_with_best_effort_and_fails_cle
     assert!(required_left.is_empty(), "{required_left:?} left");
 }
 
-#[test]
-fn a_non_root_supervisor_in_its_delegated_subtree_contains_and_removes() {
-    let _serial = serial();
-    let user = nobody();
-    // The positive control of the test above: nobody runs *inside* the subtree delegated to
-    // it, so the child's move stays within it.
-    let parent = scratch_parent("delegated");
-    delegate(&parent, user);
+/// The positive control of the join test: a non-root supervisor that runs *inside* the subtree
+/// delegated to it (moved into `dir` by root before it drops its privileges) contains a
+/// daemonizing server, and its close removes the cgroup. Returns what went wrong, if anything.
+fn contains_inside_the_subtree(dir: &Path, user: (u32, u32)) -> Result<(), String> {
     let setpriv = Path::new("/usr/bin/setpriv");
     assert!(
         setpriv.is_file(),
@@ -390,7 +394,7 @@ fn a_non_root_supervisor_in_its_delegated_subtree_contains_and_removes() {
         .arg("-c")
         .arg(r#"echo $$ > "$1/cgroup.procs" && shift && exec "$@""#)
         .arg("sh")
-        .arg(&parent)
+        .arg(dir)
         .arg(setpriv)
         .arg(format!("--reuid={}", user.0))
         .arg(format!("--regid={}", user.1))
@@ -401,14 +405,63 @@ fn a_non_root_supervisor_in_its_delegated_subtree_contains_and_removes() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let left = tree(&parent);
-    assert!(force_remove(&parent));
-    assert!(out.status.success(), "{stderr}{stdout}");
-    assert!(
-        stdout.contains("FALLBACK -") && stdout.contains("removed: true"),
-        "{stdout}"
-    );
-    assert!(left.is_empty(), "{left:?} left");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let left = tree(dir);
+    if !out.status.success() || !stdout.contains("FALLBACK -") || !stdout.contains("removed: true")
+    {
+        return Err(format!("inside the subtree: {stderr}{stdout}"));
+    }
+    if !left.is_empty() {
+        return Err(format!("inside the subtree: {left:?} left"));
+    }
+    Ok(())
+}
+
+#[test]
+fn the_guardian_of_a_sigkilled_supervisor_removes_the_cgroups_the_server_made() {
+    let _serial = serial();
+    // The server of the first test, under a supervisor with exit_with_parent (so a guardian).
+    let script = r#"cg="$1$(sed -n 's/^0:://p' /proc/self/cgroup)"
+mkdir -p "$cg/inner/deeper" "$cg/other/x" || exit 1
+sleep 1000 &
+echo $! > "$cg/inner/deeper/cgroup.procs" || exit 1
+echo "ready $!"
+exec sleep 1000"#;
+    let mut sup = Command::new(bin("cg-supervisor"))
+        .arg("/bin/sh")
+        .args(["--exit-with-parent", "--contain", "--", "-c", script, "sh"])
+        .arg(cgroup_mount())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(sup.stdout.take().unwrap());
+    let (mut child, mut ready) = (String::new(), String::new());
+    out.read_line(&mut child).unwrap();
+    out.read_line(&mut ready).unwrap();
+    let leader: u32 = child
+        .trim()
+        .strip_prefix("CHILD ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let grandchild: u32 = ready
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let fds = [pidfd(leader), pidfd(grandchild)];
+    let dir = cgroup_mount().join(cgroup_of(leader).trim_start_matches('/'));
+    assert_eq!(tree(&dir).len(), 4, "{:?}", tree(&dir));
+    sup.kill().unwrap();
+    sup.wait().unwrap();
+    let exited = fds
+        .iter()
+        .all(|fd| exited_within(fd, Duration::from_secs(20)));
+    let gone = childguard_tests::eventually(Duration::from_secs(20), || !dir.exists());
+    let left = tree(&dir);
+    assert!(force_remove(&dir));
+    assert!(exited, "the tree outlived its SIGKILLed supervisor");
+    assert!(gone, "{} left, with {left:?}", dir.display());
 }
