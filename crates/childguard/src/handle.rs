@@ -248,30 +248,45 @@ impl Builder {
     /// group cannot promise (default [`Containment::None`]).
     ///
     /// What happens, and when:
-    /// - **`spawn()`**: a new cgroup `childguard-<our pid>-<n>` (mode 0755) is made under the
-    ///   cgroup this process runs in (found through `/proc/self/cgroup` and the cgroup2 mount
-    ///   in `/proc/self/mountinfo`, hybrid or pure v2), or under
-    ///   [`cgroup_parent`](Builder::cgroup_parent). The child moves itself into it *before it
-    ///   execs* (it writes `0` to the cgroup's `cgroup.procs`), so every descendant is born
-    ///   inside. If the cgroup cannot be made or joined, `spawn()` fails with
-    ///   [`ErrorKind::Containment`] naming the path and the reason, and leaves no directory,
-    ///   fd or zombie ([`Containment::BestEffort`] falls back to a process group instead, and
-    ///   the report says so). Containment takes std's `fork` path (a `pre_exec` hook), not
-    ///   `posix_spawn`.
+    /// - **`spawn()`**: a new cgroup `childguard-<our pid>-<n>-t<our start time>-ns<our pid
+    ///   namespace>` (mode 0755) is made under the cgroup this process runs in (found through
+    ///   `/proc/self/cgroup` and the cgroup2 mount in `/proc/self/mountinfo`, hybrid or pure
+    ///   v2), or under [`cgroup_parent`](Builder::cgroup_parent). The child moves itself into it
+    ///   *before it execs* (it writes `0` to the cgroup's `cgroup.procs`), so every descendant
+    ///   is born inside. If the cgroup cannot be made or joined, `spawn()` fails with
+    ///   [`ErrorKind::Containment`] naming the path, the errno and the reason, and leaves no
+    ///   directory, fd or zombie ([`Containment::BestEffort`] falls back to a process group
+    ///   instead — also when only the join failed: the child then leads a group of its own and
+    ///   execs uncontained — and the report says so). Containment takes std's `fork` path (a
+    ///   `pre_exec` hook), not `posix_spawn`.
+    /// - **first use of a parent** in this process: the `childguard-*` cgroups that dead
+    ///   supervisors left in it (crashed without `exit_with_parent`) are killed and removed
+    ///   before ours is made, and the first contained close report says so in
+    ///   [`CloseReport::notes`]. A supervisor is dead when its pid is gone, a zombie, or has
+    ///   another start time than its cgroup's name records; our own cgroups, those of live
+    ///   supervisors and those named in another pid namespace are never touched.
     /// - **each rung**: catchable signals go where [`kill_mode`](Builder::kill_mode) says
     ///   (default [`KillMode::Mixed`]: the child, or its group); the `KILL` rung writes
     ///   `cgroup.kill`, which kills every member atomically (no pid read, no fork escapes).
     ///   [`CloseReport::signals`] says how many processes each rung reached.
     /// - **the end**: the close is over when the cgroup is empty (`cgroup.events` says
     ///   `populated 0`, woken by inotify), not when the child exits; the child is reaped and
-    ///   the directory removed. Members that outlive the last rung (uninterruptible sleep) are
+    ///   the directory removed, bottom-up: cgroups the server made inside its own (a nested
+    ///   contained run, a container runtime) first; one that stays is named in
+    ///   [`CloseReport::notes`]. Members that outlive the last rung (uninterruptible sleep) are
     ///   left to the background reaper, which removes the cgroup once they are gone;
     ///   [`CloseReport::cgroup`] says how many were left.
     /// - **we die**: with [`exit_with_parent`](Builder::exit_with_parent), a guardian process
-    ///   kills the whole cgroup when this process dies, even by `SIGKILL`.
+    ///   kills the whole cgroup when this process dies, even by `SIGKILL`, and removes it
+    ///   (bottom-up). Without it, the cgroup and whatever is left in it stay until the next
+    ///   process that contains a child under the same parent sweeps them (above).
     ///
     /// Needs write access to the parent cgroup: root, or a subtree delegated to this user
-    /// (systemd `Delegate=yes`, or a user session's `user@.service`).
+    /// (systemd `Delegate=yes`, or a user session's `user@.service`). Without root, the child's
+    /// move also needs write access to `cgroup.procs` of the nearest common ancestor of this
+    /// process's cgroup and the new one, so a `cgroup_parent` outside this process's own
+    /// delegated subtree cannot be joined (and before Linux 5.16 a child given another user
+    /// with `CommandExt::uid` cannot join a root-made cgroup).
     pub fn contain(mut self, containment: Containment) -> Builder {
         self.containment = containment;
         self
