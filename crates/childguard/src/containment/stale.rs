@@ -117,6 +117,8 @@ fn sweep(parent: &Path, hierarchy: &str) -> Vec<String> {
                 let killed = super::kill::kill_all(&cgroup);
                 opened.push((cgroup, pid, killed));
             }
+            // Race: its guardian, or another process's sweep, removed it first.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => notes.push(format!(
                 "stale cgroup {} of dead supervisor {pid} left: {e}",
                 dir.display()
