@@ -162,7 +162,21 @@ impl Cgroup {
         if self.removed {
             return Ok(());
         }
-        if let Err(e) = super::trim::remove_tree(&self.dir) {
+        // Not while it has members: the walk would remove the empty cgroups of a live tree.
+        let removed = match self.watch.read() {
+            Ok(events) if events.populated => {
+                let busy = io::Error::from_raw_os_error(libc::EBUSY);
+                Err(io::Error::new(
+                    busy.kind(),
+                    format!(
+                        "{} (removing): processes are still in it (EBUSY: {busy})",
+                        self.dir.display()
+                    ),
+                ))
+            }
+            _ => super::trim::remove_tree(&self.dir),
+        };
+        if let Err(e) = removed {
             self.remove_error = Some(e.to_string());
             return Err(e);
         }
@@ -182,7 +196,7 @@ impl Cgroup {
     pub(crate) fn take_notes(&mut self) -> Vec<String> {
         let mut notes = std::mem::take(&mut self.notes);
         if let (false, Some(e)) = (self.removed, &self.remove_error) {
-            notes.push(format!("cgroup not removed: {e}"));
+            notes.push(format!("the cgroup stays: {e}"));
         }
         notes
     }
