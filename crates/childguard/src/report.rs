@@ -373,6 +373,10 @@ impl fmt::Display for CloseReport {
         if let Some(cg) = &self.cgroup {
             parts.push(match (cg.removed, cg.members_left) {
                 (true, _) => format!("cgroup {} emptied and removed", cg.path.display()),
+                (false, 0) if !self.handed_to_reaper => format!(
+                    "cgroup {} emptied but not removed (see the notes)",
+                    cg.path.display()
+                ),
                 (false, n) => format!(
                     "cgroup {} still has {n} member(s); the reaper removes it once empty",
                     cg.path.display()
