@@ -302,11 +302,12 @@ enum cg_status cg_builder_contain(struct cg_builder *builder, int32_t containmen
 enum cg_status cg_builder_kill_mode(struct cg_builder *builder, int32_t mode);
 
 // With containment: the cgroup v2 directory (an absolute path under the cgroup2 mount, e.g.
-// a delegated subtree; copied) under which the child's cgroup `childguard-<pid>-<n>` is made,
+// a delegated subtree; copied) under which the child's cgroup `childguard-<pid>-<n>-…` is made,
 // instead of the cgroup this process runs in. An empty or relative `path` is
 // `CG_ERR_INVALID_ARGUMENT` at once; a directory that does not exist, is not in a cgroup2 file
 // system or is not writable fails `cg_spawn` with `CG_ERR_CONTAINMENT`, naming the path and
-// the reason (`CG_CONTAIN_BEST_EFFORT` falls back to a process group instead). Without
+// the reason (`CG_CONTAIN_BEST_EFFORT` falls back to a process group instead, also when the
+// child cannot join the cgroup: non-root, a parent outside this process's own subtree). Without
 // containment it has no effect.
 enum cg_status cg_builder_cgroup_parent(struct cg_builder *builder, const char *path);
 

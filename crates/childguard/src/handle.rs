@@ -16,6 +16,7 @@ use crate::containment::{Containment, KillMode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ladder::{Ladder, Rung};
 use crate::on_drop::{self, OnDrop};
+use crate::placing::{self, placing_error, ContainedIn, Placing};
 use crate::process::{sigchld, Process};
 use crate::readiness::notify::NotifySocket;
 use crate::readiness::{self, Ready};
@@ -247,30 +248,45 @@ impl Builder {
     /// group cannot promise (default [`Containment::None`]).
     ///
     /// What happens, and when:
-    /// - **`spawn()`**: a new cgroup `childguard-<our pid>-<n>` (mode 0755) is made under the
-    ///   cgroup this process runs in (found through `/proc/self/cgroup` and the cgroup2 mount
-    ///   in `/proc/self/mountinfo`, hybrid or pure v2), or under
-    ///   [`cgroup_parent`](Builder::cgroup_parent). The child moves itself into it *before it
-    ///   execs* (it writes `0` to the cgroup's `cgroup.procs`), so every descendant is born
-    ///   inside. If the cgroup cannot be made or joined, `spawn()` fails with
-    ///   [`ErrorKind::Containment`] naming the path and the reason, and leaves no directory,
-    ///   fd or zombie ([`Containment::BestEffort`] falls back to a process group instead, and
-    ///   the report says so). Containment takes std's `fork` path (a `pre_exec` hook), not
-    ///   `posix_spawn`.
+    /// - **`spawn()`**: a new cgroup `childguard-<our pid>-<n>-t<our start time>-ns<our pid
+    ///   namespace>` (mode 0755) is made under the cgroup this process runs in (found through
+    ///   `/proc/self/cgroup` and the cgroup2 mount in `/proc/self/mountinfo`, hybrid or pure
+    ///   v2), or under [`cgroup_parent`](Builder::cgroup_parent). The child moves itself into it
+    ///   *before it execs* (it writes `0` to the cgroup's `cgroup.procs`), so every descendant
+    ///   is born inside. If the cgroup cannot be made or joined, `spawn()` fails with
+    ///   [`ErrorKind::Containment`] naming the path, the errno and the reason, and leaves no
+    ///   directory, fd or zombie ([`Containment::BestEffort`] falls back to a process group
+    ///   instead — also when only the join failed: the child then leads a group of its own and
+    ///   execs uncontained — and the report says so). Containment takes std's `fork` path (a
+    ///   `pre_exec` hook), not `posix_spawn`.
+    /// - **first use of a parent** in this process: the `childguard-*` cgroups that dead
+    ///   supervisors left in it (crashed without `exit_with_parent`) are killed and removed
+    ///   before ours is made, and the first contained close report says so in
+    ///   [`CloseReport::notes`]. A supervisor is dead when its pid is gone, a zombie, or has
+    ///   another start time than its cgroup's name records; our own cgroups, those of live
+    ///   supervisors and those named in another pid namespace are never touched.
     /// - **each rung**: catchable signals go where [`kill_mode`](Builder::kill_mode) says
     ///   (default [`KillMode::Mixed`]: the child, or its group); the `KILL` rung writes
     ///   `cgroup.kill`, which kills every member atomically (no pid read, no fork escapes).
     ///   [`CloseReport::signals`] says how many processes each rung reached.
     /// - **the end**: the close is over when the cgroup is empty (`cgroup.events` says
     ///   `populated 0`, woken by inotify), not when the child exits; the child is reaped and
-    ///   the directory removed. Members that outlive the last rung (uninterruptible sleep) are
+    ///   the directory removed, bottom-up: cgroups the server made inside its own (a nested
+    ///   contained run, a container runtime) first; one that stays is named in
+    ///   [`CloseReport::notes`]. Members that outlive the last rung (uninterruptible sleep) are
     ///   left to the background reaper, which removes the cgroup once they are gone;
     ///   [`CloseReport::cgroup`] says how many were left.
     /// - **we die**: with [`exit_with_parent`](Builder::exit_with_parent), a guardian process
-    ///   kills the whole cgroup when this process dies, even by `SIGKILL`.
+    ///   kills the whole cgroup when this process dies, even by `SIGKILL`, and removes it
+    ///   (bottom-up). Without it, the cgroup and whatever is left in it stay until the next
+    ///   process that contains a child under the same parent sweeps them (above).
     ///
     /// Needs write access to the parent cgroup: root, or a subtree delegated to this user
-    /// (systemd `Delegate=yes`, or a user session's `user@.service`).
+    /// (systemd `Delegate=yes`, or a user session's `user@.service`). Without root, the child's
+    /// move also needs write access to `cgroup.procs` of the nearest common ancestor of this
+    /// process's cgroup and the new one, so a `cgroup_parent` outside this process's own
+    /// delegated subtree cannot be joined (and before Linux 5.16 a child given another user
+    /// with `CommandExt::uid` cannot join a root-made cgroup).
     pub fn contain(mut self, containment: Containment) -> Builder {
         self.containment = containment;
         self
@@ -393,7 +409,7 @@ impl Builder {
         let first_private_fd = if activation_exec.is_some() { 4 } else { 3 };
         let placement = cgroup
             .as_ref()
-            .map(Placing::new)
+            .map(|c| Placing::new(c, self.containment == Containment::BestEffort))
             .transpose()
             .map_err(|e| fail(ErrorKind::Containment, e))?;
         if sweep {
@@ -431,6 +447,15 @@ impl Builder {
                 });
             }
             (Err(e), _, _) => return Err(fail(ErrorKind::Spawn, e)),
+        };
+        // BestEffort: a child that could not join its cgroup runs on uncontained, leading a
+        // group of its own (`sys::Placement::fall_back`); its cgroup is removed (dropped).
+        let (cgroup, containment_fallback) = match placing::joined(placement.as_ref(), cgroup) {
+            Ok(cgroup) => (cgroup, containment_fallback),
+            Err(why) => {
+                self.process_group = true;
+                (None, Some(why))
+            }
         };
         drop(placement);
         // Our ends of the pipes the Command asked for: kept, never dropped with `child`.
@@ -602,80 +627,6 @@ pub struct ChildHandle {
     containment_fallback: Option<String>,
     /// [`Ready::Notify`]: the `NOTIFY_SOCKET`, read until the close ends.
     notify: Option<NotifySocket>,
-}
-
-/// The cgroup a contained child is made in.
-#[cfg(target_os = "linux")]
-type ContainedIn = crate::containment::create::Cgroup;
-/// No cgroups off Linux ([`Builder::make_cgroup`] never makes one).
-#[cfg(not(target_os = "linux"))]
-type ContainedIn = std::convert::Infallible;
-
-/// The placement pipe of one contained spawn: the child reports a failed `cgroup.procs` write
-/// through it (see `sys::Placement`).
-struct Placing {
-    procs: i32,
-    read: OwnedFd,
-    write: OwnedFd,
-}
-
-impl Placing {
-    #[cfg(target_os = "linux")]
-    fn new(cgroup: &ContainedIn) -> io::Result<Placing> {
-        use std::os::fd::AsRawFd;
-        let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
-        let (read, write) = rustix::pipe::pipe_with(flags)?;
-        Ok(Placing {
-            procs: cgroup.procs_fd().as_raw_fd(),
-            read,
-            write,
-        })
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn new(cgroup: &ContainedIn) -> io::Result<Placing> {
-        match *cgroup {}
-    }
-
-    fn fds(&self) -> sys::Placement {
-        use std::os::fd::AsRawFd;
-        sys::Placement {
-            procs: self.procs,
-            report: self.write.as_raw_fd(),
-        }
-    }
-
-    /// After a failed spawn: the errno of a failed placement, if that is what failed.
-    fn failure(&self) -> Option<i32> {
-        let mut errno = [0u8; 4];
-        match rustix::io::read(&self.read, &mut errno) {
-            Ok(4) => Some(i32::from_ne_bytes(errno)),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Debug for Placing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Placing")
-            .field("procs", &self.procs)
-            .finish()
-    }
-}
-
-/// The error of a child that could not join its cgroup.
-#[cfg(target_os = "linux")]
-fn placing_error(cgroup: &ContainedIn, errno: i32) -> io::Error {
-    crate::containment::create::explain(
-        &cgroup.dir().join("cgroup.procs"),
-        "placing the child in its cgroup",
-        io::Error::from_raw_os_error(errno),
-    )
-}
-
-#[cfg(not(target_os = "linux"))]
-fn placing_error(cgroup: &ContainedIn, _errno: i32) -> io::Error {
-    match *cgroup {}
 }
 
 impl ChildHandle {
@@ -1207,6 +1158,7 @@ fn reap_or_hand_off(
         let reaped = process.reap();
         // Also when the reap (or the cgroup's removal) failed: the report says where it is.
         report.cgroup = process.cgroup_report();
+        report.notes.extend(process.take_cgroup_notes());
         report.status = reaped?;
         report.reaped = Some(started.elapsed());
         if report.status.is_none() {
@@ -1220,6 +1172,7 @@ fn reap_or_hand_off(
     report.handed_to_reaper = true;
     // Before the hand-off: members left in the cgroup (D state) are counted now.
     report.cgroup = process.cgroup_report();
+    report.notes.extend(process.take_cgroup_notes());
     if !ladder_done {
         report.ended_by = Ending::InBackground;
     }

@@ -68,6 +68,7 @@ mod ladder;
 mod on_drop;
 mod output;
 mod per_process;
+mod placing;
 mod process;
 mod program;
 mod readiness;

@@ -236,9 +236,12 @@ pub struct CloseReport {
     /// were still in it when the close returned (`None`: not contained).
     pub cgroup: Option<crate::containment::CgroupReport>,
     /// With [`Containment::BestEffort`](crate::Containment::BestEffort): why no cgroup could
-    /// be made, so the child was contained by its process group only.
+    /// be made, or why the child could not join it (the path and the errno), so the child was
+    /// contained by its process group only.
     pub containment_fallback: Option<String>,
-    /// Things worth knowing that are not errors (status lost, `ESRCH` on a signal …).
+    /// Things worth knowing that are not errors (status lost, `ESRCH` on a signal, stale
+    /// cgroups of dead supervisors removed before this child's was made, a cgroup directory
+    /// that could not be removed …).
     pub notes: Vec<String>,
 }
 
@@ -371,6 +374,10 @@ impl fmt::Display for CloseReport {
         if let Some(cg) = &self.cgroup {
             parts.push(match (cg.removed, cg.members_left) {
                 (true, _) => format!("cgroup {} emptied and removed", cg.path.display()),
+                (false, 0) if !self.handed_to_reaper => format!(
+                    "cgroup {} emptied but not removed (see the notes)",
+                    cg.path.display()
+                ),
                 (false, n) => format!(
                     "cgroup {} still has {n} member(s); the reaper removes it once empty",
                     cg.path.display()

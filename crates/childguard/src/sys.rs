@@ -223,6 +223,11 @@ pub(crate) struct Placement {
     /// Write end of a pipe: on failure the child writes its errno there, so the parent can
     /// tell a placement error (ErrorKind::Containment) from an exec error.
     pub report: i32,
+    /// `Containment::BestEffort`: after a failed write, the child does not fail: it makes a
+    /// process group of its own (what an uncontained best-effort child gets) and goes on to
+    /// exec; the parent finds the errno in `report` once `spawn` returned (std returns only
+    /// after the exec, so the errno, written before it, is there to read: no race).
+    pub fall_back: bool,
 }
 
 /// Registers [`ChildSetup`] with `Command::pre_exec`.
@@ -236,7 +241,10 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
             if let Err(e) = write_raw(placement.procs, b"0") {
                 let errno = e.raw_os_error().unwrap_or(libc::EIO);
                 let _ = write_raw(placement.report, &errno.to_ne_bytes());
-                return Err(e);
+                if !placement.fall_back {
+                    return Err(e);
+                }
+                lead_own_process_group()?;
             }
         }
         if let Some((signal, parent)) = setup.death_signal {
@@ -259,7 +267,7 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
         }
     };
     // SAFETY: the hook runs between fork and exec in a possibly multi-threaded parent's child:
-    // it only calls write (to fds the parent opened and keeps open until spawn returns), prctl,
+    // it only calls write (to fds the parent opened and keeps open until spawn returns), setpgid, prctl,
     // getppid, signal, close_range/fcntl, getrlimit and (activation) getpid, dup2,
     // execve and close, which are async-signal-safe; it takes no lock and does not allocate
     // (io::Error from an OS code is not boxed; ActivationExec writes into buffers it owns).
@@ -373,6 +381,18 @@ fn set_parent_death_signal(signal: Signal) -> io::Result<()> {
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn set_parent_death_signal(_signal: Signal) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// `setpgid(2)` `(0, 0)`: the calling process leads a new process group of its own
+/// (async-signal-safe, for the child between fork and exec).
+fn lead_own_process_group() -> io::Result<()> {
+    // SAFETY: setpgid(0, 0) only changes the calling process's group; it has no memory
+    // arguments.
+    if unsafe { libc::setpgid(0, 0) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// `getppid(2)`.

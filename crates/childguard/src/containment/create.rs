@@ -33,14 +33,20 @@ pub(crate) struct Cgroup {
     removed: bool,
     /// With `exit_with_parent`: kills the cgroup if this process dies first.
     guardian: Option<Guardian>,
+    /// For the close report: what the sweep of stale cgroups did before this one was made.
+    notes: Vec<String>,
+    /// Why the last removal failed (the directory that stayed), for the close report.
+    remove_error: Option<String>,
 }
 
 /// Counter for unique names within this process (the pid makes them unique across processes).
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 impl Cgroup {
-    /// Makes a new cgroup `childguard-<pid>-<n>` (mode 0755) under `parent`, or under the
-    /// cgroup this process runs in. On error nothing is left behind.
+    /// Makes a new cgroup `childguard-<pid>-<n>-t<start>-ns<pidns>` (mode 0755) under
+    /// `parent`, or under the cgroup this process runs in. On error nothing is left behind.
+    /// The first time in this process that `parent` is used, the stale cgroups of dead
+    /// supervisors in it are killed and removed first ([`super::stale`]).
     pub(crate) fn create(parent: Option<&Path>) -> io::Result<Cgroup> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
         let (root, mount_point) = mount::cgroup2_mount(&mountinfo).ok_or_else(|| {
@@ -69,9 +75,12 @@ impl Cgroup {
             root.trim_end_matches('/'),
             relative.to_string_lossy()
         );
+        super::stale::sweep_once(&parent, &parent_hierarchy);
         let pid = std::process::id();
+        let tags = super::stale::own_tags();
         loop {
-            let name = format!("childguard-{pid}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let name = format!("{}{pid}-{n}{tags}", super::stale::PREFIX);
             let dir = parent.join(&name);
             match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o755)) {
                 Ok(()) => {}
@@ -81,7 +90,10 @@ impl Cgroup {
             }
             let hierarchy_path = format!("{}/{name}", parent_hierarchy.trim_end_matches('/'));
             return match Cgroup::open(&dir, hierarchy_path) {
-                Ok(cgroup) => Ok(cgroup),
+                Ok(mut cgroup) => {
+                    cgroup.notes = super::stale::take_pending();
+                    Ok(cgroup)
+                }
                 Err(e) => {
                     let _ = rustix::fs::rmdir(&dir);
                     Err(e)
@@ -102,7 +114,14 @@ impl Cgroup {
             watch,
             removed: false,
             guardian: None,
+            notes: Vec::new(),
+            remove_error: None,
         })
+    }
+
+    /// Opens an existing cgroup (a stale one, to kill and remove it).
+    pub(crate) fn open_stale(dir: &Path, hierarchy_path: String) -> io::Result<Cgroup> {
+        Cgroup::open(dir, hierarchy_path)
     }
 
     /// Starts a [`Guardian`] for this cgroup (before the child is spawned into it).
@@ -136,13 +155,33 @@ impl Cgroup {
         self.removed
     }
 
-    /// Removes the (empty) directory. `EBUSY` while it still has members.
+    /// Removes the (empty) directory, and first every cgroup the server made inside it,
+    /// deepest first ([`super::trim`]). `EBUSY` while it still has members; the error names
+    /// the directory that stayed.
     pub(crate) fn remove(&mut self) -> io::Result<()> {
         if self.removed {
             return Ok(());
         }
-        rustix::fs::rmdir(&self.dir).map_err(|e| explain(&self.dir, "removing", e.into()))?;
+        // Not while it has members: the walk would remove the empty cgroups of a live tree.
+        let removed = match self.watch.read() {
+            Ok(events) if events.populated => {
+                let busy = io::Error::from_raw_os_error(libc::EBUSY);
+                Err(io::Error::new(
+                    busy.kind(),
+                    format!(
+                        "{} (removing): processes are still in it (EBUSY: {busy})",
+                        self.dir.display()
+                    ),
+                ))
+            }
+            _ => super::trim::remove_tree(&self.dir),
+        };
+        if let Err(e) = removed {
+            self.remove_error = Some(e.to_string());
+            return Err(e);
+        }
         self.removed = true;
+        self.remove_error = None;
         // Nothing left to guard.
         if let Some(mut guardian) = self.guardian.take() {
             guardian.dismiss();
@@ -151,10 +190,24 @@ impl Cgroup {
     }
 }
 
+impl Cgroup {
+    /// Notes for the close report: what the sweep of stale cgroups did before this cgroup was
+    /// made (given once), and why the cgroup could not be removed, if it could not.
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        let mut notes = std::mem::take(&mut self.notes);
+        if let (false, Some(e)) = (self.removed, &self.remove_error) {
+            notes.push(format!("the cgroup stays: {e}"));
+        }
+        notes
+    }
+}
+
 impl Drop for Cgroup {
     /// Last resort (a spawn that failed, a job given up): remove the directory if it is
     /// empty. A cgroup with members stays (rmdir fails with `EBUSY`); nothing is killed here.
+    /// Sweep notes not reported yet go to the next cgroup made.
     fn drop(&mut self) {
+        super::stale::put_back(std::mem::take(&mut self.notes));
         let _ = self.remove();
         // A cgroup that could not be removed (members in D state): the guardian is dismissed
         // by its own drop, after this, without a kill.
@@ -174,8 +227,43 @@ fn check_is_cgroup2(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The error of a child that could not join the cgroup at `dir` (the errno its write to
+/// `cgroup.procs` got, before exec).
+pub(crate) fn explain_placement(dir: &Path, errno: i32) -> io::Error {
+    let procs = dir.join("cgroup.procs");
+    let e = io::Error::from_raw_os_error(errno);
+    let name = match errno {
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        _ => return explain(&procs, "placing the child in its cgroup", e),
+    };
+    // The cgroup was made and its cgroup.procs opened: what refuses is the migration itself.
+    io::Error::new(
+        e.kind(),
+        format!(
+            "{} (placing the child in its cgroup): permission denied ({name}: {e}): moving a \
+             process needs write access to cgroup.procs of the nearest common ancestor of its \
+             current cgroup and the new one, so a cgroup_parent outside this process's own \
+             delegated subtree is refused; before Linux 5.16 the child's own credentials \
+             (Command::uid/gid) count, not those of its supervisor",
+            procs.display()
+        ),
+    )
+}
+
 /// An error naming `path`, what we were doing, and what the errno means for cgroups.
 pub(crate) fn explain(path: &Path, doing: &str, e: io::Error) -> io::Error {
+    let name = match e.raw_os_error() {
+        Some(libc::ENOENT) => "ENOENT: ",
+        Some(libc::EACCES) => "EACCES: ",
+        Some(libc::EPERM) => "EPERM: ",
+        Some(libc::EROFS) => "EROFS: ",
+        Some(libc::EBUSY) => "EBUSY: ",
+        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP: ",
+        Some(libc::EAGAIN) => "EAGAIN: ",
+        Some(libc::ENOTDIR) => "ENOTDIR: ",
+        _ => "",
+    };
     let why = match e.raw_os_error() {
         Some(libc::ENOENT) => "does not exist",
         Some(libc::EACCES) | Some(libc::EPERM) => {
@@ -194,7 +282,7 @@ pub(crate) fn explain(path: &Path, doing: &str, e: io::Error) -> io::Error {
     let message = if why.is_empty() {
         format!("{} ({doing}): {e}", path.display())
     } else {
-        format!("{} ({doing}): {why} ({e})", path.display())
+        format!("{} ({doing}): {why} ({name}{e})", path.display())
     };
     io::Error::new(e.kind(), message)
 }

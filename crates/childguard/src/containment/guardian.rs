@@ -7,7 +7,8 @@
 //! its cgroup and in a process group of its own, whose stdin is the read end of a pipe whose
 //! only write end is ours (close-on-exec). It blocks in `read`. When this process dies — by any
 //! means — the kernel closes that write end, `read` sees EOF, and the guardian writes `1` to
-//! the cgroup's `cgroup.kill`, then removes the emptied directory. When the close ends normally
+//! the cgroup's `cgroup.kill`, then removes the emptied directory (bottom-up, with the cgroups
+//! the server made inside it). When the close ends normally
 //! we write `q` first: the guardian exits without killing, and we reap it.
 //!
 //! Race closed: the guardian exists before the child does, so there is no moment in which
@@ -25,12 +26,23 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// What the guardian runs. `$1` is the cgroup directory.
+/// What the guardian runs. `$1` is the cgroup directory. `trim DIR DEPTH` removes the cgroups
+/// the server made inside DIR deepest first, then DIR (as [`super::trim`] does: at most 32
+/// levels, symlinks not followed); it is retried until the killed tree has exited.
 const SCRIPT: &str = r#"read -r word
 [ "$word" = q ] && exit 0
 echo 1 > "$1/cgroup.kill"
+trim() {
+  if [ "$2" -lt 32 ]; then
+    for d in "$1"/*/ "$1"/.[!.]*/; do
+      d=${d%/}
+      [ -d "$d" ] && [ ! -L "$d" ] && trim "$d" $(($2 + 1))
+    done
+  fi
+  rmdir "$1" 2>/dev/null
+}
 i=0
-while [ "$i" -lt 50 ]; do rmdir "$1" 2>/dev/null && exit 0; sleep 0.1; i=$((i+1)); done
+while [ "$i" -lt 50 ]; do trim "$1" 0 && exit 0; sleep 0.1; i=$((i+1)); done
 "#;
 
 /// A running guardian for one cgroup.

@@ -13,6 +13,7 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
+use std::path::Path;
 
 use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags};
 
@@ -20,12 +21,39 @@ use super::create::Cgroup;
 use crate::signal::Signal;
 use crate::sys;
 
-/// The pids `cgroup.procs` lists now (processes, not threads; zombies are not listed).
+/// The pids `cgroup.procs` lists now (processes, not threads; zombies are not listed), in the
+/// cgroup and in the cgroups the server made inside it (at most `trim::MAX_DEPTH` levels and
+/// `trim::MAX_CGROUPS` cgroups; symlinks are not followed): what `cgroup.kill` reaches.
 pub(crate) fn pids(cgroup: &Cgroup) -> io::Result<Vec<u32>> {
-    let path = cgroup.dir().join("cgroup.procs");
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| super::create::explain(&path, "reading", e))?;
-    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    let mut pids = Vec::new();
+    let mut budget = super::trim::MAX_CGROUPS;
+    collect(cgroup.dir(), 0, &mut budget, &mut pids)?;
+    Ok(pids)
+}
+
+fn collect(dir: &Path, depth: usize, budget: &mut usize, pids: &mut Vec<u32>) -> io::Result<()> {
+    let path = dir.join("cgroup.procs");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
+        // A child cgroup removed while we listed: its members went with it.
+        Err(e) if depth > 0 && e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(super::create::explain(&path, "reading", e)),
+    }
+    if depth >= super::trim::MAX_DEPTH {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        // `file_type` does not follow symlinks: a symlink is never walked into.
+        if *budget == 0 || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        *budget -= 1;
+        collect(&entry.path(), depth + 1, budget, pids)?;
+    }
+    Ok(())
 }
 
 /// Every live member of `cgroup`, opened as a pidfd and verified (see the module docs).
@@ -59,11 +87,17 @@ pub(crate) fn signal_each(cgroup: &Cgroup, signal: Signal) -> io::Result<usize> 
     Ok(reached)
 }
 
-/// Whether `/proc/PID/cgroup` puts `pid` in `cgroup`.
+/// Whether `/proc/PID/cgroup` puts `pid` in `cgroup` or in a cgroup below it.
 fn is_member(pid: u32, cgroup: &Cgroup) -> bool {
+    let ours = cgroup.hierarchy_path();
     std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
         .ok()
         .is_some_and(|text| {
-            super::mount::unified_path(&text).map(|p| p.trim_end()) == Some(cgroup.hierarchy_path())
+            super::mount::unified_path(&text)
+                .map(str::trim_end)
+                .is_some_and(|p| {
+                    p.strip_prefix(ours)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                })
         })
 }

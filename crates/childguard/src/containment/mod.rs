@@ -4,11 +4,15 @@
 //! One small file per mechanism:
 //! - [`mount`]: where cgroup v2 is mounted and which cgroup this process is in.
 //! - [`create`]: making the child's cgroup (unique name, mode 0755) and removing it.
+//! - [`trim`]: the removal, bottom-up: the cgroups a server made inside its own first.
+//! - [`stale`]: on first use of a parent, killing and removing the cgroups of dead
+//!   supervisors in it.
 //! - [`events`]: `cgroup.events` (`populated`, `frozen`) and the inotify watch that wakes a
 //!   wait when it changes.
 //! - [`members`]: the cgroup's processes as pidfds, each checked to be in the cgroup after
 //!   it was opened, for a signal to every member.
-//! - `guardian`: a process that kills the cgroup if we die first (`exit_with_parent`).
+//! - `guardian`: a process that kills (and removes) the cgroup if we die first
+//!   (`exit_with_parent`).
 //! - [`kill`]: `cgroup.kill` (Linux 5.14), or freeze → `SIGKILL` each member → thaw.
 //!
 //! The child is placed before it execs (see `sys::install_child_setup`): it writes `0` to the
@@ -27,6 +31,10 @@ pub(crate) mod kill;
 pub(crate) mod members;
 #[cfg(target_os = "linux")]
 pub(crate) mod mount;
+#[cfg(target_os = "linux")]
+pub(crate) mod stale;
+#[cfg(target_os = "linux")]
+pub(crate) mod trim;
 
 use std::path::PathBuf;
 
@@ -43,8 +51,9 @@ pub enum Containment {
     /// [`Builder::cgroup_parent`](crate::Builder::cgroup_parent)); `spawn()` fails with
     /// [`ErrorKind::Containment`](crate::ErrorKind::Containment) if it cannot be made.
     Cgroup,
-    /// As [`Containment::Cgroup`], but if the cgroup cannot be made the child is spawned
-    /// leading a process group of its own instead, and the close report says so
+    /// As [`Containment::Cgroup`], but if the cgroup cannot be made, or the child cannot join
+    /// it (its write to `cgroup.procs` before exec is refused), the child is spawned leading a
+    /// process group of its own instead, and the close report says so
     /// ([`CloseReport::containment_fallback`](crate::CloseReport::containment_fallback)).
     BestEffort,
 }
@@ -77,8 +86,10 @@ pub struct CgroupReport {
     pub path: PathBuf,
     /// Who got the catchable rungs.
     pub kill_mode: KillMode,
-    /// Whether the directory was removed by the close (`false`: members outlived the
-    /// ladder, and the background reaper removes it once they are gone).
+    /// Whether the directory was removed by the close, with the cgroups the server made inside
+    /// it (`false`: members outlived the ladder, and the background reaper removes it once
+    /// they are gone; or a directory stayed, named in
+    /// [`CloseReport::notes`](crate::CloseReport::notes)).
     pub removed: bool,
     /// Processes still in the cgroup when the close returned (0 when `removed`).
     pub members_left: usize,

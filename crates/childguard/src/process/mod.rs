@@ -343,6 +343,17 @@ impl Process {
         None
     }
 
+    /// Containment's notes for the close report (given once): stale cgroups of dead
+    /// supervisors removed before this child's cgroup was made, and why the cgroup could not
+    /// be removed, if it could not.
+    pub(crate) fn take_cgroup_notes(&mut self) -> Vec<String> {
+        #[cfg(target_os = "linux")]
+        if let Some((cgroup, _)) = &mut self.cgroup {
+            return cgroup.take_notes();
+        }
+        Vec::new()
+    }
+
     /// Removes a contained child's cgroup once it is empty (after the leader exited).
     fn remove_cgroup_if_empty(&mut self) -> io::Result<()> {
         #[cfg(target_os = "linux")]
