@@ -2,7 +2,7 @@
 //! (`sh -c 'helper; exec server'`), judged after the shell has already reaped it — made
 //! certain, not left to the scheduler, by the `failpoints` hook that holds the notify socket
 //! between reading each datagram and judging its sender until the sender is reaped. A test
-//! process of its own: the hook is process-wide.
+//! process of its own: the hook is process-wide, armed by every test here and never disarmed.
 
 use std::time::Duration;
 
@@ -39,5 +39,36 @@ fn a_helper_reaped_before_its_ready_is_read_still_counts_40_times() {
         );
         assert!(notify.ignored.is_empty(), "spawn {i}: {notify:?}");
     }
-    childguard::failpoint::set_notify_await_reaped(false);
+}
+
+/// Uncontained, the kernel forgets a reaped sender's parent: the helper's `READY=1` cannot
+/// be placed and is refused, and the note says why and what keeps it (`contain()`); the main
+/// process's own `READY=1` then counts.
+#[test]
+fn uncontained_a_reaped_helper_is_refused_with_the_reason() {
+    childguard::failpoint::set_notify_await_reaped(true);
+    let helper = bin("cg-notify");
+    let script = format!(
+        "{h} READY=1 STATUS=helper; exec {h} READY=1 STATUS=main -- sleep 600",
+        h = helper.display()
+    );
+    let handle = ChildHandle::builder(sh(&script))
+        .ready(Ready::Notify)
+        .ready_timeout(Duration::from_secs(60))
+        .ladder(ladder("KILL:10s"))
+        .process_group(true)
+        .spawn()
+        .expect("spawn");
+    let notify = handle
+        .close()
+        .expect("close")
+        .notify
+        .expect("a notify report");
+    assert_eq!(notify.status.as_deref(), Some("main"), "{notify:?}");
+    assert_eq!(notify.ignored.len(), 1, "{notify:?}");
+    assert!(
+        notify.ignored[0].contains("exited and was reaped before its datagram was read")
+            && notify.ignored[0].contains("contain()"),
+        "{notify:?}"
+    );
 }

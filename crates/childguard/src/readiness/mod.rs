@@ -192,6 +192,20 @@ impl Ready {
     }
 }
 
+/// For a ready timeout: what the notify socket ignored (a `READY=1` from a sender
+/// [`NotifyAccess`] refuses is the usual reason), else nothing.
+fn ignored_on_notify(handle: &ChildHandle) -> String {
+    #[cfg(target_os = "linux")]
+    if let Some(notify) = handle.notify_ref() {
+        let ignored = notify.ignored();
+        if !ignored.is_empty() {
+            return format!("; ignored on NOTIFY_SOCKET: {}", ignored.join("; "));
+        }
+    }
+    let _ = handle;
+    String::new()
+}
+
 fn describe_all(parts: &[Ready]) -> String {
     parts
         .iter()
@@ -595,8 +609,9 @@ impl Pending {
             NotReady::TimedOut => (
                 io::ErrorKind::TimedOut,
                 format!(
-                    "not ready after {}: awaited {what}",
-                    humantime::format_duration(self.timeout)
+                    "not ready after {}: awaited {what}{}",
+                    humantime::format_duration(self.timeout),
+                    ignored_on_notify(&handle)
                 ),
             ),
             NotReady::Failed(e) => (e.kind(), format!("waiting for {what}: {e}")),

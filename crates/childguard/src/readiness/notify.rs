@@ -242,6 +242,11 @@ impl NotifySocket {
         extended
     }
 
+    /// What was ignored so far (the first [`NOTED_MAX`]), for a ready timeout's message.
+    pub(crate) fn ignored(&self) -> &[String] {
+        &self.ignored
+    }
+
     fn ignore(&mut self, why: String) {
         self.ignored_count += 1;
         if self.ignored.len() < NOTED_MAX {
