@@ -231,7 +231,7 @@ mod tests {
             rustix::process::PidfdFlags::empty(),
         )
         .ok()
-        .map(|fd| Ok(OwnedFd::from(fd)));
+        .map(Ok);
         Sender {
             pid: Some(pid),
             pidfd,
