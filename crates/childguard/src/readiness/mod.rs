@@ -83,6 +83,12 @@ pub enum NotifyAccess {
     /// postgres …` forks and waits, and postgres, its child, sends `READY=1`; `sh -c
     /// 'helper; exec server'` sends from a helper — where systemd would be told the server's
     /// pid by `PIDFile=` or `MAINPID=`.
+    ///
+    /// Contained, membership is the cgroup the kernel recorded for the sender, kept even after
+    /// it was reaped: a helper that sends `READY=1` and exits at once, and a double-forked
+    /// daemon, count. Uncontained, the kernel forgets a reaped process's parent: a sender
+    /// reaped before its datagram is read, or one that left the child's tree, is refused with
+    /// a note saying so — contain the child for those.
     #[default]
     All,
 }
