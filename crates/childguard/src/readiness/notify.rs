@@ -7,7 +7,7 @@
 //! `STOPPING=1` and `EXTEND_TIMEOUT_USEC=…`, and ignore the rest (as systemd ignores keys it
 //! does not know).
 //!
-//! Who may speak: [`NotifyAccess`](super::NotifyAccess) (`notify_access.rs`): the kernel
+//! Who may speak: [`NotifyAccess`] (`notify_access.rs`): the kernel
 //! attaches the sender to every datagram at send time — its pid (`SO_PASSCRED`, not forgeable
 //! by an unprivileged sender) and a pidfd of it (`SO_PASSPIDFD`, Linux 6.5) — and the sender
 //! is judged by what the kernel says of that process, not of whoever holds its pid number
