@@ -8,7 +8,9 @@
 //! avoids:
 //!
 //! - **`Main`**: the pid is the child's. The child is ours and only we reap it, so its number
-//!   cannot name anyone else while we read its datagrams.
+//!   cannot name anyone else while we read its datagrams. (Left: a datagram queued before the
+//!   fork by an earlier holder of the same number — only our uid, or root, can reach the
+//!   socket in its fresh 0700 directory.)
 //! - **`All`, contained**: the sender's cgroup is the child's (or below it). Asked of the pidfd
 //!   with `PIDFD_GET_INFO` (Linux 6.13), which the kernel answers from the process itself in
 //!   one step — no `/proc` path whose pid number could be reused in between — and, for a
