@@ -245,3 +245,63 @@ fn redis_connect_ready_on_its_unix_socket() {
     assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 22: `runuser -u postgres -- postgres …` — runuser forks and waits, so `READY=1` comes
+/// from its child, not from the main pid. Ready under the default `NotifyAccess::All` (a
+/// descendant); under `Main` it is refused, and the ready timeout's error says by whom.
+#[test]
+fn postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready() {
+    let test = "postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready";
+    let postgres = require!(pg_tool(test, "postgres"));
+    let runuser = require!(find(
+        test,
+        "runuser",
+        vec!["/usr/sbin/runuser".into(), "/sbin/runuser".into()]
+    ));
+    let cluster = require!(Cluster::new(test));
+    let command = || {
+        let mut cmd = Command::new(&runuser);
+        cmd.args(["-u", "postgres", "--"])
+            .arg(&postgres)
+            .args(["-D", "data", "-c", "listen_addresses=", "-c"])
+            .arg(format!(
+                "unix_socket_directories={}",
+                cluster.root.join("run").display()
+            ))
+            .args(["-c", "fsync=off"])
+            .current_dir(&cluster.root)
+            .env("LC_ALL", "C");
+        cmd
+    };
+    let handle = ChildHandle::builder(command())
+        .ready(Ready::Notify)
+        .notify_owner(cluster.uid, cluster.gid)
+        .process_group(true)
+        .capture(Capture::stderr())
+        .ready_timeout(Duration::from_secs(60))
+        .ladder(ladder("TERM:20s,QUIT:5s,KILL:2s"))
+        .spawn()
+        .expect("postgres under runuser with Ready::Notify (default NotifyAccess::All)");
+    let out = cluster.psql("select 40 + 2");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "{out:?}");
+    let report = handle.close().unwrap();
+    let notify = report.notify.as_ref().expect("a notify report");
+    assert!(notify.ignored.is_empty(), "{notify:?}");
+
+    let err = ChildHandle::builder(command())
+        .ready(Ready::Notify)
+        .notify_access(childguard::NotifyAccess::Main)
+        .notify_owner(cluster.uid, cluster.gid)
+        .process_group(true)
+        .ready_timeout(Duration::from_secs(10))
+        .ladder(ladder("TERM:20s,QUIT:5s,KILL:2s"))
+        .spawn()
+        .expect_err("under Main, postgres (runuser's child) must not make it ready");
+    assert_eq!(err.kind(), ErrorKind::Ready, "{err}");
+    assert!(
+        err.to_string()
+            .contains("ignored on NOTIFY_SOCKET: a datagram from pid")
+            && err.to_string().contains("not the main process"),
+        "{err}"
+    );
+}

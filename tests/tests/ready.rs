@@ -464,7 +464,7 @@ fn notify_from_a_stranger_is_ignored_from_a_descendant_it_counts() {
     assert!(
         ignored
             .iter()
-            .any(|w| w.contains(&format!("pid {me}, not the child"))),
+            .any(|w| w.contains(&format!("pid {me}, not a descendant of the child"))),
         "{ignored:?}"
     );
     let _ = std::fs::remove_file(&path_file);

@@ -169,7 +169,7 @@ impl Drop for Handle {
     contain=None, kill_mode=None, cgroup_parent=None, process_group=false, socket=None,
     capture=None, exit_with_parent=false, uid=None, gid=None, notify_owner=None,
     stdin_null=false, stdout_null=false, stderr_null=false, connect_timeout=None,
-    runtime_dir=None,
+    runtime_dir=None, notify_access=None,
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per Builder setting.
 pub fn spawn(
@@ -195,6 +195,7 @@ pub fn spawn(
     stderr_null: bool,
     connect_timeout: Option<f64>,
     runtime_dir: Option<PathBuf>,
+    notify_access: Option<&str>,
 ) -> PyResult<Handle> {
     let (program, args) = match argv.split_first() {
         Some(split) => split,
@@ -264,6 +265,7 @@ pub fn spawn(
     if let Some((uid, gid)) = notify_owner {
         builder = builder.notify_owner(uid, gid);
     }
+    builder = builder.notify_access(options::notify_access(py, notify_access)?);
     let handle = py
         .allow_threads(move || builder.spawn())
         .map_err(|e| to_py(py, e))?;

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use childguard::{Capture, Containment, KillMode, Ladder, Ready, Signal, SocketMode};
+use childguard::{Capture, Containment, KillMode, Ladder, NotifyAccess, Ready, Signal, SocketMode};
 use pyo3::prelude::*;
 
 use crate::errors::config_error;
@@ -161,6 +161,21 @@ pub fn kill_mode(py: Python<'_>, mode: Option<&str>) -> PyResult<KillMode> {
             return Err(config_error(
                 py,
                 format!("kill_mode={other:?}: expected \"mixed\" or \"control-group\""),
+            ))
+        }
+    })
+}
+
+/// `notify_access=`: `"all"` (default: the cgroup when contained, else descendants) or
+/// `"main"` (the spawned process only).
+pub fn notify_access(py: Python<'_>, access: Option<&str>) -> PyResult<NotifyAccess> {
+    Ok(match access {
+        None | Some("all") => NotifyAccess::All,
+        Some("main") => NotifyAccess::Main,
+        Some(other) => {
+            return Err(config_error(
+                py,
+                format!("notify_access={other:?}: expected \"all\" or \"main\""),
             ))
         }
     })

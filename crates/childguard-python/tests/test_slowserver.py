@@ -109,6 +109,31 @@ def test_readiness_notify(slowserver):
     assert server.report.notify["status"] == "ready", server.report.notify
 
 
+def test_notify_access_main_ignores_a_helper_and_a_bad_value_is_a_config_error():
+    # The shell's child sends first and is refused under "main"; the shell itself (exec'd
+    # python3, the same pid) then counts.
+    send = (
+        "import os, socket, sys; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
+        "s.sendto(sys.argv[1].encode(), os.environ['NOTIFY_SOCKET'])"
+    )
+    script = (
+        f'python3 -c "{send}" "READY=1\nSTATUS=helper"; '
+        f'exec python3 -c "{send}; import time; time.sleep(600)" "READY=1\nSTATUS=main"'
+    )
+    with childguard.spawn(
+        ["sh", "-c", script],
+        ready=childguard.Notify(),
+        notify_access="main",
+        ladder="KILL:10s",
+    ) as server:
+        pid = server.pid
+    notify = server.report.notify
+    assert notify["status"] == "main", notify
+    assert any(f"not the main process {pid}" in why for why in notify["ignored"]), notify
+    with pytest.raises(childguard.ConfigError, match='notify_access="nobody"'):
+        childguard.spawn(["true"], ready=childguard.Notify(), notify_access="nobody")
+
+
 def test_readiness_connect_unix(slowserver, tmp_path):
     path = tmp_path / "s.sock"
     with childguard.spawn(

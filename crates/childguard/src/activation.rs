@@ -130,10 +130,7 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, Failure> {
     let name = name.unwrap_or(DEFAULT_NAME);
     validate_name(name).map_err(|e| (ErrorKind::Config, e))?;
-    let base = match runtime_dir {
-        Some(dir) => dir.to_path_buf(),
-        None => default_base(),
-    };
+    let base = base_dir(runtime_dir).map_err(|e| (ErrorKind::Config, e))?;
     check_path_fits(&base).map_err(|e| (ErrorKind::Config, e))?;
     let program = crate::program::resolve(command).map_err(|e| (ErrorKind::Spawn, e))?;
     let argv = build_argv(command).map_err(|e| (ErrorKind::Config, e))?;
@@ -176,6 +173,32 @@ pub(crate) fn validate_name(name: &str) -> io::Result<()> {
 }
 
 /// `$XDG_RUNTIME_DIR` if it names an absolute directory, else `/tmp`.
+/// The directory in which a private socket directory is made: `runtime_dir` made absolute
+/// (against the current directory, now: a `NOTIFY_SOCKET` must start with `/` for
+/// libsystemd's `sd_notify`, and the child may change directory before it uses a path), else
+/// [`default_base`]. An error names the directory if the current one cannot be read.
+pub(crate) fn base_dir(runtime_dir: Option<&Path>) -> io::Result<PathBuf> {
+    let Some(dir) = runtime_dir else {
+        return Ok(default_base());
+    };
+    if dir.as_os_str().is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "runtime_dir is empty: name a directory",
+        ));
+    }
+    std::path::absolute(dir).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "runtime_dir {} is relative, and the current directory cannot be read to \
+                 make it absolute: {e}",
+                dir.display()
+            ),
+        )
+    })
+}
+
 pub(crate) fn default_base() -> PathBuf {
     std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)

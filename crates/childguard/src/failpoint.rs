@@ -207,3 +207,40 @@ pub(crate) fn before_ready_wait() {
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub(crate) fn before_ready_wait() {}
+
+/// Whether the notify socket waits for each sender to be reaped before judging it.
+#[cfg(feature = "failpoints")]
+static NOTIFY_AWAIT_REAPED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// From now on (`true`), the notify socket, after reading a datagram and before judging its
+/// sender, waits until the sender (if it is not the child) is reaped — `/proc/PID` is gone —
+/// for at most 20 s: what a receiver preempted between the two sees when a helper sends
+/// `READY=1` and exits at once. For `tests/notify_reaped.rs`, a test process of its own.
+#[cfg(feature = "failpoints")]
+pub fn set_notify_await_reaped(on: bool) {
+    NOTIFY_AWAIT_REAPED.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Called by the notify socket between reading a datagram and judging its sender.
+#[cfg(feature = "failpoints")]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // Linux-only callers
+pub(crate) fn before_notify_sender_check(pid: Option<u32>, child: u32) {
+    if !NOTIFY_AWAIT_REAPED.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let Some(pid) = pid.filter(|&p| p != child) else {
+        return;
+    };
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let proc = std::path::PathBuf::from(format!("/proc/{pid}"));
+    // No event tells of another process's reaping: look every millisecond.
+    while proc.exists() && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // Linux-only callers
+#[inline(always)]
+pub(crate) fn before_notify_sender_check(_pid: Option<u32>, _child: u32) {}

@@ -19,7 +19,7 @@ use crate::on_drop::{self, OnDrop};
 use crate::placing::{self, placing_error, ContainedIn, Placing};
 use crate::process::{sigchld, Process};
 use crate::readiness::notify::NotifySocket;
-use crate::readiness::{self, Ready};
+use crate::readiness::{self, NotifyAccess, Ready};
 use crate::reaper::{self, Job};
 use crate::report::{CloseReport, Ending};
 use crate::signal::Signal;
@@ -103,6 +103,7 @@ pub struct Builder {
     ready_timeout: Duration,
     notify_extend_max: Duration,
     notify_owner: Option<(u32, u32)>,
+    notify_access: NotifyAccess,
 }
 
 /// The default of [`Builder::connect_timeout`].
@@ -175,8 +176,10 @@ impl Builder {
         self
     }
 
-    /// With [`SocketMode::Activation`]: the directory in which the private socket directory is
-    /// made (default `$XDG_RUNTIME_DIR`, else `/tmp`). The socket path must fit `sun_path`.
+    /// With [`SocketMode::Activation`] or [`Ready::Notify`]: the directory in which the
+    /// private socket directory is made (default `$XDG_RUNTIME_DIR`, else `/tmp`). A relative
+    /// path is made absolute against the current directory at `spawn()` (a relative
+    /// `NOTIFY_SOCKET` is refused by libsystemd); the socket path must fit `sun_path`.
     pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
         self.runtime_dir = Some(dir.into());
         self
@@ -225,6 +228,16 @@ impl Builder {
     /// on it. Needs the privilege to chown (root). Default: owned by us.
     pub fn notify_owner(mut self, uid: u32, gid: u32) -> Builder {
         self.notify_owner = Some((uid, gid));
+        self
+    }
+
+    /// With [`Ready::Notify`]: whose datagrams count (see [`NotifyAccess`]; default
+    /// [`NotifyAccess::All`] — the child's cgroup when [contained](Builder::contain), else
+    /// the child and its descendants — unlike systemd's `main`, so that a wrapper such as
+    /// `runuser` or `sh -c 'helper; exec server'` works). Others are ignored and listed in
+    /// [`NotifyReport::ignored`](crate::NotifyReport::ignored).
+    pub fn notify_access(mut self, access: NotifyAccess) -> Builder {
+        self.notify_access = access;
         self
     }
 
@@ -370,6 +383,7 @@ impl Builder {
                         extend_max: self.notify_extend_max,
                         runtime_dir: self.runtime_dir.as_deref(),
                         notify_owner: self.notify_owner,
+                        notify_access: self.notify_access,
                         activating,
                         stdout_is_socket,
                     },
@@ -479,6 +493,7 @@ impl Builder {
         if let Some(cgroup) = cgroup {
             process.contain(cgroup, self.kill_mode);
         }
+        let notify = readiness.as_mut().and_then(|r| r.notify_for(&process));
         let mut handle = ChildHandle {
             program: Some(program.clone()),
             socket,
@@ -493,7 +508,7 @@ impl Builder {
             capture: None,
             pipes: Pipes::default(),
             containment_fallback,
-            notify: readiness.as_mut().and_then(|r| r.notify_for(child.id())),
+            notify,
         };
         if let Some(capture) = &self.capture {
             let watch = readiness.as_ref().and_then(|r| r.watched_text());
@@ -653,6 +668,7 @@ impl ChildHandle {
             ready_timeout: readiness::DEFAULT_READY_TIMEOUT,
             notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,
             notify_owner: None,
+            notify_access: NotifyAccess::default(),
         }
     }
 

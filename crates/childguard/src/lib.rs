@@ -94,7 +94,9 @@ pub use ladder::{
     Ladder, LadderParseError, PresetFn, Rung, DEFAULT_GRACE, LADDER_ENV, LADDER_PRESETS, MAX_GRACE,
 };
 pub use output::Output;
-pub use readiness::{ConnectTo, Ready, DEFAULT_NOTIFY_EXTEND_MAX, DEFAULT_READY_TIMEOUT};
+pub use readiness::{
+    ConnectTo, NotifyAccess, Ready, DEFAULT_NOTIFY_EXTEND_MAX, DEFAULT_READY_TIMEOUT,
+};
 pub use report::{CloseReport, Ending, Extension, MemoryRelease, NotifyReport, SentSignal};
 pub use signal::{Signal, SignalParseError};
 

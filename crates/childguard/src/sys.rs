@@ -8,6 +8,9 @@ use std::process::Command;
 
 use crate::signal::Signal;
 
+#[cfg(target_os = "linux")]
+pub(crate) mod peer;
+
 /// Converts our validated [`Signal`] into rustix's type.
 ///
 /// A named signal (`HUP`, `TERM` …) goes through rustix's safe `Signal::from_named_raw`. A

@@ -43,5 +43,6 @@ def spawn(
     stderr_null: bool = ...,
     connect_timeout: Optional[float] = ...,
     runtime_dir: Optional[str] = ...,
+    notify_access: Optional[str] = ...,
 ) -> Handle: ...
 def parse_ladder(text: str) -> str: ...

@@ -203,6 +203,7 @@ def spawn(
     stderr: Optional[int] = None,
     connect_timeout: Optional[float] = None,
     runtime_dir: Optional[StrPath] = None,
+    notify_access: Optional[str] = None,
 ) -> Server:
     """Spawns ``argv`` and returns the :class:`Server` — once it is ready, with ``ready=``.
 
@@ -226,6 +227,11 @@ def spawn(
       or uid to run as (root only; its group too; with ``Notify()`` the notify socket is
       given to it); ``stdin``/``stdout``/``stderr``: ``None`` (inherit) or
       ``subprocess.DEVNULL``; ``exit_with_parent=True``: the kernel kills it if we die.
+    - ``notify_access``: with ``Notify()``, whose ``READY=1`` counts: ``"all"`` (default: any
+      process of its cgroup with ``contain=True``, else it and its descendants — so that a
+      wrapper such as ``runuser`` works) or ``"main"`` (the spawned process only, systemd's
+      default); others are ignored and listed in the report. ``runtime_dir``: where the
+      socket directory is made (a relative one is made absolute).
 
     The GIL is released for the whole spawn, readiness wait included.
     """
@@ -267,6 +273,7 @@ def spawn(
         stderr_null=_devnull("stderr", stderr),
         connect_timeout=connect_timeout,
         runtime_dir=os.fspath(runtime_dir) if runtime_dir is not None else None,
+        notify_access=notify_access,
     )
     return Server(native, args, Path(cwd) if cwd is not None else None)
 

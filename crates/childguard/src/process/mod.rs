@@ -315,6 +315,12 @@ impl Process {
         self.cgroup = Some((cgroup, mode));
     }
 
+    /// The child's cgroup, when contained.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn cgroup(&self) -> Option<&Cgroup> {
+        self.cgroup.as_ref().map(|(cgroup, _)| cgroup)
+    }
+
     /// Whether the cgroup of a contained child still has members (never, uncontained).
     pub(crate) fn cgroup_populated(&self) -> io::Result<bool> {
         #[cfg(target_os = "linux")]

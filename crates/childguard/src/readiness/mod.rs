@@ -16,6 +16,8 @@
 mod connect;
 #[cfg(target_os = "linux")]
 pub(crate) mod notify;
+#[cfg(target_os = "linux")]
+mod notify_access;
 #[cfg(not(target_os = "linux"))]
 pub(crate) mod notify {
     //! Off Linux there is no `SO_PASSCRED`: `Ready::Notify` is refused before the fork, so no
@@ -64,6 +66,33 @@ pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default of [`Builder::notify_extend_max`](crate::Builder::notify_extend_max): 30 s.
 pub const DEFAULT_NOTIFY_EXTEND_MAX: Duration = Duration::from_secs(30);
 
+/// Who may send on the private `NOTIFY_SOCKET` of [`Ready::Notify`](crate::Ready::Notify)
+/// ([`Builder::notify_access`](crate::Builder::notify_access)), after systemd's
+/// `NotifyAccess=`. Datagrams from anyone else are ignored and listed in
+/// [`NotifyReport::ignored`](crate::NotifyReport::ignored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NotifyAccess {
+    /// Only the main process: the child that was spawned (systemd's `NotifyAccess=main`, its
+    /// default for `Type=notify`). Right for a server that sends from its own main process
+    /// (postgres, redis) and is started directly.
+    Main,
+    /// Any process of the child's cgroup when it is [contained](crate::Builder::contain), else
+    /// the child and its descendants (systemd's `NotifyAccess=all` is the cgroup). The
+    /// default, unlike systemd's: a child here is often a wrapper — `runuser -u postgres --
+    /// postgres …` forks and waits, and postgres, its child, sends `READY=1`; `sh -c
+    /// 'helper; exec server'` sends from a helper — where systemd would be told the server's
+    /// pid by `PIDFile=` or `MAINPID=`.
+    ///
+    /// Contained, membership is the cgroup the kernel recorded for the sender, kept even after
+    /// it was reaped: a helper that sends `READY=1` and exits at once, and a double-forked
+    /// daemon, count. Uncontained, the kernel forgets a reaped process's parent: a sender
+    /// reaped before its datagram is read, or one that left the child's tree, is refused with
+    /// a note saying so — contain the child for those.
+    #[default]
+    All,
+}
+
 /// When the server counts as ready (see [`Builder::ready`](crate::Builder::ready)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -75,9 +104,11 @@ pub enum Ready {
     /// - `NOTIFY_SOCKET` names a datagram socket in a new 0700 directory (under
     ///   [`runtime_dir`](crate::Builder::runtime_dir), else `$XDG_RUNTIME_DIR`, else
     ///   `/tmp`), removed when the handle closes.
-    /// - Only datagrams from the child or one of its descendants count (the kernel's
-    ///   `SO_PASSCRED` credentials); others, and malformed ones, are ignored and listed in
-    ///   [`NotifyReport::ignored`](crate::NotifyReport::ignored).
+    /// - Only datagrams from whom [`notify_access`](crate::Builder::notify_access) admits
+    ///   count (default [`NotifyAccess::All`]: the child's cgroup when contained, else the
+    ///   child and its descendants), judged by the sender the kernel attached when it sent
+    ///   (`SCM_PIDFD`, `SCM_CREDENTIALS`); others, and malformed ones, are ignored and listed
+    ///   in [`NotifyReport::ignored`](crate::NotifyReport::ignored).
     /// - `STATUS=` is kept (the latest); `ERRNO=` before `READY=1` fails the spawn.
     /// - `EXTEND_TIMEOUT_USEC=` extends the ready timeout, and during the close the current
     ///   rung's grace, to that long after the message (systemd's semantics: the server must
@@ -165,6 +196,20 @@ impl Ready {
             Ready::All(parts) => format!("all of: {}", describe_all(parts)),
         }
     }
+}
+
+/// For a ready timeout: what the notify socket ignored (a `READY=1` from a sender
+/// [`NotifyAccess`] refuses is the usual reason), else nothing.
+fn ignored_on_notify(handle: &ChildHandle) -> String {
+    #[cfg(target_os = "linux")]
+    if let Some(notify) = handle.notify_ref() {
+        let ignored = notify.ignored();
+        if !ignored.is_empty() {
+            return format!("; ignored on NOTIFY_SOCKET: {}", ignored.join("; "));
+        }
+    }
+    let _ = handle;
+    String::new()
 }
 
 fn describe_all(parts: &[Ready]) -> String {
@@ -418,6 +463,7 @@ pub(crate) struct Setup<'a> {
     pub(crate) extend_max: Duration,
     pub(crate) runtime_dir: Option<&'a Path>,
     pub(crate) notify_owner: Option<(u32, u32)>,
+    pub(crate) notify_access: NotifyAccess,
     pub(crate) activating: bool,
     pub(crate) stdout_is_socket: bool,
 }
@@ -481,14 +527,30 @@ impl Pending {
         #[cfg(target_os = "linux")]
         let notify = if setup.ready.parts().contains(&Ready::Notify) {
             Some(
-                notify::prepare(command, setup.runtime_dir, setup.notify_owner)
-                    .map_err(|e| (ErrorKind::Socket, e))?,
+                notify::prepare(
+                    command,
+                    setup.runtime_dir,
+                    setup.notify_owner,
+                    setup.notify_access,
+                )
+                .map_err(|e| {
+                    let kind = match e.kind() {
+                        io::ErrorKind::InvalidInput => ErrorKind::Config,
+                        _ => ErrorKind::Socket,
+                    };
+                    (kind, e)
+                })?,
             )
         } else {
             None
         };
         #[cfg(not(target_os = "linux"))]
-        let _ = (command, setup.runtime_dir, setup.notify_owner);
+        let _ = (
+            command,
+            setup.runtime_dir,
+            setup.notify_owner,
+            setup.notify_access,
+        );
         Ok(Pending {
             ready: setup.ready,
             timeout: setup.timeout,
@@ -507,16 +569,19 @@ impl Pending {
         })
     }
 
-    /// After the fork: the notify socket, now that the child's pid is known.
-    pub(crate) fn notify_for(&mut self, child: u32) -> Option<notify::NotifySocket> {
+    /// After the fork: the notify socket, now that the child (pid, cgroup) is known.
+    pub(crate) fn notify_for(
+        &mut self,
+        process: &crate::process::Process,
+    ) -> Option<notify::NotifySocket> {
         #[cfg(target_os = "linux")]
-        return self
-            .notify
-            .take()
-            .map(|p| p.for_child(child, self.extend_max));
+        return self.notify.take().map(|p| {
+            let cgroup = process.cgroup().map(|c| (c.dir(), c.hierarchy_path()));
+            p.for_child(process.pid(), cgroup, self.extend_max)
+        });
         #[cfg(not(target_os = "linux"))]
         return {
-            let _ = child;
+            let _ = process;
             None
         };
     }
@@ -556,8 +621,9 @@ impl Pending {
             NotReady::TimedOut => (
                 io::ErrorKind::TimedOut,
                 format!(
-                    "not ready after {}: awaited {what}",
-                    humantime::format_duration(self.timeout)
+                    "not ready after {}: awaited {what}{}",
+                    humantime::format_duration(self.timeout),
+                    ignored_on_notify(&handle)
                 ),
             ),
             NotReady::Failed(e) => (e.kind(), format!("waiting for {what}: {e}")),

@@ -7,27 +7,25 @@
 //! `STOPPING=1` and `EXTEND_TIMEOUT_USEC=…`, and ignore the rest (as systemd ignores keys it
 //! does not know).
 //!
-//! Who may speak: `SO_PASSCRED` makes the kernel attach the sender's pid (`SCM_CREDENTIALS`,
-//! not forgeable by an unprivileged sender) to every datagram. A datagram counts only if that
-//! pid is the child or one of its descendants (its parent chain in `/proc` reaches the child);
-//! anything else — a stray process that found the path, a sender gone before we looked — is
-//! ignored and noted. Race: a descendant that exits right after sending can no longer be
-//! traced and is ignored; postgres and redis send from their main process, which is the child.
+//! Who may speak: [`NotifyAccess`] (`notify_access.rs`): the kernel
+//! attaches the sender to every datagram at send time — its pid (`SO_PASSCRED`, not forgeable
+//! by an unprivileged sender) and a pidfd of it (`SO_PASSPIDFD`, Linux 6.5) — and the sender
+//! is judged by what the kernel says of that process, not of whoever holds its pid number
+//! when we read. Datagrams from anyone else, and malformed ones, are ignored and noted.
 
-use std::io::{self, IoSliceMut};
-use std::mem::MaybeUninit;
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rustix::net::{
-    recvmsg, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketAddrUnix,
-    SocketFlags, SocketType,
-};
+use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
+use super::notify_access::{Access, CgroupScope, Sender};
+use super::NotifyAccess;
 use crate::activation::{self, SocketDir};
 use crate::report::NotifyReport;
+use crate::sys::peer;
 
 /// The environment variable naming the socket.
 pub(crate) const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
@@ -35,15 +33,14 @@ pub(crate) const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 const MAX_DATAGRAM: usize = 4096;
 /// How many ignored datagrams the report describes (the rest are counted).
 const NOTED_MAX: usize = 8;
-/// How far up the parent chain a sender is looked for.
-const MAX_DEPTH: usize = 64;
 
 /// The socket, its directory, and what the child said on it.
 #[derive(Debug)]
 pub(crate) struct NotifySocket {
     fd: OwnedFd,
     dir: Option<SocketDir>,
-    child: u32,
+    /// Who may speak.
+    access: Access,
     /// [`Builder::notify_extend_max`](crate::Builder::notify_extend_max).
     extend_max: Duration,
     pub(crate) ready: bool,
@@ -67,8 +64,11 @@ pub(crate) fn prepare(
     command: &mut Command,
     runtime_dir: Option<&Path>,
     owner: Option<(u32, u32)>,
+    access: NotifyAccess,
 ) -> io::Result<Prepared> {
-    let base = runtime_dir.map_or_else(activation::default_base, Path::to_path_buf);
+    // Absolute: libsystemd's sd_notify refuses a NOTIFY_SOCKET that starts with neither `/`
+    // nor `@`, and the child may chdir before it sends.
+    let base = activation::base_dir(runtime_dir)?;
     activation::check_path_fits(&base)?;
     let dir = activation::make_private_dir(&base)?;
     let fd = rustix::net::socket_with(
@@ -85,6 +85,9 @@ pub(crate) fn prepare(
         )
     })?;
     rustix::net::sockopt::set_socket_passcred(&fd, true)?;
+    // Linux 6.5: a pidfd of the sender with each datagram. Older kernels (ENOPROTOOPT) keep
+    // the pid alone; see `notify_access.rs` for what each can then tell.
+    let _ = peer::set_pass_pidfd(fd.as_fd());
     if let Some((uid, gid)) = owner {
         let dir_path = dir.path().parent().unwrap_or(dir.path());
         for path in [dir_path, dir.path()] {
@@ -97,7 +100,7 @@ pub(crate) fn prepare(
         }
     }
     command.env(NOTIFY_SOCKET, dir.path());
-    Ok(Prepared { fd, dir })
+    Ok(Prepared { fd, dir, access })
 }
 
 /// What [`prepare`] made, waiting for the child's pid.
@@ -105,20 +108,38 @@ pub(crate) fn prepare(
 pub(crate) struct Prepared {
     fd: OwnedFd,
     dir: SocketDir,
+    access: NotifyAccess,
 }
 
 impl Prepared {
-    pub(crate) fn for_child(self, child: u32, extend_max: Duration) -> NotifySocket {
-        NotifySocket::new(self.fd, Some(self.dir), child, extend_max)
+    /// Now that the child exists: its pid, and its cgroup (`(directory, path in the
+    /// hierarchy)`) when contained.
+    pub(crate) fn for_child(
+        self,
+        child: u32,
+        cgroup: Option<(&Path, &str)>,
+        extend_max: Duration,
+    ) -> NotifySocket {
+        let access = Access {
+            rule: self.access,
+            child,
+            cgroup: cgroup.map(|(dir, path)| CgroupScope::new(dir, path)),
+        };
+        NotifySocket::new(self.fd, Some(self.dir), access, extend_max)
     }
 }
 
 impl NotifySocket {
-    fn new(fd: OwnedFd, dir: Option<SocketDir>, child: u32, extend_max: Duration) -> NotifySocket {
+    fn new(
+        fd: OwnedFd,
+        dir: Option<SocketDir>,
+        access: Access,
+        extend_max: Duration,
+    ) -> NotifySocket {
         NotifySocket {
             fd,
             dir,
-            child,
+            access,
             extend_max,
             ready: false,
             errno: None,
@@ -146,56 +167,40 @@ impl NotifySocket {
         let mut extended = None;
         let mut data = [0u8; MAX_DATAGRAM + 1];
         loop {
-            let mut space =
-                [MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1), ScmRights(8))];
-            let mut control = RecvAncillaryBuffer::new(&mut space);
-            let mut iov = [IoSliceMut::new(&mut data)];
-            let received = recvmsg(
-                &self.fd,
-                &mut iov,
-                &mut control,
-                RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
-            );
-            let msg = match received {
-                Ok(msg) => msg,
-                Err(rustix::io::Errno::INTR) => continue,
-                // AGAIN: nothing left. Anything else: nothing we can read now either.
+            let received = match peer::recv_with_sender(self.fd.as_fd(), &mut data) {
+                Ok(received) => received,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // WouldBlock: nothing left. Anything else: nothing we can read now either.
                 Err(_) => return extended,
             };
-            let mut sender = None;
-            for message in control.drain() {
-                match message {
-                    RecvAncillaryMessage::ScmCredentials(cred) => {
-                        sender = Some(cred.pid.as_raw_nonzero().get() as u32);
-                    }
-                    // Fds sent with FDSTORE=1: we keep none; dropping them closes them.
-                    RecvAncillaryMessage::ScmRights(fds) => fds.for_each(drop),
-                    _ => {}
+            let sender = Sender {
+                pid: received.pid,
+                pidfd: received.pidfd,
+            };
+            crate::failpoint::before_notify_sender_check(sender.pid, self.access.child);
+            let verdict = self.access.judge(&sender);
+            // Closes the sender's pidfd now, not with the next datagram.
+            drop(sender);
+            let bytes = received.len.min(data.len());
+            let until = match verdict {
+                Ok(pid) => self.accept(pid, &data[..bytes], received.len),
+                Err(why) => {
+                    self.ignore(why);
+                    None
                 }
-            }
-            let bytes = msg.bytes.min(data.len());
-            if let Some(until) = self.accept(sender, &data[..bytes]) {
+            };
+            if let Some(until) = until {
                 extended = Some(until);
             }
         }
     }
 
-    /// One datagram from `sender`: acts on it if it is well-formed and from the child or a
-    /// descendant, else notes why not.
-    fn accept(&mut self, sender: Option<u32>, data: &[u8]) -> Option<Instant> {
-        let Some(sender) = sender else {
-            self.ignore("a datagram without credentials".into());
-            return None;
-        };
-        if !self.is_ours(sender) {
+    /// One datagram (`data`, of `len` bytes sent) from `sender`, who may speak: acts on it if
+    /// it is well-formed, else notes why not.
+    fn accept(&mut self, sender: u32, data: &[u8], len: usize) -> Option<Instant> {
+        if len > MAX_DATAGRAM {
             self.ignore(format!(
-                "a datagram from pid {sender}, not the child or a descendant"
-            ));
-            return None;
-        }
-        if data.len() > MAX_DATAGRAM {
-            self.ignore(format!(
-                "a datagram from pid {sender} longer than {MAX_DATAGRAM} bytes"
+                "a datagram from pid {sender} of {len} bytes, longer than {MAX_DATAGRAM}"
             ));
             return None;
         }
@@ -237,26 +242,16 @@ impl NotifySocket {
         extended
     }
 
+    /// What was ignored so far (the first [`NOTED_MAX`]), for a ready timeout's message.
+    pub(crate) fn ignored(&self) -> &[String] {
+        &self.ignored
+    }
+
     fn ignore(&mut self, why: String) {
         self.ignored_count += 1;
         if self.ignored.len() < NOTED_MAX {
             self.ignored.push(why);
         }
-    }
-
-    /// Whether `pid` is the child or a descendant of it (its parent chain reaches the child).
-    fn is_ours(&self, pid: u32) -> bool {
-        let mut pid = pid;
-        for _ in 0..MAX_DEPTH {
-            if pid == self.child {
-                return true;
-            }
-            match crate::process::group::parent_of(pid) {
-                Some(parent) if parent > 1 => pid = parent,
-                _ => return false,
-            }
-        }
-        false
     }
 
     /// What goes into the close report, heard so far (the socket stays open).
@@ -316,22 +311,31 @@ mod tests {
             None,
         )
         .unwrap();
-        NotifySocket::new(fd, None, child, Duration::ZERO)
+        let access = Access {
+            rule: NotifyAccess::All,
+            child,
+            cgroup: None,
+        };
+        NotifySocket::new(fd, None, access, Duration::ZERO)
+    }
+
+    fn send(s: &mut NotifySocket, data: &[u8]) -> Option<Instant> {
+        s.accept(s.access.child, data, data.len())
     }
 
     #[test]
     fn well_formed_messages_are_acted_on() {
         let me = std::process::id();
         let mut s = socket_for(me);
-        assert_eq!(s.accept(Some(me), b"STATUS=starting\nMAINPID=1\n"), None);
+        assert_eq!(send(&mut s, b"STATUS=starting\nMAINPID=1\n"), None);
         assert_eq!(s.status.as_deref(), Some("starting"));
         assert!(!s.ready);
-        assert!(s.accept(Some(me), b"READY=1\nSTATUS=up").is_none());
+        assert!(send(&mut s, b"READY=1\nSTATUS=up").is_none());
         assert!(s.ready && s.status.as_deref() == Some("up"));
         let before = Instant::now();
-        let until = s.accept(Some(me), b"EXTEND_TIMEOUT_USEC=2000000").unwrap();
+        let until = send(&mut s, b"EXTEND_TIMEOUT_USEC=2000000").unwrap();
         assert!(until >= before + Duration::from_secs(2));
-        s.accept(Some(me), b"ERRNO=2");
+        send(&mut s, b"ERRNO=2");
         assert_eq!(s.errno, Some(2));
         assert!(s.ignored.is_empty(), "{:?}", s.ignored);
     }
@@ -340,22 +344,28 @@ mod tests {
     fn bad_input_is_ignored_and_noted_never_a_panic() {
         let me = std::process::id();
         let mut s = socket_for(me);
-        s.accept(Some(me), b"READY");
-        s.accept(Some(me), b"\xff\xfe=1");
-        s.accept(Some(me), b"ERRNO=-3\nERRNO=x");
-        s.accept(
-            Some(me),
+        send(&mut s, b"READY");
+        send(&mut s, b"\xff\xfe=1");
+        send(&mut s, b"ERRNO=-3\nERRNO=x");
+        send(
+            &mut s,
             b"EXTEND_TIMEOUT_USEC=-1\nEXTEND_TIMEOUT_USEC=99999999999999999999",
         );
-        s.accept(None, b"READY=1");
-        s.accept(Some(1), b"READY=1");
-        s.accept(Some(me), &[b'x'; MAX_DATAGRAM + 1]);
+        // Truncated by the receive buffer: the sent length decides.
+        s.accept(me, &[b'x'; MAX_DATAGRAM], MAX_DATAGRAM + 1);
         assert!(!s.ready, "no bad datagram may make it ready");
         assert_eq!(s.errno, None);
-        assert_eq!(s.ignored_count, 9, "{:?}", s.ignored);
+        assert_eq!(s.ignored_count, 7, "{:?}", s.ignored);
+        assert!(
+            s.ignored[6].contains(&format!("of {} bytes, longer than", MAX_DATAGRAM + 1)),
+            "{:?}",
+            s.ignored
+        );
+        s.ignore("filler 1".into());
+        s.ignore("filler 2".into());
         // An absurd but well-formed extension saturates instead of overflowing.
-        let until = s.accept(
-            Some(me),
+        let until = send(
+            &mut s,
             &format!("EXTEND_TIMEOUT_USEC={}", u64::MAX).into_bytes(),
         );
         assert!(until.is_some_and(|u| u > Instant::now() + Duration::from_secs(3600)));
@@ -365,12 +375,37 @@ mod tests {
     }
 
     #[test]
-    fn a_stranger_is_not_the_child() {
-        // Our own parent is neither us nor a descendant of us.
+    fn datagrams_are_read_with_their_sender_and_judged() {
+        // A real socket pair: the kernel attaches our pid (and pidfd) to what we send.
+        let (ours, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        rustix::net::sockopt::set_socket_passcred(&ours, true).unwrap();
+        peer::set_pass_pidfd(ours.as_fd()).expect("SO_PASSPIDFD (Linux 6.5)");
         let me = std::process::id();
-        let s = socket_for(me);
-        assert!(s.is_ours(me));
         let parent = crate::process::group::parent_of(me).unwrap();
-        assert!(!s.is_ours(parent));
+        let stranger = Access {
+            rule: NotifyAccess::All,
+            child: parent,
+            cgroup: None,
+        };
+        let mut s = NotifySocket::new(ours, None, stranger, Duration::ZERO);
+        rustix::net::send(&theirs, b"READY=1", rustix::net::SendFlags::empty()).unwrap();
+        s.receive();
+        assert!(s.ready, "we descend from our parent: {:?}", s.ignored);
+        s.access.child = u32::MAX;
+        s.ready = false;
+        rustix::net::send(&theirs, b"READY=1", rustix::net::SendFlags::empty()).unwrap();
+        s.receive();
+        assert!(!s.ready);
+        assert!(
+            s.ignored[0].starts_with(&format!("a datagram from pid {me}, not a descendant")),
+            "{:?}",
+            s.ignored
+        );
     }
 }
