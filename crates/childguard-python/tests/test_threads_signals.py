@@ -239,9 +239,10 @@ def test_sigint_during_spawn_ready_closes_the_server(tmp_path: Path) -> None:
 def test_servers_open_at_exit_are_closed_by_the_atexit_drain(slowserver: str) -> None:
     # Ignores HUP, TERM and EOF: only the ladder's KILL, 1 s after TERM, ends it.
     script = textwrap.dedent(f"""
-        import childguard
+        import subprocess, childguard
         server = childguard.spawn([{slowserver!r}, "--ignore", "HUP,TERM", "--ignore-eof"],
-                                  socket="stdio", ladder="TERM:1s,KILL:5s")
+                                  socket="stdio", ladder="TERM:1s,KILL:5s",
+                                  stderr=subprocess.DEVNULL)
         server.socket.settimeout(30)
         assert b"READY" in server.socket.recv(100)
         print(server.pid, flush=True)
