@@ -111,7 +111,7 @@ enum Slot {
     /// Not taken by the thread yet (it may have failed to start).
     ToSpawn(Box<Builder>),
     Spawning,
-    Done(childguard::Result<ChildHandle>),
+    Done(Box<childguard::Result<ChildHandle>>),
     /// The caller was interrupted: the thread closes what the spawn returns.
     Abandoned,
 }
@@ -159,7 +159,7 @@ pub fn spawn_ready(
                 }
                 return;
             }
-            *slot = Slot::Done(result);
+            *slot = Slot::Done(Box::new(result));
             theirs.done.notify_all();
         });
     if started.is_err() {
@@ -175,7 +175,7 @@ pub fn spawn_ready(
             loop {
                 if let Slot::Done(_) = &*slot {
                     return match std::mem::replace(&mut *slot, Slot::Spawning) {
-                        Slot::Done(result) => Some(result),
+                        Slot::Done(result) => Some(*result),
                         _ => None,
                     };
                 }
@@ -197,8 +197,10 @@ pub fn spawn_ready(
             // Race avoided, *ready just as the interrupt came*: the slot is looked at under its
             // lock, so the server is closed here (it was ready) or by the thread (not yet).
             let late = std::mem::replace(&mut *pending.lock(), Slot::Abandoned);
-            if let Slot::Done(Ok(handle)) = late {
-                py.allow_threads(move || close_in_background(handle));
+            if let Slot::Done(done) = late {
+                if let Ok(handle) = *done {
+                    py.allow_threads(move || close_in_background(handle));
+                }
             }
             return Err(e);
         }

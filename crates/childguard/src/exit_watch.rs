@@ -202,7 +202,8 @@ mod tests {
             assert!(watch
                 .wait_until(Instant::now() + Duration::from_secs(60))
                 .unwrap());
-            handle.close().unwrap();
+            let report = handle.close().unwrap();
+            assert!(!report.handed_to_reaper, "{report}");
         }
     }
 
@@ -223,6 +224,7 @@ mod tests {
         assert!(!woke);
         assert!(start.elapsed() >= Duration::from_millis(90));
         assert!(handle.try_wait().unwrap().is_none());
-        handle.close().unwrap();
+        let report = handle.close().unwrap();
+        assert!(!report.handed_to_reaper, "{report}");
     }
 }
