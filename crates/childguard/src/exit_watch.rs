@@ -23,7 +23,9 @@ use crate::ChildHandle;
 /// ```no_run
 /// # use std::sync::Mutex;
 /// # use std::time::{Duration, Instant};
-/// # fn demo(shared: &Mutex<childguard::ChildHandle>) -> childguard::Result<()> {
+/// # fn demo(
+/// #     shared: &Mutex<childguard::ChildHandle>,
+/// # ) -> Result<Option<std::process::ExitStatus>, Box<dyn std::error::Error>> {
 /// let deadline = Instant::now() + Duration::from_secs(5);
 /// let status = loop {
 ///     let watch = shared.lock().unwrap().watch_exit()?; // the lock is held for this line only
@@ -35,7 +37,7 @@ use crate::ChildHandle;
 ///     }
 ///     watch.wait_until(deadline)?; // no lock held: other threads use the handle meanwhile
 /// };
-/// # Ok(()) }
+/// # Ok(status) }
 /// ```
 #[derive(Debug)]
 pub struct ExitWatch {
