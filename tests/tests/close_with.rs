@@ -98,3 +98,67 @@ fn the_last_rungs_grace_is_never_cut() {
     ));
     assert_eq!(proc_state(ready.pid), None);
 }
+
+/// `hand_off_when`: asked before each wait and at least every `every` during one; its `true`
+/// stops the closing thread, which returns with the report so far, and the reaper climbs the
+/// rest of the ladder on its schedule (here: KILL after HUP's 1 s) and reaps.
+#[test]
+fn hand_off_when_gives_the_rest_of_the_close_to_the_reaper() {
+    let (handle, ready) = spawn_slow(&["--ignore", "HUP", "--ignore-eof"], "TERM:1s", false);
+    let pin = pidfd(ready.pid);
+    let asked = RefCell::new(0);
+    let started = Instant::now();
+    let report = handle
+        .close_with(
+            CloseControl::new()
+                .ladder(ladder("HUP:1s,KILL:10s"))
+                // Asked before the first wait (0) and after each 10 ms of HUP's grace: the
+                // third time says stop — about 20 ms in, long before the 1 s grace ends.
+                .hand_off_when(Duration::from_millis(10), || {
+                    *asked.borrow_mut() += 1;
+                    *asked.borrow() >= 3
+                }),
+        )
+        .unwrap();
+    assert_eq!(*asked.borrow(), 3, "{report}");
+    assert!(started.elapsed() < Duration::from_millis(900), "{report}");
+    assert_eq!(
+        report.ended_by,
+        childguard::Ending::InBackground,
+        "{report}"
+    );
+    assert!(
+        report.handed_to_reaper && report.reaped.is_none(),
+        "{report}"
+    );
+    let sent: Vec<Signal> = report.signals.iter().map(|s| s.signal).collect();
+    assert_eq!(sent, [Signal::HUP], "{report}");
+    // The child ignores HUP: only the reaper's KILL ends it.
+    assert!(exited_within(&pin, Duration::from_secs(30)), "never killed");
+    assert!(childguard::reaper::drain(
+        Instant::now() + Duration::from_secs(30)
+    ));
+    assert_eq!(proc_state(ready.pid), None);
+}
+
+/// A `stop` that says `true` at once makes the close a background one: the first due rung is
+/// sent and the close returns without waiting.
+#[test]
+fn hand_off_when_true_at_once_waits_for_nothing() {
+    let (handle, ready) = spawn_slow(&["--ignore-eof"], "TERM:1s", false);
+    let started = Instant::now();
+    let report = handle
+        .close_with(
+            CloseControl::new()
+                .ladder(ladder("TERM:30s,KILL:10s"))
+                .hand_off_when(Duration::from_secs(60), || true),
+        )
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "{report}");
+    let sent: Vec<Signal> = report.signals.iter().map(|s| s.signal).collect();
+    assert_eq!(sent, [Signal::TERM], "{report}");
+    assert!(childguard::reaper::drain(
+        Instant::now() + Duration::from_secs(30)
+    ));
+    assert_eq!(proc_state(ready.pid), None);
+}

@@ -91,3 +91,51 @@ pub fn closed_error(py: Python<'_>, program: &str, call: &str) -> PyErr {
         None,
     )
 }
+
+/// `InheritedError`: a `Server` used in a process made by `os.fork()` from the one that
+/// spawned it. Its server is the parent's (only the parent may signal, wait for or close it),
+/// and the handle's lock may have been held by a thread of the parent at the fork (this
+/// process does not have that thread: the lock would never be released), so nothing of it is
+/// touched.
+pub fn inherited_error(py: Python<'_>, program: &str, owner: u32, call: &str) -> PyErr {
+    build(
+        py,
+        "inherited",
+        format!(
+            "{call} on `{program}`: this Server was inherited through os.fork(): its server \
+             belongs to process {owner}, which spawned it; only that process may use or close \
+             it (this is process {})",
+            std::process::id()
+        ),
+        Some(program),
+        None,
+        None,
+        None,
+    )
+}
+
+/// `ClosedError` for a wait cut short by a `close()` (or `detach()`) on another thread.
+pub fn closed_during_wait(py: Python<'_>, program: &str, call: &str) -> PyErr {
+    build(
+        py,
+        "closed",
+        format!("{call} on `{program}`: the server was closed by another thread during the wait"),
+        Some(program),
+        None,
+        None,
+        None,
+    )
+}
+
+/// `WaitError`: polling the child's pidfd (or waiting for `SIGCHLD`) failed.
+pub fn wait_error(py: Python<'_>, program: &str, e: std::io::Error) -> PyErr {
+    build(
+        py,
+        "wait",
+        format!("waiting for `{program}`: {e}"),
+        Some(program),
+        e.raw_os_error(),
+        None,
+        None,
+    )
+}

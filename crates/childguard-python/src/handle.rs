@@ -2,19 +2,28 @@
 //!
 //! Every call that can wait (spawn with readiness, `kill`'s grace, `wait`, `close`) runs with
 //! the GIL released (`Python::allow_threads`), so other Python threads — and an asyncio loop
-//! whose executor thread made the call — keep running for the whole of it.
+//! whose executor thread made the call — keep running for the whole of it, and checks for
+//! signals every 40 ms, so Ctrl-C interrupts it (`interrupt.rs`).
+//!
+//! The handle's lock is taken only with the GIL released, and held only for non-blocking
+//! steps — never across a wait (waits go through [`childguard::ExitWatch`]). Race avoided,
+//! *a lock held across a wait, taken with the GIL*: `repr(server)` while another thread was in
+//! `server.wait(4)` used to block for the rest of that wait holding the GIL, stopping every
+//! Python thread, the asyncio loop included.
 
 use std::ffi::OsString;
 use std::os::fd::{IntoRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, Reap};
 use pyo3::prelude::*;
 
-use crate::errors::{closed_error, report_parts, to_py};
+use crate::errors::{closed_during_wait, closed_error, inherited_error, report_parts, to_py};
+use crate::interrupt::{self, Waited};
 use crate::options::{self, ContainSpec, ReadySpec, SignalSpec};
 
 /// A spawned server. The Python `childguard.Server` wraps it.
@@ -23,8 +32,12 @@ use crate::options::{self, ContainSpec, ReadySpec, SignalSpec};
 pub struct Handle {
     program: String,
     pid: Option<u32>,
+    /// The process that spawned the server. In a process made by `os.fork()` from it every
+    /// call that needs the handle raises `InheritedError`, before taking the lock: a thread of
+    /// the parent may have held it at the fork, and in the child no thread would release it.
+    owner: u32,
     /// `None` once closed or detached. A `Mutex` because Python threads may share the object;
-    /// it is held across a `kill`'s grace, which is bounded.
+    /// taken with the GIL released and held for non-blocking steps only.
     inner: Mutex<Option<ChildHandle>>,
 }
 
@@ -35,6 +48,13 @@ fn returncode(status: ExitStatus) -> i32 {
         .unwrap_or_else(|| -status.signal().unwrap_or(0))
 }
 
+/// `at + wait`, saturating (a timeout too long for the clock means "a century").
+fn later(at: Instant, wait: Duration) -> Instant {
+    at.checked_add(wait)
+        .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(at)
+}
+
 impl Handle {
     fn lock(&self) -> MutexGuard<'_, Option<ChildHandle>> {
         // A panic cannot poison it (no Rust code of ours panics while holding it), but a
@@ -42,17 +62,50 @@ impl Handle {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `f` on the open handle with the GIL released.
+    /// `InheritedError` in a process forked from the one that spawned the server.
+    fn check_owner(&self, py: Python<'_>, call: &str) -> PyResult<()> {
+        if std::process::id() == self.owner {
+            Ok(())
+        } else {
+            Err(inherited_error(py, &self.program, self.owner, call))
+        }
+    }
+
+    /// Runs `f` on the open handle, the GIL released before the lock is taken. `f` must not
+    /// block: the lock is held while it runs.
     fn with_open<T: Send>(
         &self,
         py: Python<'_>,
         call: &str,
-        f: impl FnOnce(&mut ChildHandle) -> childguard::Result<T> + Send,
+        f: impl FnOnce(&mut ChildHandle) -> T + Send,
     ) -> PyResult<T> {
-        let result = py.allow_threads(|| self.lock().as_mut().map(f));
-        match result {
-            None => Err(closed_error(py, &self.program, call)),
-            Some(r) => r.map_err(|e| to_py(py, e)),
+        self.check_owner(py, call)?;
+        py.allow_threads(|| self.lock().as_mut().map(f))
+            .ok_or_else(|| closed_error(py, &self.program, call))
+    }
+
+    /// Waits for the exit until `deadline`, the lock taken only to look (see `interrupt.rs`).
+    fn wait_until(&self, py: Python<'_>, call: &str, deadline: Instant) -> PyResult<Option<i32>> {
+        let mut look = || self.lock().as_mut().map(ChildHandle::watch_exit);
+        match interrupt::wait_until(py, deadline, &mut look) {
+            Waited::Exited(status) => Ok(Some(returncode(status))),
+            Waited::TimedOut => Ok(None),
+            Waited::Closed => Err(closed_during_wait(py, &self.program, call)),
+            Waited::Failed(e) => Err(to_py(py, e)),
+            Waited::WaitFailed(e) => Err(crate::errors::wait_error(py, &self.program, e)),
+            Waited::Interrupted(e) => Err(e),
+        }
+    }
+
+    /// At interpreter exit (`exit.rs`): closes the handle in the background if it is open and
+    /// this process's.
+    pub fn close_at_exit(&self, py: Python<'_>) {
+        if std::process::id() != self.owner {
+            return;
+        }
+        let taken = py.allow_threads(|| self.lock().take());
+        if let Some(handle) = taken {
+            py.allow_threads(move || interrupt::close_in_background(handle));
         }
     }
 }
@@ -71,75 +124,107 @@ impl Handle {
         &self.program
     }
 
+    /// The pid of the process that spawned the server.
+    #[getter]
+    fn owner(&self) -> u32 {
+        self.owner
+    }
+
+    /// Whether this process is a `fork()` of the one that spawned the server (every call but
+    /// `pid`, `program`, `owner` and `inherited` then raises `InheritedError`).
+    #[getter]
+    fn inherited(&self) -> bool {
+        std::process::id() != self.owner
+    }
+
     /// Whether `close()` or `detach()` has run.
     #[getter]
-    fn closed(&self) -> bool {
-        self.lock().is_none()
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        self.check_owner(py, "closed")?;
+        Ok(py.allow_threads(|| self.lock().is_none()))
     }
 
     /// A duplicate of our socket end (the caller owns it), or `None` without a socket.
     fn socket_fd(&self, py: Python<'_>) -> PyResult<Option<RawFd>> {
-        let guard = self.lock();
-        let handle = guard
-            .as_ref()
-            .ok_or_else(|| closed_error(py, &self.program, "socket"))?;
-        match handle.socket() {
-            None => Ok(None),
-            Some(s) => Ok(Some(s.try_clone()?.into_raw_fd())),
-        }
+        let cloned = self.with_open(py, "socket", |h| {
+            h.socket()
+                .map(|s| s.try_clone().map(IntoRawFd::into_raw_fd))
+        })?;
+        Ok(cloned.transpose()?)
     }
 
     /// With `socket="activation"`: the listening socket's path (removed on close).
-    fn socket_path(&self) -> Option<PathBuf> {
-        self.lock()
-            .as_ref()
-            .and_then(|h| h.socket_path().map(PathBuf::from))
+    fn socket_path(&self, py: Python<'_>) -> PyResult<Option<PathBuf>> {
+        self.check_owner(py, "socket_path")?;
+        Ok(py.allow_threads(|| {
+            self.lock()
+                .as_ref()
+                .and_then(|h| h.socket_path().map(PathBuf::from))
+        }))
     }
 
     /// With capture: the tail of the child's output so far.
-    fn output_tail(&self) -> Option<String> {
-        self.lock().as_ref().and_then(ChildHandle::output_tail)
+    fn output_tail(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.check_owner(py, "output_tail")?;
+        Ok(py.allow_threads(|| self.lock().as_ref().and_then(ChildHandle::output_tail)))
     }
 
     /// The returncode if the child has exited, else `None`; never blocks.
     fn try_wait(&self, py: Python<'_>) -> PyResult<Option<i32>> {
-        let status = self.with_open(py, "poll", |h| h.try_wait())?;
+        let status = self
+            .with_open(py, "poll", ChildHandle::try_wait)?
+            .map_err(|e| to_py(py, e))?;
         Ok(status.map(returncode))
     }
 
-    /// Waits up to `timeout` seconds for the exit: its returncode, or `None`.
+    /// Waits up to `timeout` seconds for the exit: its returncode, or `None`. The lock is not
+    /// held while it waits; a close on another thread ends the wait (`ClosedError`), Ctrl-C
+    /// raises `KeyboardInterrupt` within 40 ms and the server keeps running.
     fn wait(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<i32>> {
         let timeout = options::seconds(py, "timeout", Some(timeout))?.unwrap_or_default();
-        let status = self.with_open(py, "wait", |h| h.wait_timeout(timeout))?;
-        Ok(status.map(returncode))
+        self.check_owner(py, "wait")?;
+        self.wait_until(py, "wait", later(Instant::now(), timeout))
     }
 
-    /// One rung by hand: `signal`, then up to `grace` seconds for the exit.
+    /// One rung by hand: `signal`, then up to `grace` seconds for the exit (waited for as
+    /// `wait` waits: no lock held, interruptible).
     fn kill(&self, py: Python<'_>, signal: SignalSpec, grace: f64) -> PyResult<Option<i32>> {
         let signal = options::signal(py, signal)?;
         let grace = options::seconds(py, "grace", Some(grace))?.unwrap_or_default();
-        let status = self.with_open(py, "kill", |h| h.kill(signal, grace))?;
-        Ok(status.map(returncode))
+        let sent_at = Instant::now();
+        // A zero grace sends (and SIGCONT) and looks once: it never blocks.
+        let status = self
+            .with_open(py, "kill", |h| h.kill(signal, Duration::ZERO))?
+            .map_err(|e| to_py(py, e))?;
+        match status {
+            Some(status) => Ok(Some(returncode(status))),
+            None if grace.is_zero() => Ok(None),
+            None => self.wait_until(py, "kill", later(sent_at, grace)),
+        }
     }
 
     /// The close (shutdown, close, ladder, reap): the report's `Display` line and JSON.
+    /// Ctrl-C during it raises `KeyboardInterrupt` within 40 ms; the rest of the ladder and the
+    /// reap then go to the background reaper (the atexit drain waits for it).
     fn close(&self, py: Python<'_>) -> PyResult<(String, String)> {
-        let taken = self.lock().take();
+        self.check_owner(py, "close")?;
+        let taken = py.allow_threads(|| self.lock().take());
         let handle = taken.ok_or_else(|| closed_error(py, &self.program, "close"))?;
-        let report = py.allow_threads(move || handle.close());
+        let report = interrupt::close(py, handle)?;
         report.map(|r| report_parts(&r)).map_err(|e| to_py(py, e))
     }
 
     /// Gives the child up: it keeps running, the shared reaper reaps it when it exits. Returns
     /// our socket end's fd (now the caller's), or `None`.
     fn detach(&self, py: Python<'_>) -> PyResult<Option<RawFd>> {
-        let taken = self.lock().take();
+        self.check_owner(py, "detach")?;
+        let taken = py.allow_threads(|| self.lock().take());
         let handle = taken.ok_or_else(|| closed_error(py, &self.program, "detach"))?;
-        match handle.detach() {
+        match py.allow_threads(move || handle.detach()) {
             Ok(socket) => Ok(socket.map(IntoRawFd::into_raw_fd)),
             Err(e) => {
                 let message = e.to_string();
-                *self.lock() = Some(e.into_handle());
+                py.allow_threads(|| *self.lock() = Some(e.into_handle()));
                 Err(pyo3::exceptions::PyOSError::new_err(message))
             }
         }
@@ -147,17 +232,25 @@ impl Handle {
 }
 
 impl Drop for Handle {
-    /// A `Server` collected without `close()`: the close runs on a thread of its own, so the
-    /// ladder's grace never blocks the interpreter (which holds the GIL here). If no thread can
-    /// be started, the closure comes back in the error and drops the handle here — blocking, but
-    /// still bounded by the ladder, and never leaving the child unreaped.
+    /// A `Server` collected without `close()`: closed in the background (shut down, the first
+    /// due rung sent; the rest of the ladder and the reap are the background reaper's, which
+    /// the atexit drain waits for), so a garbage collection never blocks the interpreter for a
+    /// grace period. In a process forked from the owner the library only lets go of its copies
+    /// — unless a thread of the parent held the lock at the fork: then nothing is touched (its
+    /// fds stay open, close-on-exec, until this process execs or exits).
     fn drop(&mut self) {
-        let Some(handle) = self.inner.get_mut().ok().and_then(Option::take) else {
+        let taken = match self.inner.try_lock() {
+            Ok(mut guard) => Some(guard.take()),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner().take()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        let Some(taken) = taken else {
+            std::mem::forget(std::mem::replace(&mut self.inner, Mutex::new(None)));
             return;
         };
-        let _ = std::thread::Builder::new()
-            .name("childguard-drop".into())
-            .spawn(move || drop(handle));
+        if let Some(handle) = taken {
+            interrupt::close_in_background(handle);
+        }
     }
 }
 
@@ -239,19 +332,34 @@ pub fn spawn(
         )?)
         .kill_mode(options::kill_mode(py, kill_mode)?)
         // A close from Python climbs the whole ladder before returning (the report is
-        // complete); a collected Server closes on a thread of its own (Handle's Drop).
+        // complete) unless Ctrl-C interrupts it; a collected Server closes in the background
+        // (Handle's Drop).
         .reap(Reap::Blocking);
-    if let Some(ladder) = options::ladder(py, ladder)? {
+    let ladder = options::ladder(py, ladder)?;
+    let ladder_grace = ladder.clone().unwrap_or_default().total_grace();
+    if let Some(ladder) = ladder {
         builder = builder.ladder(ladder);
     }
-    if let Some(ready) = options::ready(py, ready)? {
-        builder = builder.ready(ready);
-    }
-    if let Some(t) = options::seconds(py, "ready_timeout", ready_timeout)? {
+    let ready = options::ready(py, ready)?;
+    let ready_timeout = options::seconds(py, "ready_timeout", ready_timeout)?;
+    let connect_timeout = options::seconds(py, "connect_timeout", connect_timeout)?;
+    if let Some(t) = ready_timeout {
         builder = builder.ready_timeout(t);
     }
-    if let Some(t) = options::seconds(py, "connect_timeout", connect_timeout)? {
+    if let Some(t) = connect_timeout {
         builder = builder.connect_timeout(t);
+    }
+    // With `ready=`: the longest the spawn can take (for the atexit drain) — readiness, the
+    // connect, the close of a server that was not ready in time, and a margin.
+    let ready_bound = ready.is_some().then(|| {
+        ready_timeout
+            .unwrap_or(childguard::DEFAULT_READY_TIMEOUT)
+            .saturating_add(connect_timeout.unwrap_or(childguard::DEFAULT_CONNECT_TIMEOUT))
+            .saturating_add(ladder_grace)
+            .saturating_add(crate::exit::MARGIN)
+    });
+    if let Some(ready) = ready {
+        builder = builder.ready(ready);
     }
     if let Some(capture) = options::capture(py, capture)? {
         builder = builder.capture(capture);
@@ -266,12 +374,17 @@ pub fn spawn(
         builder = builder.notify_owner(uid, gid);
     }
     builder = builder.notify_access(options::notify_access(py, notify_access)?);
-    let handle = py
-        .allow_threads(move || builder.spawn())
-        .map_err(|e| to_py(py, e))?;
+    let spawned = match ready_bound {
+        // The readiness wait runs on a thread of its own, so that Ctrl-C interrupts it.
+        Some(bound) => interrupt::spawn_ready(py, builder, bound)?,
+        None => py.allow_threads(move || builder.spawn()),
+    };
+    let handle = spawned.map_err(|e| to_py(py, e))?;
+    crate::exit::note_ladder(handle.ladder().total_grace());
     Ok(Handle {
         program: program.to_string_lossy().into_owned(),
         pid: handle.id(),
+        owner: std::process::id(),
         inner: Mutex::new(Some(handle)),
     })
 }

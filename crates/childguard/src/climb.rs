@@ -306,7 +306,8 @@ impl Climb {
 
     /// [`run_blocking`](Climb::run_blocking) as [`ChildHandle::close_with`] drives it: each
     /// wait is `control`'s (it also watches the caller's fd and the `NOTIFY_SOCKET`, if any),
-    /// and `control` hears of each rung before it is sent.
+    /// `control` hears of each rung before it is sent, and may stop the waiting before each
+    /// wait ([`CloseControl::hand_off_when`]): `Ok(false)` then, the ladder not used up.
     ///
     /// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
     pub(crate) fn run_blocking_controlled(
@@ -321,6 +322,11 @@ impl Climb {
             }
             let mut announce = |index, rung| control.announce(index, rung);
             if !self.advance_announcing(process, Instant::now(), &mut announce)? {
+                return Ok(false);
+            }
+            // Asked after the due rungs went out and before the wait: `Ok(false)` with rungs
+            // still to come makes `Closing::finish` hand the climb to the reaper.
+            if control.hands_off() {
                 return Ok(false);
             }
             let deadline = self.deadline;

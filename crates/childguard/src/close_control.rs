@@ -1,6 +1,7 @@
 //! [`CloseControl`]: what the caller of [`ChildHandle::close_with`](crate::ChildHandle::close_with)
 //! can tell a blocking close while it climbs — which ladder to climb, "go to the next rung
-//! now", and a word before each rung's signal goes out.
+//! now", a word before each rung's signal goes out, and "stop waiting: hand the rest to the
+//! background reaper".
 //!
 //! The climb itself stays [`Climb`](crate::climb::Climb)'s: this only changes what the wait
 //! between its steps watches, so a supervisor (the `childguard` CLI) that must react to the
@@ -9,7 +10,7 @@
 use std::fmt;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::climb::Climb;
 use crate::ladder::{Ladder, Rung};
@@ -39,6 +40,7 @@ pub struct CloseControl<'a> {
     pub(crate) ladder: Option<Ladder>,
     skip: Option<(BorrowedFd<'a>, Box<dyn FnMut() -> bool + 'a>)>,
     on_rung: Option<Box<dyn FnMut(usize, Rung) + 'a>>,
+    hand_off: Option<(Duration, Box<dyn FnMut() -> bool + 'a>)>,
 }
 
 impl<'a> CloseControl<'a> {
@@ -82,6 +84,43 @@ impl<'a> CloseControl<'a> {
         self
     }
 
+    /// Asks `stop` at least every `every` while the close waits (before each wait of the
+    /// climb, and whenever a wait has run for `every`): when it returns `true`, the closing
+    /// thread stops waiting, and what is left of the close — the rungs still to come, on their
+    /// schedule, and the reap — goes to the background [`reaper`](crate::reaper), as with
+    /// [`Reap::Background`](crate::Reap::Background). `close_with` then returns at once with
+    /// the report so far ([`Ending::InBackground`](crate::Ending::InBackground),
+    /// `handed_to_reaper`); call [`reaper::drain`](crate::reaper::drain) before exiting if the
+    /// rest must happen in this process.
+    ///
+    /// For a caller that must react to something no fd shows: the Python binding calls
+    /// `PyErr_CheckSignals` here, so Ctrl-C interrupts a `close()` within `every` and the
+    /// child is still closed (by the reaper). `every` is bounded below by 1 ms; `stop` runs on
+    /// the closing thread between the waits: keep it short. `stop` returning `true` at its
+    /// first call makes the close a background one: shut down, the first due rung sent, done.
+    pub fn hand_off_when(
+        mut self,
+        every: Duration,
+        stop: impl FnMut() -> bool + 'a,
+    ) -> CloseControl<'a> {
+        self.hand_off = Some((every.max(Duration::from_millis(1)), Box::new(stop)));
+        self
+    }
+
+    /// Whether [`hand_off_when`](CloseControl::hand_off_when)'s `stop` says to stop waiting
+    /// now (`false` without one).
+    pub(crate) fn hands_off(&mut self) -> bool {
+        self.hand_off.as_mut().is_some_and(|(_, stop)| stop())
+    }
+
+    /// `deadline`, or sooner, so that `stop` is asked every `every`.
+    fn wake_by(&self, deadline: Instant) -> Instant {
+        match &self.hand_off {
+            Some((every, _)) => deadline.min(crate::climb::later(Instant::now(), *every)),
+            None => deadline,
+        }
+    }
+
     /// The callback for [`Climb::run_blocking_controlled`].
     pub(crate) fn announce(&mut self, index: usize, rung: Rung) {
         if let Some(f) = self.on_rung.as_mut() {
@@ -91,13 +130,15 @@ impl<'a> CloseControl<'a> {
 
     /// One wait of a controlled climb: until `deadline`, the child's exit, a datagram on the
     /// `NOTIFY_SOCKET` (read by the climb's next step), or `fd` readable (a skip goes to
-    /// `climb`). Returns early on any of them; the climb loop re-checks.
+    /// `climb`) — and no longer than `hand_off_when`'s period. Returns early on any of them;
+    /// the climb loop re-checks.
     pub(crate) fn wait(
         &mut self,
         climb: &mut Climb,
         process: &Process,
         deadline: Instant,
     ) -> io::Result<()> {
+        let deadline = self.wake_by(deadline);
         let Some((fd, woke)) = self.skip.as_mut() else {
             return crate::climb::wait_with_notify(process, climb.notify_fd(), deadline);
         };
@@ -124,6 +165,10 @@ impl fmt::Debug for CloseControl<'_> {
             .field("ladder", &self.ladder)
             .field("skip_fd", &self.skip.as_ref().map(|(fd, _)| *fd))
             .field("on_rung", &self.on_rung.is_some())
+            .field(
+                "hand_off_every",
+                &self.hand_off.as_ref().map(|(every, _)| *every),
+            )
             .finish()
     }
 }

@@ -60,6 +60,7 @@ mod containment;
 mod detach;
 mod error;
 mod exec_check;
+mod exit_watch;
 #[doc(hidden)]
 pub mod failpoint;
 mod handle;
@@ -89,6 +90,7 @@ pub use close_control::CloseControl;
 pub use containment::{CgroupReport, Containment, KillMode};
 pub use detach::DetachError;
 pub use error::{Error, ErrorKind, Result};
+pub use exit_watch::ExitWatch;
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use ladder::{
     Ladder, LadderParseError, PresetFn, Rung, DEFAULT_GRACE, LADDER_ENV, LADDER_PRESETS, MAX_GRACE,

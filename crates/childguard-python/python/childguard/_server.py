@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import json
 import os
@@ -11,6 +12,7 @@ import signal as _signal
 import socket as _socket
 import subprocess
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
@@ -28,7 +30,14 @@ class Server:
 
     ``with spawn(...) as server:`` closes it on exit (also on an exception): the socket is shut
     down and closed, the ladder climbed, the child reaped, and :attr:`report` set. A Server
-    collected without a close is closed on a thread of its own, never blocking the interpreter.
+    collected without a close is closed in the background (childguard's reaper climbs the
+    ladder), never blocking the interpreter; one still open when the interpreter exits is
+    closed by an ``atexit`` drain, bounded by its ladder.
+
+    Any thread may use it while another waits in :meth:`wait` or :meth:`close`: no call waits
+    for another's wait. In a process made by ``os.fork()`` from the one that spawned it, every
+    call but :attr:`pid`, :attr:`program` and ``repr`` raises :class:`InheritedError`: the
+    server is the parent's.
     """
 
     def __init__(self, native: "_native.Handle", argv: Sequence[str], cwd: Optional[Path]) -> None:
@@ -38,6 +47,8 @@ class Server:
         self._socket: Optional[_socket.socket] = None
         self._report: Optional[CloseReport] = None
         self._close_lock = threading.Lock()
+        self._interrupted = False
+        _OPEN.add(self)
 
     # --- what it is ---------------------------------------------------------------------
     @property
@@ -99,7 +110,11 @@ class Server:
         return self._native.try_wait()
 
     def wait(self, timeout: float) -> Optional[int]:
-        """Waits up to ``timeout`` seconds (GIL released) for the exit; ``None``: still running."""
+        """Waits up to ``timeout`` seconds (GIL released) for the exit; ``None``: still running.
+
+        Other threads may use the server meanwhile; a :meth:`close` on another thread ends the
+        wait at once with :class:`ClosedError`. Ctrl-C raises ``KeyboardInterrupt`` within
+        0.05 s (in the main thread); the server keeps running."""
         return self._native.wait(float(timeout))
 
     def kill(self, sig: SignalLike = _signal.SIGTERM, grace: float = 0.0) -> Optional[int]:
@@ -124,10 +139,22 @@ class Server:
         """Shuts the socket down, closes it, climbs the ladder and reaps — bounded by the
         ladder's total grace — with the GIL released. Returns the :class:`CloseReport`; a second
         call returns the same report. Raises :class:`SignalError`/:class:`WaitError` (with
-        ``report``) if a step failed; the child is still reaped (by childguard's reaper)."""
+        ``report``) if a step failed; the child is still reaped (by childguard's reaper).
+
+        Ctrl-C during the close raises ``KeyboardInterrupt`` within 0.05 s (in the main
+        thread): the rest of the ladder, on its schedule, and the reap then go to childguard's
+        background reaper (the ``atexit`` drain waits for it); there is no report, and a later
+        ``close()`` raises :class:`ClosedError` saying so."""
         with self._close_lock:
             if self._report is not None:
                 return self._report
+            if self._interrupted:
+                raise ClosedError(
+                    f"close on `{self.program}`: an earlier close was interrupted; childguard's "
+                    "background reaper finishes it (no report)",
+                    kind="closed",
+                    program=self.program,
+                )
             if self._socket is not None:
                 # Our copy of the socket goes first; the native close then shuts down the
                 # connection itself (which acts on every copy, the server's included).
@@ -138,6 +165,9 @@ class Server:
             except ClosedError:
                 if self._report is not None:
                     return self._report
+                raise
+            except KeyboardInterrupt:
+                self._interrupted = True
                 raise
             self._report = CloseReport(line, json.loads(data))
             return self._report
@@ -162,8 +192,26 @@ class Server:
         await self.aclose()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else "running"
+        if self._native.inherited:
+            state = f"inherited from process {self._native.owner}"
+        else:
+            state = "closed" if self.closed else "running"
         return f"<childguard.Server {self.program}[{self.pid}] {state}>"
+
+
+# Every Server not yet collected, for the atexit drain (a weak set: it keeps none alive).
+_OPEN: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+def _drain_at_exit() -> None:
+    """At interpreter exit: closes the servers still open in the background and waits for
+    childguard's reaper — bounded by the longest ladder of this process's servers plus 2 s (a
+    spawn interrupted while it waited for readiness adds the rest of its ``ready_timeout``).
+    Without it the exit would end the reaper's thread mid-ladder and leave the server running."""
+    _native.drain_at_exit([s._native for s in list(_OPEN)])
+
+
+atexit.register(_drain_at_exit)
 
 
 def _resolve_user(user: Union[str, int]) -> Tuple[int, int]:
@@ -233,7 +281,10 @@ def spawn(
       default); others are ignored and listed in the report. ``runtime_dir``: where the
       socket directory is made (a relative one is made absolute).
 
-    The GIL is released for the whole spawn, readiness wait included.
+    The GIL is released for the whole spawn, readiness wait included. With ``ready=``, Ctrl-C
+    during the wait raises ``KeyboardInterrupt`` within 0.05 s (in the main thread); the
+    server is then closed in the background as soon as the library's spawn returns — at the
+    latest once ``ready_timeout`` has passed (the ``atexit`` drain waits for that).
     """
     if isinstance(argv, (str, bytes, os.PathLike)):
         argv = [argv]
