@@ -31,6 +31,7 @@ mod activation;
 mod capture;
 mod climb;
 mod close_control;
+mod command_debug;
 mod containment;
 mod detach;
 mod error;
