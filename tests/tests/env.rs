@@ -196,3 +196,62 @@ fn socket_activated_the_server_gets_the_callers_arg0() {
     let report = handle.close().expect("close");
     assert!(report.reaped.is_some(), "{report}");
 }
+
+/// `childguard run --activate` (the CLI has no environment options of its own): CMD gets
+/// exactly the CLI's environment plus `LISTEN_*`.
+#[test]
+fn cli_activate_passes_its_own_environment_plus_listen_vars() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let file = scratch("env-dump-cli");
+    let mut cli = Command::new(bin("cg-childguard"));
+    cli.args([
+        "run",
+        "--activate=cli",
+        "--stop-on-stdin-eof",
+        "--ladder",
+        "TERM:10s,KILL:10s",
+        "--",
+    ])
+    .arg(bin("cg-env-dump"))
+    .arg(&file)
+    .env(GIVEN, "given")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped());
+    let mut child = cli.spawn().expect("spawning cg-childguard");
+    // The path is printed once the spawn returned: after the accept, so after the dump.
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .expect("the socket path line");
+    assert!(Path::new(line.trim_end()).is_absolute(), "{line:?}");
+    let mut got = dump(&file);
+    drop(child.stdin.take()); // EOF on its stdin: the ladder
+    let status = child.wait().expect("waiting for cg-childguard");
+    assert!(status.code().is_some(), "cg-childguard: {status}");
+    let pid = got
+        .remove(std::ffi::OsStr::new("LISTEN_PID"))
+        .expect("LISTEN_PID");
+    assert!(
+        pid.to_str().and_then(|p| p.parse::<u32>().ok()).is_some(),
+        "LISTEN_PID {pid:?}"
+    );
+    let mut expected: Env = std::env::vars_os()
+        .filter(|(k, _)| !k.as_bytes().starts_with(b"LISTEN_"))
+        .collect();
+    expected.insert(GIVEN.into(), "given".into());
+    expected.insert("LISTEN_FDS".into(), "1".into());
+    expected.insert("LISTEN_FDNAMES".into(), "cli".into());
+    assert_eq!(
+        names(&got),
+        names(&expected),
+        "the server's (left), the CLI's (right)"
+    );
+    assert_eq!(got, expected);
+    for f in [
+        file.clone(),
+        PathBuf::from(format!("{}.argv", file.display())),
+    ] {
+        let _ = std::fs::remove_file(f);
+    }
+}
