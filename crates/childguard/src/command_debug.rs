@@ -19,10 +19,17 @@
 //! the text, we walk it against the parts we *can* read back (`get_current_dir`, `get_envs`,
 //! `get_program`, `get_args`), once assuming `env_clear` and once not. Exactly one reading
 //! must match the whole text (both cannot: for the same variables the `env_clear` text is the
-//! longer by `env -i `, or the other starts `env -u`). No match (std changed its format, or a
-//! NUL byte made it print `"<string-with-nul>"`) is an error: we refuse to spawn rather than
-//! guess and maybe pass our whole environment to the server (fail closed). Unit tests pin the
-//! format, so a std change fails them loudly.
+//! longer by `env -i `, or the other starts `env -u`). No match (std changed its format) is an
+//! error: we refuse to spawn rather than guess and maybe pass our whole environment to the
+//! server (fail closed). Unit tests pin the format, so a std change fails them loudly. (A NUL
+//! in the program or an argument, which std prints as `"<string-with-nul>"`, is refused
+//! before, with its own error.)
+//!
+//! Other ways, not taken: the alternate form (`{:#?}`) shows `clear: true` too, but it is a
+//! dump of std's private fields, likelier to change than this shell-like form, which std
+//! documents as approximating the command line. And the child cannot look for itself: std
+//! runs our `pre_exec` hook (where activation's `execve` is) before it installs the child's
+//! environment.
 
 use std::ffi::OsString;
 use std::io;
