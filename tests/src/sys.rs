@@ -83,3 +83,14 @@ pub fn ptrace_seize(pid: i32) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// fd 3 as a `UnixListener`: the socket a socket-activated process got (`sd_listen_fds(3)`).
+/// For `cg-env-dump`, which calls it once, only after checking `LISTEN_FDS=1` and that
+/// `LISTEN_PID` is its own pid (so fd 3 is the listener its parent passed, owned by nobody).
+pub fn activation_listener() -> std::os::unix::net::UnixListener {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: per the contract above fd 3 is open, a listening socket, and owned by nothing
+    // else in this process; the OwnedFd takes that ownership once.
+    let fd = unsafe { OwnedFd::from_raw_fd(3) };
+    std::os::unix::net::UnixListener::from(fd)
+}

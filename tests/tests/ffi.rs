@@ -280,6 +280,22 @@ fn c_example_nbd_connect_command() {
     run_valgrind("nbd_connect_command", &[&nbdkit]);
 }
 
+/// `cg_builder_env_clear`: a secret of the C process reaches the server in no mode (issue 22).
+#[test]
+fn c_env_clear_keeps_our_environment_from_the_server() {
+    let server = bin("cg-env-dump");
+    let out = run_plain("env_clear", &[&server]);
+    for line in [
+        "activation 1, env_clear 1: 5 variables, as built",
+        "activation 0, env_clear 1: 3 variables, as built",
+        "activation 1, env_clear 0:",
+        "activation 0, env_clear 0:",
+    ] {
+        assert!(out.contains(line), "no {line:?} in:\n{out}");
+    }
+    run_valgrind("env_clear", &[&server]);
+}
+
 #[test]
 fn c_ready_notify_then_detach() {
     let out = c_test("ready_detach");

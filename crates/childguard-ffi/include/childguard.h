@@ -262,14 +262,22 @@ struct cg_builder *cg_builder_new(const char *const *argv);
 // Thread-safety: not while another thread uses the same builder.
 void cg_builder_free(struct cg_builder *builder);
 
-// Sets `key=value` in the child's environment (both copied). The child inherits this
-// process's environment otherwise.
+// Sets `key=value` in the child's environment (both copied). The child's environment is
+// this process's (empty after `cg_builder_env_clear`) with these settings applied, in every
+// socket mode; the mode adds only its own variables (`LISTEN_FDS`, `LISTEN_FDNAMES`,
+// `LISTEN_PID` with `CG_SOCKET_ACTIVATION`, `NOTIFY_SOCKET` with `cg_builder_ready_notify`).
 //
 // Thread-safety (all `cg_builder_*` setters): one thread at a time per builder.
 enum cg_status cg_builder_env(struct cg_builder *builder, const char *key, const char *value);
 
 // Removes `key` from the child's environment (copied).
 enum cg_status cg_builder_env_remove(struct cg_builder *builder, const char *key);
+
+// Starts the child's environment empty instead of a copy of this process's (std's
+// `Command::env_clear`, `env -i`): it gets only what `cg_builder_env` sets, whether called
+// before or after this, plus the variables of its socket mode and readiness. Use it so that
+// nothing of this process's environment (a secret, say) reaches the server.
+enum cg_status cg_builder_env_clear(struct cg_builder *builder);
 
 // The child's working directory (copied; default: this process's).
 enum cg_status cg_builder_cwd(struct cg_builder *builder, const char *dir);

@@ -54,6 +54,8 @@ pub const CG_CAPTURE_BOTH: i32 = 3;
 pub struct cg_builder {
     pub(crate) argv: Vec<OsString>,
     pub(crate) env: Vec<(OsString, Option<OsString>)>,
+    /// `cg_builder_env_clear`: `env` applies to an empty environment.
+    pub(crate) env_clear: bool,
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) socket: SocketMode,
     pub(crate) ladder: Option<Ladder>,
@@ -96,6 +98,7 @@ pub extern "C" fn cg_builder_new(argv: *const *const c_char) -> *mut cg_builder 
             Ok(ptr::give(cg_builder {
                 argv,
                 env: Vec::new(),
+                env_clear: false,
                 cwd: None,
                 socket: SocketMode::None,
                 ladder: None,
@@ -140,8 +143,10 @@ fn with(
     guard_status(function, || f(ptr::borrow_mut(builder, "builder")?))
 }
 
-/// Sets `key=value` in the child's environment (both copied). The child inherits this
-/// process's environment otherwise.
+/// Sets `key=value` in the child's environment (both copied). The child's environment is
+/// this process's (empty after `cg_builder_env_clear`) with these settings applied, in every
+/// socket mode; the mode adds only its own variables (`LISTEN_FDS`, `LISTEN_FDNAMES`,
+/// `LISTEN_PID` with `CG_SOCKET_ACTIVATION`, `NOTIFY_SOCKET` with `cg_builder_ready_notify`).
 ///
 /// Thread-safety (all `cg_builder_*` setters): one thread at a time per builder.
 #[no_mangle]
@@ -168,6 +173,18 @@ pub extern "C" fn cg_builder_env(
 pub extern "C" fn cg_builder_env_remove(builder: *mut cg_builder, key: *const c_char) -> cg_status {
     with("cg_builder_env_remove", builder, |b| {
         b.env.push((ptr::os_str(key, "key")?.to_owned(), None));
+        Ok(())
+    })
+}
+
+/// Starts the child's environment empty instead of a copy of this process's (std's
+/// `Command::env_clear`, `env -i`): it gets only what `cg_builder_env` sets, whether called
+/// before or after this, plus the variables of its socket mode and readiness. Use it so that
+/// nothing of this process's environment (a secret, say) reaches the server.
+#[no_mangle]
+pub extern "C" fn cg_builder_env_clear(builder: *mut cg_builder) -> cg_status {
+    with("cg_builder_env_clear", builder, |b| {
+        b.env_clear = true;
         Ok(())
     })
 }

@@ -54,6 +54,9 @@ pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
             let b = *ptr::take(builder, "builder")?;
             let mut cmd = Command::new(&b.argv[0]);
             cmd.args(&b.argv[1..]);
+            if b.env_clear {
+                cmd.env_clear();
+            }
             for (key, value) in &b.env {
                 match value {
                     Some(value) => cmd.env(key, value),

@@ -21,6 +21,9 @@
 //!   buffer allocated before the fork (no allocation between fork and exec, where another
 //!   thread of ours may have held the allocator's lock). Inherited `LISTEN_*` are removed, so a
 //!   server never mistakes our own activation variables for its own.
+//! - **Our environment instead of the caller's.** The environment is built here, not by std:
+//!   it starts empty after the Command's `env_clear` (read back by `command_debug`, which
+//!   refuses when unsure), so a secret of ours never reaches a server whose caller cleared it.
 //! - **Predictable or shared socket path.** The directory is created with `mkdir` under a
 //!   random name (retried on `EEXIST`, never following an existing entry) and mode 0700, so
 //!   nobody else can connect first or swap the socket file.
@@ -132,9 +135,13 @@ pub(crate) fn prepare(
     validate_name(name).map_err(|e| (ErrorKind::Config, e))?;
     let base = base_dir(runtime_dir).map_err(|e| (ErrorKind::Config, e))?;
     check_path_fits(&base).map_err(|e| (ErrorKind::Config, e))?;
-    let program = crate::program::resolve(command).map_err(|e| (ErrorKind::Spawn, e))?;
-    let argv = build_argv(command).map_err(|e| (ErrorKind::Config, e))?;
-    let env = build_env(command, name).map_err(|e| (ErrorKind::Config, e))?;
+    // NULs first: they would make the Command's Debug output unreadable (a vaguer error).
+    build_argv(command, None).map_err(|e| (ErrorKind::Config, e))?;
+    let hidden = crate::command_debug::read(command).map_err(|e| (ErrorKind::Config, e))?;
+    let program =
+        crate::program::resolve(command, hidden.env_clear).map_err(|e| (ErrorKind::Spawn, e))?;
+    let argv = build_argv(command, hidden.arg0.as_deref()).map_err(|e| (ErrorKind::Config, e))?;
+    let env = build_env(command, hidden.env_clear, name).map_err(|e| (ErrorKind::Config, e))?;
     let dir = make_private_dir(&base).map_err(|e| (ErrorKind::Socket, e))?;
     let listener = listen_on(dir.path()).map_err(|e| (ErrorKind::Socket, e))?;
     let exec = ActivationExec::new(program, argv, env, listener.as_raw_fd());
@@ -289,19 +296,23 @@ fn listen_on(path: &Path) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(listener))
 }
 
-/// argv\[0\] is the program as given (like std), then the Command's arguments.
-fn build_argv(command: &Command) -> io::Result<Vec<CString>> {
-    std::iter::once(command.get_program())
+/// argv\[0\] is the Command's `arg0`, else the program as given (like std), then the Command's
+/// arguments.
+fn build_argv(command: &Command, arg0: Option<&OsStr>) -> io::Result<Vec<CString>> {
+    std::iter::once(arg0.unwrap_or(command.get_program()))
         .chain(command.get_args())
         .map(|a| crate::program::c_string(a.as_bytes()))
         .collect()
 }
 
-/// Our environment with the Command's `env`/`env_remove` applied, every inherited `LISTEN_*`
-/// removed, and `LISTEN_FDS=1`, `LISTEN_FDNAMES=name` added (`LISTEN_PID` is added by
-/// [`ActivationExec`]).
-fn build_env(command: &Command, name: &str) -> io::Result<Vec<CString>> {
-    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+/// The environment std would give the child — ours, or none after `env_clear` — with the
+/// Command's `env`/`env_remove` applied, every inherited `LISTEN_*` removed, and
+/// `LISTEN_FDS=1`, `LISTEN_FDNAMES=name` added (`LISTEN_PID` is added by [`ActivationExec`]).
+fn build_env(command: &Command, env_clear: bool, name: &str) -> io::Result<Vec<CString>> {
+    let mut vars: Vec<(OsString, OsString)> = match env_clear {
+        true => Vec::new(),
+        false => std::env::vars_os().collect(),
+    };
     for (key, value) in command.get_envs() {
         vars.retain(|(k, _)| k != key);
         if let Some(value) = value {
@@ -456,15 +467,38 @@ mod tests {
         cmd.env("CG_A", "1")
             .env("LISTEN_FDS", "7")
             .env_remove("HOME");
-        let env = build_env(&cmd, "n").unwrap();
-        let env: Vec<String> = env
-            .iter()
-            .map(|c| c.to_string_lossy().into_owned())
-            .collect();
+        let env = strings(build_env(&cmd, false, "n").unwrap());
         assert!(env.contains(&"CG_A=1".to_string()));
         assert!(env.contains(&"LISTEN_FDS=1".to_string()));
         assert!(env.contains(&"LISTEN_FDNAMES=n".to_string()));
         assert!(!env.iter().any(|e| e.starts_with("HOME=")));
         assert_eq!(env.iter().filter(|e| e.starts_with("LISTEN_")).count(), 2);
+    }
+
+    fn strings(env: Vec<CString>) -> Vec<String> {
+        env.iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn env_clear_starts_from_nothing() {
+        let mut cmd = Command::new("x");
+        cmd.env_clear().env("CG_A", "1").env("LISTEN_PID", "7");
+        let hidden = crate::command_debug::read(&cmd).unwrap();
+        assert!(hidden.env_clear);
+        let mut env = strings(build_env(&cmd, hidden.env_clear, "n").unwrap());
+        env.sort();
+        assert_eq!(env, ["CG_A=1", "LISTEN_FDNAMES=n", "LISTEN_FDS=1"]);
+    }
+
+    #[test]
+    fn arg0_is_argv0() {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new("/bin/x");
+        cmd.arg0("zero").arg("a");
+        let hidden = crate::command_debug::read(&cmd).unwrap();
+        let argv = build_argv(&cmd, hidden.arg0.as_deref()).unwrap();
+        assert_eq!(strings(argv), ["zero", "a"]);
     }
 }

@@ -17,7 +17,10 @@ use std::process::Command;
 /// `Err(ENOEXEC)` if the program `command` would run is a regular file the kernel cannot
 /// execute. Anything unclear (not found, unreadable) is left for the exec to report.
 pub(crate) fn refuse_unknown_format(command: &Command) -> io::Result<()> {
-    let Ok(resolved) = crate::program::resolve(command) else {
+    // std does this exec, env_clear included; unreadable, we guess "not cleared" (this check
+    // only makes a file the kernel would refuse fail the same way on either spawn path).
+    let env_clear = crate::command_debug::read(command).is_ok_and(|h| h.env_clear);
+    let Ok(resolved) = crate::program::resolve(command, env_clear) else {
         return Ok(());
     };
     let mut path = PathBuf::from(OsStr::from_bytes(resolved.as_bytes()));

@@ -45,10 +45,10 @@ pub enum SocketMode {
     /// connection. The socket file and directory are removed on close and on every error;
     /// [`ChildHandle::socket_path`] gives the path for further connections.
     ///
-    /// The child is exec'd by childguard (with `execve`, the program looked up in `PATH`
-    /// before the fork), honouring the Command's arguments, `env`/`env_remove`, current
-    /// directory, stdio and process group; `env_clear` and `arg0` are not visible through std's
-    /// getters and are not applied.
+    /// The child is exec'd by childguard (`execve`, the program looked up in `PATH` before the
+    /// fork) as std would: the Command's arguments, `arg0`, environment (`env_clear`, `env`,
+    /// `env_remove`) plus the `LISTEN_*` above, directory, stdio and process group. No getters
+    /// for `env_clear`/`arg0`: read from its `Debug` output, unreadable → [`ErrorKind::Config`].
     Activation {
         /// The `LISTEN_FDNAMES` value (default `unknown`). systemd's rules apply: at most 255
         /// printable ASCII characters, no `:`; anything else is an [`ErrorKind::Config`] error.

@@ -56,6 +56,7 @@ mod api_marks;
 mod capture;
 mod climb;
 mod close_control;
+mod command_debug;
 mod containment;
 mod detach;
 mod error;

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The program to exec, looked up like `execvp` does: as given if it contains a `/`, else in
-/// the `PATH` the child will have (the Command's own `PATH` if it sets one).
-pub(crate) fn resolve(command: &Command) -> io::Result<CString> {
+/// the `PATH` the child will have (the Command's own `PATH` if it sets one; none, so glibc's
+/// default, after `env_clear`).
+pub(crate) fn resolve(command: &Command, env_clear: bool) -> io::Result<CString> {
     let program = command.get_program();
     if program.as_bytes().contains(&b'/') {
         return c_string(program.as_bytes());
@@ -19,6 +20,7 @@ pub(crate) fn resolve(command: &Command) -> io::Result<CString> {
         Some((_, Some(v))) => v.to_os_string(),
         // Removed PATH: glibc's execvp default.
         Some((_, None)) => OsString::from("/bin:/usr/bin"),
+        None if env_clear => OsString::from("/bin:/usr/bin"),
         None => std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/bin:/usr/bin")),
     };
     for dir in std::env::split_paths(&path) {
@@ -62,10 +64,17 @@ mod tests {
 
     #[test]
     fn program_resolution() {
-        let sh = resolve(&Command::new("sh")).unwrap();
+        let sh = resolve(&Command::new("sh"), false).unwrap();
         assert!(sh.to_bytes().ends_with(b"/sh"));
         let mut cmd = Command::new("sh");
         cmd.env("PATH", "/nonexistent");
-        assert_eq!(resolve(&cmd).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(
+            resolve(&cmd, false).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        // After env_clear our PATH is not the child's: glibc's default.
+        let mut cmd = Command::new("sh");
+        cmd.env_clear();
+        assert_eq!(resolve(&cmd, true).unwrap().to_bytes(), b"/bin/sh");
     }
 }
