@@ -3,6 +3,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod cgroups;
 pub mod driver;
 pub mod nbd;
 pub mod paced;
@@ -291,4 +292,14 @@ pub fn require_signals_not_ignored(test: &str, signals: &[libc::c_int]) {
              job control or in the foreground, not as a `cmd &` job of a script"
         );
     }
+}
+
+/// This process's resident set size, in KiB (`VmRSS` of `/proc/self/status`).
+pub fn vm_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
 }

@@ -12,15 +12,6 @@ use childguard::{Capture, ChildHandle, MAX_LINE_BYTES};
 use childguard_tests::paced::Paced;
 use childguard_tests::*;
 
-fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
-}
-
 /// `start:` (read on its own), then 50 MB more of the same line and its `\n`: `on_line` gets
 /// pieces of exactly `MAX_LINE_BYTES`, then the rest; our memory stays flat.
 #[test]

@@ -5,15 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use childguard::{Capture, ChildHandle};
-
-fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
-}
+use childguard_tests::vm_rss_kib;
 
 /// 50 MB of stderr and nobody reading it: without the drain the server blocks at 64 KiB and
 /// never exits; with it, it finishes, the tail is the last 64 KiB, and our memory stays flat.

@@ -8,32 +8,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use childguard::{ChildHandle, Containment, ErrorKind, KillMode, Ladder, Signal, SocketMode};
+use childguard_tests::cgroups::{cgroup_of, own_cgroup_dir, serial};
 use childguard_tests::postgres::{self, Cluster};
 use childguard_tests::{
     eventually, exited_within, fd_count, is_alive, our_children, read_ready,
     read_ready_with_workers, slowserver,
 };
-
-/// The tests of this file count this process's fds, children and cgroups: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The cgroup v2 directory this test process runs in (mount from mountinfo + `0::` path).
-fn own_cgroup_dir() -> PathBuf {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let mount = info
-        .lines()
-        .find_map(|l| {
-            let (before, after) = l.split_once(" - ")?;
-            (after.split(' ').next()? == "cgroup2").then(|| before.split(' ').nth(4).unwrap())
-        })
-        .expect("this test needs cgroup v2 mounted (CI has it at /sys/fs/cgroup/unified)");
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let ours = cgroup.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
-    Path::new(mount).join(ours.trim_start_matches('/'))
-}
 
 /// The cgroup directories this process made and has not removed, in `dir`.
 fn our_cgroups_in(dir: &Path) -> Vec<PathBuf> {
@@ -44,14 +24,6 @@ fn our_cgroups_in(dir: &Path) -> Vec<PathBuf> {
         .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
         .map(|e| e.path())
         .collect()
-}
-
-/// The cgroup path of `pid` (its `0::` line), if it exists.
-fn cgroup_of(pid: u32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(str::to_owned)
 }
 
 fn contained(cmd: Command, ladder: &str, mode: KillMode) -> ChildHandle {

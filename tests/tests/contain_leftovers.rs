@@ -12,40 +12,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use childguard::{ChildHandle, Containment, Ladder, SocketMode};
+use childguard_tests::cgroups::{self, cgroup_mount, own_cgroup_dir, serial};
 use childguard_tests::{bin, exited_within, our_children, pidfd, read_ready, slowserver};
 
-/// The tests of this file count this process's children and cgroups: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The cgroup2 mount point, from mountinfo (never a fixed path).
-fn cgroup_mount() -> PathBuf {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let mount = info
-        .lines()
-        .find_map(|l| {
-            let (before, after) = l.split_once(" - ")?;
-            (after.split(' ').next()? == "cgroup2").then(|| before.split(' ').nth(4).unwrap())
-        })
-        .expect("this test needs cgroup v2 mounted (CI has it at /sys/fs/cgroup/unified)");
-    PathBuf::from(mount)
-}
-
-/// The cgroup path of `pid` (its `0::` line).
+/// The cgroup path of `pid` (its `0::` line); the process must exist.
 fn cgroup_of(pid: u32) -> String {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(str::to_owned)
-        .unwrap()
-}
-
-/// The cgroup v2 directory this test process runs in.
-fn own_cgroup_dir() -> PathBuf {
-    let ours = cgroup_of(std::process::id());
-    cgroup_mount().join(ours.trim_start_matches('/'))
+    cgroups::cgroup_of(pid).unwrap_or_else(|| panic!("no /proc/{pid}/cgroup"))
 }
 
 /// A fresh cgroup of this test's own under ours, used as `cgroup_parent`: nobody else on the

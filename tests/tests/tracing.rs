@@ -152,24 +152,29 @@ fn messages(events: &[Seen]) -> Vec<&str> {
     events.iter().map(|s| s.message.as_str()).collect()
 }
 
+/// slowserver ignoring TERM (and EOF), ready by `READY=1`, closed by `TERM:300ms,KILL:20s`.
+fn term_ignoring_server(contained: bool, reap: Reap) -> ChildHandle {
+    let server = slowserver(&["--notify", "--ignore", "TERM", "--ignore-eof"]);
+    let mut builder = ChildHandle::builder(server)
+        .socket(SocketMode::Stdio)
+        .ready(Ready::Notify)
+        .reap(reap)
+        .ladder(ladder("TERM:300ms,KILL:20s"));
+    if contained {
+        builder = builder.contain(Containment::Cgroup);
+    }
+    builder
+        .spawn()
+        .expect("spawn with Ready::Notify (contained: needs a writable cgroup v2; CI runs as root)")
+}
+
 #[test]
 fn spawn_readiness_rungs_exit_reap_hand_off_and_cgroup_kill_are_traced() {
     recorder();
 
     // A contained server that ignores TERM: rung 0 TERM reaches it and is ignored, rung 1 KILL
     // goes through cgroup.kill.
-    let handle = ChildHandle::builder(slowserver(&[
-        "--notify",
-        "--ignore",
-        "TERM",
-        "--ignore-eof",
-    ]))
-    .socket(SocketMode::Stdio)
-    .ready(Ready::Notify)
-    .contain(Containment::Cgroup)
-    .ladder(ladder("TERM:300ms,KILL:20s"))
-    .spawn()
-    .expect("contained spawn with Ready::Notify (needs a writable cgroup v2: CI runs as root)");
+    let handle = term_ignoring_server(true, Reap::Blocking);
     let pid = handle.id().unwrap();
     let report = handle.close().expect("close");
     assert!(report.reaped.is_some(), "{report}");
@@ -219,18 +224,7 @@ fn spawn_readiness_rungs_exit_reap_hand_off_and_cgroup_kill_are_traced() {
     assert!(killed, "no 'cgroup killed' event for {}", dir.display());
 
     // A background close: handed off, then climbed and reaped by the reaper thread.
-    let handle = ChildHandle::builder(slowserver(&[
-        "--notify",
-        "--ignore",
-        "TERM",
-        "--ignore-eof",
-    ]))
-    .socket(SocketMode::Stdio)
-    .ready(Ready::Notify)
-    .reap(Reap::Background)
-    .ladder(ladder("TERM:100ms,KILL:20s"))
-    .spawn()
-    .expect("spawn");
+    let handle = term_ignoring_server(false, Reap::Background);
     let pid = handle.id().unwrap();
     let report = handle.close().expect("background close");
     assert!(

@@ -1,0 +1,38 @@
+//! Where this test process sits in cgroup v2 (for the containment tests): the mount found in
+//! `/proc/self/mountinfo` (never a fixed path), and a lock for the tests of one binary that
+//! count this process's cgroups and children.
+
+use std::path::PathBuf;
+
+/// The tests of one binary that count this process's fds, children and cgroups: one at a time.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The cgroup2 mount point, from mountinfo.
+pub fn cgroup_mount() -> PathBuf {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mount = info
+        .lines()
+        .find_map(|l| {
+            let (before, after) = l.split_once(" - ")?;
+            (after.split(' ').next()? == "cgroup2").then(|| before.split(' ').nth(4).unwrap())
+        })
+        .expect("this test needs cgroup v2 mounted (CI has it at /sys/fs/cgroup/unified)");
+    PathBuf::from(mount)
+}
+
+/// The cgroup path of `pid` (its `0::` line), if it exists.
+pub fn cgroup_of(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned)
+}
+
+/// The cgroup v2 directory this test process runs in.
+pub fn own_cgroup_dir() -> PathBuf {
+    let ours = cgroup_of(std::process::id()).expect("our own /proc/self/cgroup has a 0:: line");
+    cgroup_mount().join(ours.trim_start_matches('/'))
+}
