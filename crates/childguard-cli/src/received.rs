@@ -26,6 +26,8 @@ pub enum Sender {
     /// The kernel (`SI_KERNEL`): a terminal's `^C`, `^\` or hangup, among others.
     Kernel,
     /// A process, with kill(2), sigqueue(3), tgkill(2) (`SI_USER`, `SI_QUEUE`, `SI_TKILL`, …).
+    /// (Only Linux reads `si_code`: elsewhere every signal is `Unknown`.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Process,
     /// Anything else, or a system where childguard does not read `si_code`: treated as sent to
     /// childguard alone.

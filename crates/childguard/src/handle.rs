@@ -493,6 +493,8 @@ impl Builder {
         if let Some(cgroup) = cgroup {
             process.contain(cgroup, self.kill_mode);
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = cgroup; // containment is Linux-only: elsewhere there is never a cgroup
         let notify = readiness.as_mut().and_then(|r| r.notify_for(&process));
         let mut handle = ChildHandle {
             program: Some(program.clone()),

@@ -4,6 +4,7 @@
 //! dependency. The calls sit where each step happens, once for every driver (blocking close,
 //! reaper, tokio, CLI), so a step cannot be logged by one face and missed by another.
 
+#[cfg(target_os = "linux")]
 use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -126,7 +127,8 @@ pub(crate) fn handed_off(_pid: u32, _jobs: usize) {
     tracing::debug!(target: "childguard", pid = _pid, jobs = _jobs, "handed off");
 }
 
-/// Every member of a cgroup got `SIGKILL`.
+/// Every member of a cgroup got `SIGKILL` (containment is Linux-only).
+#[cfg(target_os = "linux")]
 #[inline]
 pub(crate) fn cgroup_killed(_path: &Path, _members: usize, _how: &str) {
     #[cfg(feature = "tracing")]
