@@ -75,17 +75,20 @@ pub(crate) fn spawned(_pid: u32) {
     tracing::info!(target: "childguard", pid = _pid, "spawned");
 }
 
-/// A readiness wait ended: `Ok` ready, `Err` why not.
+/// A readiness wait ended: `Ok` ready, `Err` why not. `_awaited` describes the condition; it is
+/// called only with the feature, so a spawn without it builds no description.
 #[inline]
 pub(crate) fn readiness(
     _pid: Option<u32>,
-    _awaited: &str,
+    _awaited: impl FnOnce() -> String,
     _elapsed: Duration,
     _outcome: Result<(), &str>,
 ) {
     #[cfg(feature = "tracing")]
     {
         let elapsed_ms = _elapsed.as_secs_f64() * 1e3;
+        let awaited = _awaited();
+        let _awaited = awaited.as_str();
         match _outcome {
             Ok(()) => tracing::info!(target: "childguard", pid = _pid, awaited = _awaited,
                 elapsed_ms, "ready"),

@@ -595,7 +595,7 @@ impl Pending {
         let pid = handle.id();
         let not_ready = match outcome {
             Ok(()) => {
-                crate::trace::readiness(pid, &self.ready.describe(), began.elapsed(), Ok(()));
+                crate::trace::readiness(pid, || self.ready.describe(), began.elapsed(), Ok(()));
                 return Ok(handle);
             }
             Err(e) => e,
@@ -628,7 +628,7 @@ impl Pending {
             ),
             NotReady::Failed(e) => (e.kind(), format!("waiting for {what}: {e}")),
         };
-        crate::trace::readiness(pid, &what, began.elapsed(), Err(&message));
+        crate::trace::readiness(pid, || what.clone(), began.elapsed(), Err(&message));
         let closed = match not_ready {
             NotReady::Failed(_) => handle.abandon_with_report(),
             _ => handle.close(),
