@@ -303,3 +303,19 @@ pub fn vm_rss_kib() -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS in /proc/self/status")
 }
+
+/// `cg-supervisor`'s first two lines on stdout: its `CHILD <pid>` (the server it spawned) and
+/// the server's own first line (its ready line). The supervisor's stdout must be piped.
+pub fn supervised_child(sup: &mut std::process::Child) -> (u32, String) {
+    use std::io::BufRead;
+    let mut out = std::io::BufReader::new(sup.stdout.take().expect("a piped stdout"));
+    let (mut child, mut ready) = (String::new(), String::new());
+    out.read_line(&mut child).unwrap();
+    out.read_line(&mut ready).unwrap();
+    let pid = child
+        .trim()
+        .strip_prefix("CHILD ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("cg-supervisor's first line is not `CHILD <pid>`: {child:?}"));
+    (pid, ready)
+}

@@ -318,16 +318,7 @@ fn a_sigkilled_supervisor_takes_the_whole_contained_tree_within_1s() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(sup.stdout.take().unwrap());
-    let (mut child, mut ready) = (String::new(), String::new());
-    out.read_line(&mut child).unwrap();
-    out.read_line(&mut ready).unwrap();
-    let leader: u32 = child
-        .trim()
-        .strip_prefix("CHILD ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (leader, ready) = childguard_tests::supervised_child(&mut sup);
     let field = |key: &str| ready.split_whitespace().find_map(|w| w.strip_prefix(key));
     let mut tree = vec![leader, field("grandchild=").unwrap().parse().unwrap()];
     tree.extend(

@@ -77,17 +77,22 @@ fn sleeper_in(dir: &Path) -> Child {
     child
 }
 
-#[test]
-fn a_server_that_made_cgroups_of_its_own_leaves_no_cgroup_and_no_process() {
-    let _serial = serial();
-    // The server makes two levels of cgroups inside its own, moves a sleeping child into the
-    // deepest, and stays (as a nested `childguard run --contain` or a container runtime does).
-    let script = r#"cg="$1$(sed -n 's/^0:://p' /proc/self/cgroup)"
+/// A server (`sh -c`, the cgroup2 mount as `$1`) that makes two levels of cgroups inside its
+/// own, moves a sleeping child into the deepest, prints `ready <its pid>`, and stays — as a
+/// nested `childguard run --contain` or a container runtime does.
+const NESTING_SERVER: &str = r#"cg="$1$(sed -n 's/^0:://p' /proc/self/cgroup)"
 mkdir -p "$cg/inner/deeper" "$cg/other/x" || exit 1
 sleep 1000 &
 echo $! > "$cg/inner/deeper/cgroup.procs" || exit 1
 echo "ready $!"
 exec sleep 1000"#;
+
+#[test]
+fn a_server_that_made_cgroups_of_its_own_leaves_no_cgroup_and_no_process() {
+    let _serial = serial();
+    // The server makes two levels of cgroups inside its own, moves a sleeping child into the
+    // deepest, and stays (as a nested `childguard run --contain` or a container runtime does).
+    let script = NESTING_SERVER;
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(script).arg("sh").arg(cgroup_mount());
     let handle = ChildHandle::builder(cmd)
@@ -394,12 +399,7 @@ fn contains_inside_the_subtree(dir: &Path, user: (u32, u32)) -> Result<(), Strin
 fn the_guardian_of_a_sigkilled_supervisor_removes_the_cgroups_the_server_made() {
     let _serial = serial();
     // The server of the first test, under a supervisor with exit_with_parent (so a guardian).
-    let script = r#"cg="$1$(sed -n 's/^0:://p' /proc/self/cgroup)"
-mkdir -p "$cg/inner/deeper" "$cg/other/x" || exit 1
-sleep 1000 &
-echo $! > "$cg/inner/deeper/cgroup.procs" || exit 1
-echo "ready $!"
-exec sleep 1000"#;
+    let script = NESTING_SERVER;
     let mut sup = Command::new(bin("cg-supervisor"))
         .arg("/bin/sh")
         .args(["--exit-with-parent", "--contain", "--", "-c", script, "sh"])
@@ -407,16 +407,7 @@ exec sleep 1000"#;
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(sup.stdout.take().unwrap());
-    let (mut child, mut ready) = (String::new(), String::new());
-    out.read_line(&mut child).unwrap();
-    out.read_line(&mut ready).unwrap();
-    let leader: u32 = child
-        .trim()
-        .strip_prefix("CHILD ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (leader, ready) = childguard_tests::supervised_child(&mut sup);
     let grandchild: u32 = ready
         .trim()
         .strip_prefix("ready ")
