@@ -58,6 +58,23 @@ def alive(pid: int) -> bool:
     return proc_state(pid) not in (None, "Z")
 
 
+def assert_ends(pidfd: int, pid: int, within: float, what: str) -> None:
+    """The process of `pidfd` exits within `within` seconds (else fails with `what`), and is
+    then reaped by its parent: gone from /proc, or a zombie of PID 1's, within 30 s more."""
+    assert pidfd_exited(pidfd, within), what
+    deadline = time.monotonic() + 30
+    while proc_state(pid) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not alive(pid)
+
+
+def release(pidfd: int) -> None:
+    """A test's cleanup: SIGKILL the process of `pidfd` if it is still there; close `pidfd`."""
+    if not pidfd_exited(pidfd, 0):
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    os.close(pidfd)
+
+
 def spawn_slow(slowserver: str, *args: str, ladder: str = "KILL:10s") -> childguard.Server:
     server = childguard.spawn([slowserver, "--ignore-eof", *args], socket="stdio", ladder=ladder)
     assert server.socket is not None
@@ -186,15 +203,9 @@ def test_sigint_during_close_leaves_the_rest_to_the_reaper(slowserver: str) -> N
         with pytest.raises(childguard.ClosedError, match="interrupted"):
             server.close()
         # TERM is ignored: the reaper's KILL, 3 s after TERM, ends it; the reaper reaps it.
-        assert pidfd_exited(pidfd, 30), "the server outlived the interrupted close"
-        deadline = time.monotonic() + 30
-        while proc_state(pid) not in (None, "Z") and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not alive(pid)
+        assert_ends(pidfd, pid, 30, "the server outlived the interrupted close")
     finally:
-        if not pidfd_exited(pidfd, 0):
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        os.close(pidfd)
+        release(pidfd)
 
 
 def test_sigint_during_spawn_ready_closes_the_server(tmp_path: Path) -> None:
@@ -227,15 +238,9 @@ def test_sigint_during_spawn_ready_closes_the_server(tmp_path: Path) -> None:
     pidfd = os.pidfd_open(pid)
     try:
         # Closed once the spawn gives up (ready_timeout), by the spawn's thread: TERM ends it.
-        assert pidfd_exited(pidfd, 40), "the server outlived the interrupted spawn"
-        deadline = time.monotonic() + 30
-        while proc_state(pid) not in (None, "Z") and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not alive(pid)
+        assert_ends(pidfd, pid, 40, "the server outlived the interrupted spawn")
     finally:
-        if not pidfd_exited(pidfd, 0):
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        os.close(pidfd)
+        release(pidfd)
 
 
 def test_servers_open_at_exit_are_closed_by_the_atexit_drain(slowserver: str) -> None:
