@@ -17,6 +17,9 @@
 //! each edge of it named with one `file:line`. At the root each top-level folder/module must be
 //! in [`LAYERS`] and may import only from its own rank or below.
 //!
+//! Unit-test modules (`#[cfg(test)] mod …`, inline or in their own file) are not part of the
+//! library's build and may use any module: their paths are not edges.
+//!
 //! What it cannot see: macro-expanded paths other than literal `$crate::…` in `macro_rules!`
 //! bodies, and glob imports (`use x::*`) beyond the edge to `x` itself.
 
@@ -280,6 +283,8 @@ struct Crate {
     modules: BTreeMap<ModPath, ModPath>,
     /// Every file module → its file (relative to src).
     files: BTreeMap<ModPath, String>,
+    /// Modules declared `#[cfg(test)] mod …` (inline or file): their paths are not edges.
+    tests: BTreeSet<ModPath>,
     /// (module, name) → the path that `use` bound to the name there.
     bindings: BTreeMap<(ModPath, String), RawRef>,
     refs: Vec<RawRef>,
@@ -363,6 +368,23 @@ fn use_tree(
     }
 }
 
+/// Whether the item at `toks[at]` carries `#[cfg(test)]` (looked for back to the previous item).
+fn cfg_test_before(toks: &[Token], at: usize) -> bool {
+    let mut k = at;
+    while k > 0 && !matches!(toks[k - 1].tok, Tok::Punct(';' | '{' | '}')) {
+        k -= 1;
+        let word = |d: usize| ident(toks.get(k + d));
+        if word(0) == Some("cfg")
+            && toks.get(k + 1).map(|t| &t.tok) == Some(&Tok::Punct('('))
+            && word(2) == Some("test")
+            && toks.get(k + 3).map(|t| &t.tok) == Some(&Tok::Punct(')'))
+        {
+            return true;
+        }
+    }
+    false
+}
+
 fn parse_file(krate: &mut Crate, rel: &str, text: &str) {
     let file_mod = file_module(rel);
     let toks = tokenize(text);
@@ -388,6 +410,11 @@ fn parse_file(krate: &mut Crate, rel: &str, text: &str) {
                 i += 1;
             }
             Tok::Ident(w) if w == "mod" => {
+                if let Some(name) = ident(toks.get(i + 1)).filter(|_| cfg_test_before(&toks, i)) {
+                    let mut m = context(&inline);
+                    m.push(name.to_owned());
+                    krate.tests.insert(m);
+                }
                 if let (Some(name), Some(Tok::Punct('{'))) =
                     (ident(toks.get(i + 1)), toks.get(i + 2).map(|t| &t.tok))
                 {
@@ -530,6 +557,9 @@ impl Crate {
     fn edges(&self) -> BTreeMap<(ModPath, ModPath), String> {
         let mut edges: BTreeMap<(ModPath, ModPath), (String, usize)> = BTreeMap::new();
         for r in &self.refs {
+            if self.tests.iter().any(|t| r.context.starts_with(t)) {
+                continue;
+            }
             let Some(abs) = self.absolute(r, 16) else {
                 continue;
             };
@@ -793,9 +823,10 @@ fn synthetic(files: &[(&str, &str)]) -> Crate {
 #[test]
 fn checker_reports_a_two_module_circle() {
     let krate = synthetic(&[
-        ("lib.rs", "mod a;\nmod b;\n"),
+        ("lib.rs", "mod a;\nmod b;\nmod c;\n"),
         ("a.rs", "// use crate::b; (a comment)\nconst S: &str = \"crate::b::X\";\nuse crate::{\n    b::Thing,\n};\n"),
-        ("b.rs", "/// [`crate::a`]\npub struct Thing;\nfn f() { crate::a::g(); }\n"),
+        ("b.rs", "/// [`crate::a`]\npub struct Thing;\nfn f() { crate::a::g(); }\n#[cfg(test)]\nmod tests {\n    use crate::c::X;\n}\n"),
+        ("c.rs", "pub struct X;\nfn f() -> crate::b::Thing { todo!() }\n"),
     ]);
     let found = cycles(&krate);
     assert_eq!(found.len(), 1, "{found:#?}");
