@@ -24,8 +24,8 @@ pub use lines::MAX_LINE_BYTES;
 use lines::{Assembler, Out, Watch};
 pub(crate) use tail::Tail;
 
-use crate::report::CloseReport;
-use crate::stdio::Pipes;
+use crate::close::report::CloseReport;
+use crate::spawn::stdio::Pipes;
 
 /// One of the child's two output streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

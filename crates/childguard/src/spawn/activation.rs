@@ -137,9 +137,9 @@ pub(crate) fn prepare(
     check_path_fits(&base).map_err(|e| (ErrorKind::Config, e))?;
     // NULs first: they would make the Command's Debug output unreadable (a vaguer error).
     build_argv(command, None).map_err(|e| (ErrorKind::Config, e))?;
-    let hidden = crate::command_debug::read(command).map_err(|e| (ErrorKind::Config, e))?;
-    let program =
-        crate::program::resolve(command, hidden.env_clear).map_err(|e| (ErrorKind::Spawn, e))?;
+    let hidden = crate::spawn::command_debug::read(command).map_err(|e| (ErrorKind::Config, e))?;
+    let program = crate::spawn::program::resolve(command, hidden.env_clear)
+        .map_err(|e| (ErrorKind::Spawn, e))?;
     let argv = build_argv(command, hidden.arg0.as_deref()).map_err(|e| (ErrorKind::Config, e))?;
     let env = build_env(command, hidden.env_clear, name).map_err(|e| (ErrorKind::Config, e))?;
     let dir = make_private_dir(&base).map_err(|e| (ErrorKind::Socket, e))?;
@@ -301,7 +301,7 @@ fn listen_on(path: &Path) -> io::Result<OwnedFd> {
 fn build_argv(command: &Command, arg0: Option<&OsStr>) -> io::Result<Vec<CString>> {
     std::iter::once(arg0.unwrap_or(command.get_program()))
         .chain(command.get_args())
-        .map(|a| crate::program::c_string(a.as_bytes()))
+        .map(|a| crate::spawn::program::c_string(a.as_bytes()))
         .collect()
 }
 
@@ -327,7 +327,7 @@ fn build_env(command: &Command, env_clear: bool, name: &str) -> io::Result<Vec<C
             let mut entry = k.into_vec();
             entry.push(b'=');
             entry.extend_from_slice(OsStr::as_bytes(&v));
-            crate::program::c_string(&entry)
+            crate::spawn::program::c_string(&entry)
         })
         .collect()
 }
@@ -485,7 +485,7 @@ mod tests {
     fn env_clear_starts_from_nothing() {
         let mut cmd = Command::new("x");
         cmd.env_clear().env("CG_A", "1").env("LISTEN_PID", "7");
-        let hidden = crate::command_debug::read(&cmd).unwrap();
+        let hidden = crate::spawn::command_debug::read(&cmd).unwrap();
         assert!(hidden.env_clear);
         let mut env = strings(build_env(&cmd, hidden.env_clear, "n").unwrap());
         env.sort();
@@ -497,7 +497,7 @@ mod tests {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new("/bin/x");
         cmd.arg0("zero").arg("a");
-        let hidden = crate::command_debug::read(&cmd).unwrap();
+        let hidden = crate::spawn::command_debug::read(&cmd).unwrap();
         let argv = build_argv(&cmd, hidden.arg0.as_deref()).unwrap();
         assert_eq!(strings(argv), ["zero", "a"]);
     }

@@ -23,8 +23,8 @@ use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use super::notify_access::{Access, CgroupScope, Sender};
 use super::NotifyAccess;
-use crate::activation::{self, SocketDir};
-use crate::report::NotifyReport;
+use crate::close::report::NotifyReport;
+use crate::spawn::activation::{self, SocketDir};
 use crate::sys::peer;
 
 /// The environment variable naming the socket.
@@ -177,7 +177,7 @@ impl NotifySocket {
                 pid: received.pid,
                 pidfd: received.pidfd,
             };
-            crate::failpoint::before_notify_sender_check(sender.pid, self.access.child);
+            crate::base::failpoint::before_notify_sender_check(sender.pid, self.access.child);
             let verdict = self.access.judge(&sender);
             // Closes the sender's pidfd now, not with the next datagram.
             drop(sender);
@@ -229,7 +229,7 @@ impl NotifySocket {
                     Ok(usec) => {
                         let wait = Duration::from_micros(usec);
                         self.extensions.push((now, wait));
-                        extended = Some(crate::climb::later(now, wait));
+                        extended = Some(crate::close::climb::later(now, wait));
                     }
                     Err(_) => {
                         self.ignore(format!("EXTEND_TIMEOUT_USEC={value:?} from pid {sender}"))
@@ -268,7 +268,7 @@ impl NotifySocket {
                 .extensions
                 .iter()
                 .filter(|(at, _)| *at >= close_started)
-                .map(|&(at, asked)| crate::report::Extension {
+                .map(|&(at, asked)| crate::close::report::Extension {
                     at: since(at),
                     asked,
                 })
@@ -296,7 +296,7 @@ pub(crate) fn poll_with(
     other: &[BorrowedFd<'_>],
     deadline: Instant,
 ) -> io::Result<()> {
-    crate::close_control::poll_readable(notify, other, deadline).map(drop)
+    crate::close::close_control::poll_readable(notify, other, deadline).map(drop)
 }
 
 #[cfg(test)]

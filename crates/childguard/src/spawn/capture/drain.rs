@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use rustix::event::{poll, PollFd, PollFlags};
 
 use super::{OutputStream, Shared, Sink};
-use crate::per_process::PerProcess;
+use crate::process::per_process::PerProcess;
 
 /// One captured pipe.
 struct Entry {
@@ -29,7 +29,7 @@ pub(super) struct Drain {
     wake_tx: UnixStream,
 }
 
-/// This process's capture thread, once it runs. Per process ([`crate::per_process`]): a child
+/// This process's capture thread, once it runs. Per process ([`crate::process::per_process`]): a child
 /// made by `fork()` without `exec` inherits the parent's, whose thread it does not have (its
 /// pipes would never be read, its syncs never answered), and starts its own.
 static DRAIN: PerProcess<Drain> = PerProcess::new();

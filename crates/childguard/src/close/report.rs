@@ -4,7 +4,7 @@ use std::fmt;
 use std::process::ExitStatus;
 use std::time::{Duration, SystemTime};
 
-use crate::signal::Signal;
+use crate::base::signal::Signal;
 
 /// How the child came to an end, as far as the close path saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +234,7 @@ pub struct CloseReport {
     pub escaped: Vec<u32>,
     /// Containment: the child's cgroup, whether the close removed it, and how many processes
     /// were still in it when the close returned (`None`: not contained).
-    pub cgroup: Option<crate::containment::CgroupReport>,
+    pub cgroup: Option<crate::process::containment::CgroupReport>,
     /// With [`Containment::BestEffort`](crate::Containment::BestEffort): why no cgroup could
     /// be made, or why the child could not join it (the path and the errno), so the child was
     /// contained by its process group only.

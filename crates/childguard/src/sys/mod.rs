@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use crate::signal::Signal;
+use crate::base::signal::Signal;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod peer;
@@ -57,7 +57,7 @@ fn unknown_signal(signo: i32) -> io::Error {
 
 /// A value made once and never freed, published through an atomic pointer: readers get a
 /// `&'static T` without taking a lock. The one lock-free building block of
-/// [`crate::per_process`]: after `fork()` a lock that a thread of the parent held at that
+/// [`crate::process::per_process`]: after `fork()` a lock that a thread of the parent held at that
 /// moment stays locked forever in the child, so nothing a forked child must use to find out
 /// that it is a forked child may be a lock.
 pub(crate) struct Published<T: 'static>(std::sync::atomic::AtomicPtr<T>);
@@ -312,7 +312,7 @@ fn fd_flags(fd: i32) -> Option<libc::c_int> {
 }
 
 /// Whether fd `fd` is open and without close-on-exec, i.e. a spawned program would inherit
-/// it. Used by [`crate::inheritable`].
+/// it. Used by [`crate::spawn::inheritable`].
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn is_inheritable(fd: i32) -> bool {
     fd_flags(fd).is_some_and(|flags| flags & libc::FD_CLOEXEC == 0)
@@ -642,7 +642,7 @@ pub(crate) fn process_mrelease(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result
     } else {
         Err(io::Error::last_os_error())
     };
-    crate::failpoint::after_mrelease();
+    crate::base::failpoint::after_mrelease();
     outcome
 }
 

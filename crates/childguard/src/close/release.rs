@@ -45,8 +45,8 @@ use std::sync::OnceLock;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::close::report::MemoryRelease;
 use crate::process::Process;
-use crate::report::MemoryRelease;
 
 /// The resident size from which a `SIGKILL` rung asks for `process_mrelease` (64 MiB).
 pub(crate) const RELEASE_MIN_RESIDENT: u64 = 64 << 20;
@@ -133,7 +133,7 @@ pub(crate) fn plan(wanted: bool, process: &Process) -> Plan {
     if resident < RELEASE_MIN_RESIDENT {
         return Plan::Nothing;
     }
-    if crate::failpoint::ignores_system_huge_pages() {
+    if crate::base::failpoint::ignores_system_huge_pages() {
         return Plan::Release;
     }
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::signal::{Signal, SignalParseError};
+use crate::base::signal::{Signal, SignalParseError};
 
 /// The environment variable read by [`Ladder::from_env_or_default`].
 pub const LADDER_ENV: &str = "CHILDGUARD_LADDER";
@@ -23,7 +23,7 @@ pub struct Rung {
     /// The signal sent when this rung starts.
     pub signal: Signal,
     /// How long to wait after sending it before the next rung.
-    #[cfg_attr(feature = "serde", serde(with = "crate::report::millis"))]
+    #[cfg_attr(feature = "serde", serde(with = "crate::close::report::millis"))]
     pub grace: Duration,
 }
 

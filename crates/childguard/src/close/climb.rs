@@ -5,13 +5,13 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use crate::close_control::CloseControl;
-use crate::ladder::{Ladder, Rung};
+use crate::base::signal::Signal;
+use crate::close::close_control::CloseControl;
+use crate::close::ladder::{Ladder, Rung};
+use crate::close::release::{self, Release};
+use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal};
 use crate::process::Process;
-use crate::readiness::notify::NotifySocket;
-use crate::release::{self, Release};
-use crate::report::{CloseReport, Ending, NotifyReport, SentSignal};
-use crate::signal::Signal;
+use crate::spawn::readiness::notify::NotifySocket;
 
 /// Where a close stands on its ladder.
 #[derive(Debug)]
@@ -183,7 +183,7 @@ impl Climb {
                 return Ok(self.give_up(Signal::CONT, e, now));
             }
         }
-        crate::trace::rung(process.pid(), self.next_rung, rung.signal, reached);
+        crate::base::trace::rung(process.pid(), self.next_rung, rung.signal, reached);
         self.sent.push(SentSignal {
             signal: rung.signal,
             at: now.saturating_duration_since(self.started),
@@ -373,11 +373,11 @@ pub(crate) fn wait_with_notify(
     };
     // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
     let until = if process.is_running() && !process.uses_pidfd() {
-        deadline.min(Instant::now() + crate::readiness::EXIT_CHECK)
+        deadline.min(Instant::now() + crate::spawn::readiness::EXIT_CHECK)
     } else {
         deadline
     };
-    crate::close_control::poll_readable(notify, &process.wait_fds(), until).map(drop)
+    crate::close::close_control::poll_readable(notify, &process.wait_fds(), until).map(drop)
 }
 
 /// `at + wait`, saturating: a grace too long for the clock (`Duration::MAX`) means "a century",

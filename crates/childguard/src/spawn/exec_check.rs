@@ -19,8 +19,8 @@ use std::process::Command;
 pub(crate) fn refuse_unknown_format(command: &Command) -> io::Result<()> {
     // std does this exec, env_clear included; unreadable, we guess "not cleared" (this check
     // only makes a file the kernel would refuse fail the same way on either spawn path).
-    let env_clear = crate::command_debug::read(command).is_ok_and(|h| h.env_clear);
-    let Ok(resolved) = crate::program::resolve(command, env_clear) else {
+    let env_clear = crate::spawn::command_debug::read(command).is_ok_and(|h| h.env_clear);
+    let Ok(resolved) = crate::spawn::program::resolve(command, env_clear) else {
         return Ok(());
     };
     let mut path = PathBuf::from(OsStr::from_bytes(resolved.as_bytes()));

@@ -3,7 +3,7 @@
 //! now", a word before each rung's signal goes out, and "stop waiting: hand the rest to the
 //! background reaper".
 //!
-//! The climb itself stays [`Climb`](crate::climb::Climb)'s: this only changes what the wait
+//! The climb itself stays [`Climb`](crate::close::climb::Climb)'s: this only changes what the wait
 //! between its steps watches, so a supervisor (the `childguard` CLI) that must react to the
 //! signals it receives drives the library's one climb instead of climbing on its own.
 
@@ -12,10 +12,10 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use crate::climb::Climb;
-use crate::ladder::{Ladder, Rung};
+use crate::close::climb::Climb;
+use crate::close::ladder::{Ladder, Rung};
 use crate::process::Process;
-use crate::readiness::EXIT_CHECK;
+use crate::spawn::readiness::EXIT_CHECK;
 
 /// What a blocking close is told while it climbs ([`ChildHandle::close_with`]).
 ///
@@ -87,10 +87,10 @@ impl<'a> CloseControl<'a> {
     /// Asks `stop` at least every `every` while the close waits (before each wait of the
     /// climb, and whenever a wait has run for `every`): when it returns `true`, the closing
     /// thread stops waiting, and what is left of the close — the rungs still to come, on their
-    /// schedule, and the reap — goes to the background [`reaper`](crate::reaper), as with
+    /// schedule, and the reap — goes to the background [`reaper`](crate::close::reaper), as with
     /// [`Reap::Background`](crate::Reap::Background). `close_with` then returns at once with
     /// the report so far ([`Ending::InBackground`](crate::Ending::InBackground),
-    /// `handed_to_reaper`); call [`reaper::drain`](crate::reaper::drain) before exiting if the
+    /// `handed_to_reaper`); call [`reaper::drain`](crate::close::reaper::drain) before exiting if the
     /// rest must happen in this process.
     ///
     /// For a caller that must react to something no fd shows: the Python binding calls
@@ -116,7 +116,7 @@ impl<'a> CloseControl<'a> {
     /// `deadline`, or sooner, so that `stop` is asked every `every`.
     fn wake_by(&self, deadline: Instant) -> Instant {
         match &self.hand_off {
-            Some((every, _)) => deadline.min(crate::climb::later(Instant::now(), *every)),
+            Some((every, _)) => deadline.min(crate::close::climb::later(Instant::now(), *every)),
             None => deadline,
         }
     }
@@ -140,7 +140,7 @@ impl<'a> CloseControl<'a> {
     ) -> io::Result<()> {
         let deadline = self.wake_by(deadline);
         let Some((fd, woke)) = self.skip.as_mut() else {
-            return crate::climb::wait_with_notify(process, climb.notify_fd(), deadline);
+            return crate::close::climb::wait_with_notify(process, climb.notify_fd(), deadline);
         };
         // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
         let until = if process.is_running() && !process.uses_pidfd() {

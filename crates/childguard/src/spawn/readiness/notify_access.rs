@@ -130,7 +130,9 @@ impl Access {
         }
         let path = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .ok()
-            .and_then(|text| crate::containment::mount::unified_path(&text).map(str::to_owned));
+            .and_then(|text| {
+                crate::process::containment::mount::unified_path(&text).map(str::to_owned)
+            });
         // Race: the read is about the sender only if the sender was still unreaped after it
         // (its number could not have been reused before); without a pidfd, unconfirmed.
         confirm(sender, "its cgroup")?;

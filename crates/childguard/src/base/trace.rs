@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use crate::signal::Signal;
+use crate::base::signal::Signal;
 
 /// An entered span; leaves it on drop. Zero-sized without the feature.
 #[must_use = "the span is left when the guard drops"]

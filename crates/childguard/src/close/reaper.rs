@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::climb::Climb;
-use crate::per_process::PerProcess;
+use crate::close::climb::Climb;
+use crate::process::per_process::PerProcess;
 use crate::process::Process;
 
 /// Called once a job ends, with its final process (reaped, or given up after an error).
@@ -48,7 +48,7 @@ struct Reaper {
     sigchld_hooked: OnceLock<()>,
 }
 
-/// This process's reaper, once its thread runs. Per process ([`crate::per_process`]): a child
+/// This process's reaper, once its thread runs. Per process ([`crate::process::per_process`]): a child
 /// made by `fork()` without `exec` inherits the parent's, whose thread it does not have, and
 /// whose jobs (the parent's children, counted in its `in_flight`) are not its own; it starts
 /// its own reaper instead, and its `drain` waits only for its own jobs.
@@ -83,7 +83,7 @@ fn reaper() -> io::Result<&'static Reaper> {
     REAPER.get_or_start(
         "childguard-reaper",
         || {
-            crate::failpoint::check(crate::failpoint::Point::ReaperStart)?;
+            crate::base::failpoint::check(crate::base::failpoint::Point::ReaperStart)?;
             let (wake_tx, wake_rx) = UnixStream::pair()?;
             wake_tx.set_nonblocking(true)?;
             wake_rx.set_nonblocking(true)?;
@@ -123,7 +123,7 @@ pub(crate) fn try_hand_off(job: Job) -> Result<(), Box<(Job, io::Error)>> {
     };
     let waiting = std::mem::take(&mut *lock(parked()));
     let jobs = waiting.len() + 1;
-    crate::trace::handed_off(job.process.pid(), jobs);
+    crate::base::trace::handed_off(job.process.pid(), jobs);
     if !job.process.uses_pidfd() || waiting.iter().any(|j| !j.process.uses_pidfd()) {
         // Before the job is queued: a SIGCHLD from now on wakes the reaper.
         let _ = hook_sigchld(r);
@@ -403,7 +403,7 @@ impl Table {
             sooner(now + Duration::from_millis(100));
         }
         // Group members without a pidfd are looked at in /proc now and then.
-        let far = crate::climb::later(now, MAX_WAIT);
+        let far = crate::close::climb::later(now, MAX_WAIT);
         let recheck = slot.job.process.wake_by(far);
         if recheck < far {
             sooner(recheck);

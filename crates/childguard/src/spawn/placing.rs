@@ -8,7 +8,7 @@ use crate::sys;
 
 /// The cgroup a contained child is made in.
 #[cfg(target_os = "linux")]
-pub(crate) type ContainedIn = crate::containment::create::Cgroup;
+pub(crate) type ContainedIn = crate::process::containment::create::Cgroup;
 /// No cgroups off Linux (`Builder::make_cgroup` never makes one).
 #[cfg(not(target_os = "linux"))]
 pub(crate) type ContainedIn = std::convert::Infallible;
@@ -71,7 +71,7 @@ impl std::fmt::Debug for Placing {
 /// The error of a child that could not join its cgroup.
 #[cfg(target_os = "linux")]
 pub(crate) fn placing_error(cgroup: &ContainedIn, errno: i32) -> io::Error {
-    crate::containment::create::explain_placement(cgroup.dir(), errno)
+    crate::process::containment::create::explain_placement(cgroup.dir(), errno)
 }
 
 #[cfg(not(target_os = "linux"))]

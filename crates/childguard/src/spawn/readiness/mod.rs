@@ -24,7 +24,7 @@ pub(crate) mod notify {
     //! socket exists.
     use std::time::{Duration, Instant};
 
-    use crate::report::NotifyReport;
+    use crate::close::report::NotifyReport;
 
     /// Never made off Linux.
     #[derive(Debug)]
@@ -56,9 +56,9 @@ use std::time::{Duration, Instant};
 
 pub use connect::ConnectTo;
 
-use crate::capture::Capture;
-use crate::climb::later;
+use crate::close::climb::later;
 use crate::error::{Error, ErrorKind};
+use crate::spawn::capture::Capture;
 use crate::ChildHandle;
 
 /// The default of [`Builder::ready_timeout`](crate::Builder::ready_timeout): 30 s.
@@ -249,7 +249,7 @@ impl ChildHandle {
         timeout: Duration,
         extend_max: Duration,
     ) -> Result<(), NotReady> {
-        crate::failpoint::before_ready_wait();
+        crate::base::failpoint::before_ready_wait();
         let deadline = later(Instant::now(), timeout);
         match ready {
             Ready::Accepted => Ok(()),
@@ -595,7 +595,12 @@ impl Pending {
         let pid = handle.id();
         let not_ready = match outcome {
             Ok(()) => {
-                crate::trace::readiness(pid, || self.ready.describe(), began.elapsed(), Ok(()));
+                crate::base::trace::readiness(
+                    pid,
+                    || self.ready.describe(),
+                    began.elapsed(),
+                    Ok(()),
+                );
                 return Ok(handle);
             }
             Err(e) => e,
@@ -628,7 +633,7 @@ impl Pending {
             ),
             NotReady::Failed(e) => (e.kind(), format!("waiting for {what}: {e}")),
         };
-        crate::trace::readiness(pid, || what.clone(), began.elapsed(), Err(&message));
+        crate::base::trace::readiness(pid, || what.clone(), began.elapsed(), Err(&message));
         let closed = match not_ready {
             NotReady::Failed(_) => handle.abandon_with_report(),
             _ => handle.close(),

@@ -18,7 +18,7 @@ use std::path::Path;
 use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags};
 
 use super::create::Cgroup;
-use crate::signal::Signal;
+use crate::base::signal::Signal;
 use crate::sys;
 
 /// The pids `cgroup.procs` lists now (processes, not threads; zombies are not listed), in the

@@ -169,7 +169,7 @@ fn removal_error(path: &Path, doing: &str, e: Errno) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::containment::mount;
+    use crate::process::containment::mount;
     use std::path::PathBuf;
 
     /// The cgroups below `dir`, deepest first.

@@ -17,7 +17,7 @@ use rustix::fs::{Mode, OFlags};
 
 use super::create::{explain, Cgroup};
 use super::members;
-use crate::signal::Signal;
+use crate::base::signal::Signal;
 
 /// How long the fallback waits for `frozen 1` before signalling anyway.
 const FREEZE_WAIT: Duration = Duration::from_secs(1);
@@ -28,7 +28,7 @@ pub(crate) fn kill_all(cgroup: &Cgroup) -> io::Result<usize> {
     let count = members::pids(cgroup)?.len();
     match write_file(cgroup, "cgroup.kill", b"1") {
         Ok(()) => {
-            crate::trace::cgroup_killed(cgroup.dir(), count, "cgroup.kill");
+            crate::base::trace::cgroup_killed(cgroup.dir(), count, "cgroup.kill");
             Ok(count)
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => kill_by_freezing(cgroup),
@@ -43,7 +43,7 @@ pub(crate) fn kill_by_freezing(cgroup: &Cgroup) -> io::Result<usize> {
     let thawed = write_file(cgroup, "cgroup.freeze", b"0");
     let killed = killed?;
     thawed?;
-    crate::trace::cgroup_killed(cgroup.dir(), killed, "freeze");
+    crate::base::trace::cgroup_killed(cgroup.dir(), killed, "freeze");
     Ok(killed)
 }
 

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-use crate::climb::later;
+use crate::close::climb::later;
+use crate::close::report::CloseReport;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::no_child;
 use crate::process::Process;
-use crate::report::CloseReport;
 use crate::ChildHandle;
 
 /// What [`ChildHandle::output`] collected, and how the close went.

@@ -1,5 +1,12 @@
 //! [`ChildHandle`]: a spawned server and the socket connected to it, closed as one.
 
+#[cfg(doctest)]
+mod api_marks;
+pub(crate) mod detach;
+pub(crate) mod exit_watch;
+pub(crate) mod on_drop;
+pub(crate) mod output;
+
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -8,23 +15,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::activation::{self, SocketDir};
-use crate::capture::{Capture, Captured};
-use crate::climb::{later, Climb};
-use crate::close_control::CloseControl;
-use crate::containment::{Containment, KillMode};
+use crate::base::signal::Signal;
+use crate::close::climb::{later, Climb};
+use crate::close::close_control::CloseControl;
+use crate::close::ladder::{Ladder, Rung};
+use crate::close::reaper::{self, Job};
+use crate::close::report::{CloseReport, Ending};
 use crate::error::{Error, ErrorKind, Result};
-use crate::ladder::{Ladder, Rung};
-use crate::on_drop::{self, OnDrop};
-use crate::placing::{self, placing_error, ContainedIn, Placing};
+use crate::handle::on_drop::OnDrop;
+use crate::process::containment::{Containment, KillMode};
 use crate::process::{sigchld, Process};
-use crate::readiness::notify::NotifySocket;
-use crate::readiness::{self, NotifyAccess, Ready};
-use crate::reaper::{self, Job};
-use crate::report::{CloseReport, Ending};
-use crate::signal::Signal;
-use crate::stdio::Pipes;
-use crate::{spawner, sys};
+use crate::spawn::activation::{self, SocketDir};
+use crate::spawn::capture::{Capture, Captured};
+use crate::spawn::placing::{self, placing_error, ContainedIn, Placing};
+use crate::spawn::readiness::notify::NotifySocket;
+use crate::spawn::readiness::{self, NotifyAccess, Ready};
+use crate::spawn::stdio::Pipes;
+use crate::{spawn::spawner, sys};
 
 /// How the child is connected to us.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -73,7 +80,7 @@ pub enum Reap {
     #[default]
     Blocking,
     /// `close()`/`drop` shut the socket down, send the first due rung, and return; the shared
-    /// reaper thread sends the rest and reaps. See [`reaper`](crate::reaper).
+    /// reaper thread sends the rest and reaps. See [`reaper`](crate::close::reaper).
     Background,
 }
 
@@ -345,7 +352,7 @@ impl Builder {
     pub fn spawn(mut self) -> Result<ChildHandle> {
         let program = self.command.get_program().to_string_lossy().into_owned();
         let fail = |kind, e: io::Error| Error::new(kind, Some(&program), e);
-        let _span = crate::trace::spawn_span(&program);
+        let _span = crate::base::trace::spawn_span(&program);
         sigchld::check_not_ignored().map_err(|e| fail(ErrorKind::SigchldIgnored, e))?;
         if self.exit_with_parent && !cfg!(any(target_os = "linux", target_os = "android")) {
             return Err(fail(
@@ -368,7 +375,7 @@ impl Builder {
             || activating
             || cgroup.is_some()
             || self.ignore_sigpipe
-            || crate::inheritable::any_from(3);
+            || crate::spawn::inheritable::any_from(3);
         let socket = self
             .connect_stdio()
             .map_err(|e| fail(ErrorKind::Socket, e))?;
@@ -428,7 +435,7 @@ impl Builder {
             .map_err(|e| fail(ErrorKind::Containment, e))?;
         if sweep {
             if activation_exec.is_none() {
-                crate::exec_check::refuse_unknown_format(&self.command)
+                crate::spawn::exec_check::refuse_unknown_format(&self.command)
                     .map_err(|e| fail(ErrorKind::Spawn, e))?;
             }
             sys::install_child_setup(
@@ -480,7 +487,7 @@ impl Builder {
                 Err(e) => {
                     #[cfg(target_os = "linux")]
                     if let Some(cgroup) = &cgroup {
-                        let _ = crate::containment::kill::kill_all(cgroup);
+                        let _ = crate::process::containment::kill::kill_all(cgroup);
                     }
                     let _ = child.kill();
                     let _ = child.wait();
@@ -552,7 +559,8 @@ impl Builder {
             return Ok((None, None));
         }
         #[cfg(target_os = "linux")]
-        let made = crate::containment::create::Cgroup::create(self.cgroup_parent.as_deref());
+        let made =
+            crate::process::containment::create::Cgroup::create(self.cgroup_parent.as_deref());
         #[cfg(not(target_os = "linux"))]
         let _ = (self.kill_mode, &self.cgroup_parent);
         #[cfg(not(target_os = "linux"))]
@@ -620,7 +628,7 @@ impl Builder {
 /// [`Reap::Background`] unless the builder chose [`Reap::Blocking`] explicitly (kept on a
 /// multi-thread runtime, see there), so that no grace period blocks an executor thread:
 /// shutdown, close, the first due rung, and the rest is climbed by the shared
-/// [`reaper`](crate::reaper). `close_async` (see `childguard::tokio`) is the awaitable close.
+/// [`reaper`](crate::close::reaper). `close_async` (see `childguard::tokio`) is the awaitable close.
 #[derive(Debug)]
 #[must_use = "dropping a ChildHandle closes the child at once: its ladder runs (up to 8 s by default); keep it, or call close()/detach()"]
 pub struct ChildHandle {
@@ -629,14 +637,14 @@ pub struct ChildHandle {
     process: Option<Process>,
     ladder: Ladder,
     reap: Reap,
-    /// Whether `reap` was set with [`Builder::reap`] (see [`crate::on_drop`]).
+    /// Whether `reap` was set with [`Builder::reap`] (see [`crate::handle::on_drop`]).
     reap_chosen: bool,
     release_memory: bool,
     last_kill: Option<(Signal, Instant)>,
     closed: bool,
     /// Socket activation: the socket file and its private directory, removed on close.
     socket_dir: Option<SocketDir>,
-    /// The stdio pipes the Command asked for (see [`crate::stdio`]).
+    /// The stdio pipes the Command asked for (see [`crate::spawn::stdio`]).
     pipes: Pipes,
     /// [`Builder::capture`]: the handle's side of the shared capture thread.
     capture: Option<Captured>,
@@ -695,7 +703,7 @@ impl ChildHandle {
         }
     }
 
-    /// The stdio pipes the Command asked for, for the accessors in [`crate::stdio`].
+    /// The stdio pipes the Command asked for, for the accessors in [`crate::spawn::stdio`].
     pub(crate) fn pipes_mut(&mut self) -> &mut Pipes {
         &mut self.pipes
     }
@@ -855,7 +863,7 @@ impl ChildHandle {
     /// after a refused signal) and reaps it when it exits. If no reaper thread can be started
     /// either, the close still returns within its bound, with a report that notes the child
     /// was left unreaped; it is handed over at the next hand-off or
-    /// [`reaper::drain`](crate::reaper::drain).
+    /// [`reaper::drain`](crate::close::reaper::drain).
     pub fn close(mut self) -> Result<CloseReport> {
         self.close_path(CloseControl::new())
     }
@@ -873,7 +881,7 @@ impl ChildHandle {
 
     /// The one close path: shutdown → close → ladder → reap, each a named step.
     fn close_path(&mut self, mut control: CloseControl<'_>) -> Result<CloseReport> {
-        let _span = crate::trace::close_span(
+        let _span = crate::base::trace::close_span(
             self.program.as_deref(),
             self.process.as_ref().map(Process::pid),
         );
@@ -919,7 +927,7 @@ impl ChildHandle {
         report.containment_fallback = self.containment_fallback.take();
         shut_down_and_close(self.socket.take(), started, &mut report);
         // Our end of a piped stdin goes with the socket: EOF for a server reading it. Its
-        // stdout/stderr stay open until the handle is gone (see `crate::stdio`).
+        // stdout/stderr stay open until the handle is gone (see `crate::spawn::stdio`).
         drop(self.pipes.stdin.take());
         remove_socket_dir(self.socket_dir.take(), &mut report);
         let notify = self.notify.take();
@@ -946,9 +954,9 @@ impl ChildHandle {
     /// For [`detach`](ChildHandle::detach): takes the child, our socket and the activation
     /// directory out of the handle and marks it closed, so that its drop does nothing but
     /// close the stdio pipes it still holds.
-    pub(crate) fn take_for_detach(&mut self) -> crate::detach::Parts {
+    pub(crate) fn take_for_detach(&mut self) -> crate::handle::detach::Parts {
         self.closed = true;
-        crate::detach::Parts {
+        crate::handle::detach::Parts {
             program: self.program.clone(),
             process: self.process.take(),
             socket: self.socket.take(),
@@ -957,7 +965,7 @@ impl ChildHandle {
     }
 
     /// Undoes [`take_for_detach`](ChildHandle::take_for_detach) after a failed detach.
-    pub(crate) fn untake(&mut self, parts: crate::detach::Parts) {
+    pub(crate) fn untake(&mut self, parts: crate::handle::detach::Parts) {
         self.closed = false;
         self.process = parts.process;
         self.socket = parts.socket;
@@ -1211,7 +1219,7 @@ fn reap_or_hand_off(
 /// child in `D` state, or a ladder without `KILL`, would make that wait unbounded — so it
 /// returns within its bound, and the child is left unreaped *for now*: it is parked, and handed
 /// to the reaper (rungs still to come included) by the next hand-off or
-/// [`reaper::drain`](crate::reaper::drain) that can start the thread.
+/// [`reaper::drain`](crate::close::reaper::drain) that can start the thread.
 fn note_parked(report: &mut CloseReport, e: &io::Error) {
     report.handed_to_reaper = false;
     report.notes.push(format!(
