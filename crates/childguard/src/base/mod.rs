@@ -4,4 +4,5 @@
 #[doc(hidden)]
 pub mod failpoint;
 pub(crate) mod signal;
+pub(crate) mod socket_dir;
 pub(crate) mod trace;

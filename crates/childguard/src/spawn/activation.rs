@@ -33,11 +33,9 @@
 //!   socket was closed on [`close`](crate::ChildHandle::close), and on every error path.
 
 use std::ffi::{CString, OsStr, OsString};
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,73 +43,22 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags};
 
+use crate::base::socket_dir::make_private_dir;
+use crate::base::socket_dir::{base_dir, check_path_fits};
 use crate::error::ErrorKind;
 use crate::process::Process;
 use crate::sys::ActivationExec;
 
+pub(crate) use crate::base::socket_dir::SocketDir;
+
 /// The `LISTEN_FDNAMES` value when none is given (what systemd uses for an unnamed socket).
 pub(crate) const DEFAULT_NAME: &str = "unknown";
-
-/// `sizeof(sockaddr_un.sun_path)` on Linux, the NUL included.
-const SUN_PATH_MAX: usize = 108;
 
 /// Longest `LISTEN_FDNAMES` entry systemd accepts (`FDNAME_MAX`).
 const FDNAME_MAX: usize = 255;
 
-/// The socket file's name inside the private directory.
-const SOCKET_NAME: &str = "sock";
-
-/// Prefix of the private directory's name.
-const DIR_PREFIX: &str = "childguard-";
-
-/// Hex digits of randomness in the directory name.
-const SUFFIX_LEN: usize = 12;
-
 /// An error with the step it belongs to.
 pub(crate) type Failure = (ErrorKind, io::Error);
-
-/// The private directory and the socket file in it. Both are removed on drop.
-#[derive(Debug)]
-pub(crate) struct SocketDir {
-    dir: PathBuf,
-    path: PathBuf,
-    removed: bool,
-}
-
-impl SocketDir {
-    /// The socket's path.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Removes the socket file, then the directory. A missing entry is not an error.
-    pub(crate) fn remove(mut self) -> io::Result<()> {
-        self.remove_both()
-    }
-
-    fn remove_both(&mut self) -> io::Result<()> {
-        if self.removed {
-            return Ok(());
-        }
-        self.removed = true;
-        let file = ignore_missing(std::fs::remove_file(&self.path));
-        let dir = ignore_missing(std::fs::remove_dir(&self.dir));
-        file.and(dir)
-    }
-}
-
-impl Drop for SocketDir {
-    fn drop(&mut self) {
-        let _ = self.remove_both();
-    }
-}
-
-fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
-    match r {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
-}
 
 /// Everything made before the fork.
 #[derive(Debug)]
@@ -180,114 +127,6 @@ pub(crate) fn validate_name(name: &str) -> io::Result<()> {
 }
 
 /// `$XDG_RUNTIME_DIR` if it names an absolute directory, else `/tmp`.
-/// The directory in which a private socket directory is made: `runtime_dir` made absolute
-/// (against the current directory, now: a `NOTIFY_SOCKET` must start with `/` for
-/// libsystemd's `sd_notify`, and the child may change directory before it uses a path), else
-/// [`default_base`]. An error names the directory if the current one cannot be read.
-pub(crate) fn base_dir(runtime_dir: Option<&Path>) -> io::Result<PathBuf> {
-    let Some(dir) = runtime_dir else {
-        return Ok(default_base());
-    };
-    if dir.as_os_str().is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "runtime_dir is empty: name a directory",
-        ));
-    }
-    std::path::absolute(dir).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "runtime_dir {} is relative, and the current directory cannot be read to \
-                 make it absolute: {e}",
-                dir.display()
-            ),
-        )
-    })
-}
-
-pub(crate) fn default_base() -> PathBuf {
-    std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && p.is_dir())
-        .unwrap_or_else(|| PathBuf::from("/tmp"))
-}
-
-/// The path the socket will have under `base`, with the random part as placeholders.
-fn socket_path_len(base: &Path) -> usize {
-    base.join(format!("{DIR_PREFIX}{}", "x".repeat(SUFFIX_LEN)))
-        .join(SOCKET_NAME)
-        .as_os_str()
-        .len()
-}
-
-pub(crate) fn check_path_fits(base: &Path) -> io::Result<()> {
-    let len = socket_path_len(base);
-    if len + 1 > SUN_PATH_MAX {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "socket path under {} would be {len} bytes; sun_path holds {} plus the NUL \
-                 (use a shorter runtime_dir)",
-                base.display(),
-                SUN_PATH_MAX - 1
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Random hex digits for a directory name (std's per-process random SipHash keys, mixed with
-/// the time and a counter; `create_dir` fails on any existing entry, so a guess costs an
-/// attacker nothing but a retry of ours).
-fn random_suffix() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
-    let hex = format!("{:016x}", h.finish());
-    hex[..SUFFIX_LEN].to_string()
-}
-
-/// mkdtemp: a new directory `base/childguard-XXXXXXXXXXXX` with mode 0700.
-pub(crate) fn make_private_dir(base: &Path) -> io::Result<SocketDir> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.mode(0o700);
-    for _ in 0..100 {
-        let dir = base.join(format!("{DIR_PREFIX}{}", random_suffix()));
-        match builder.create(&dir) {
-            Ok(()) => {
-                let made = SocketDir {
-                    path: dir.join(SOCKET_NAME),
-                    dir,
-                    removed: false,
-                };
-                // The umask may have taken bits away; 0700 exactly is what we want.
-                std::fs::set_permissions(&made.dir, std::fs::Permissions::from_mode(0o700))?;
-                return Ok(made);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("creating a private directory in {}: {e}", base.display()),
-                ))
-            }
-        }
-    }
-    Err(io::Error::new(
-        io::ErrorKind::AlreadyExists,
-        format!(
-            "no free directory name in {} after 100 tries",
-            base.display()
-        ),
-    ))
-}
-
 /// `socket` (close-on-exec) + `bind` + `listen`, through std: it sets close-on-exec on every
 /// Unix (atomically with `SOCK_CLOEXEC` where the platform has it; macOS has not).
 fn listen_on(path: &Path) -> io::Result<OwnedFd> {
@@ -427,6 +266,8 @@ fn has_pending_connection(listener: &OwnedFd) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::socket_dir::DIR_PREFIX;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn names_follow_systemd_rules() {

@@ -23,8 +23,8 @@ use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use super::notify_access::{Access, CgroupScope, Sender};
 use super::NotifyAccess;
+use crate::base::socket_dir::{base_dir, check_path_fits, make_private_dir, SocketDir};
 use crate::close::report::NotifyReport;
-use crate::spawn::activation::{self, SocketDir};
 use crate::sys::peer;
 
 /// The environment variable naming the socket.
@@ -68,9 +68,9 @@ pub(crate) fn prepare(
 ) -> io::Result<Prepared> {
     // Absolute: libsystemd's sd_notify refuses a NOTIFY_SOCKET that starts with neither `/`
     // nor `@`, and the child may chdir before it sends.
-    let base = activation::base_dir(runtime_dir)?;
-    activation::check_path_fits(&base)?;
-    let dir = activation::make_private_dir(&base)?;
+    let base = base_dir(runtime_dir)?;
+    check_path_fits(&base)?;
+    let dir = make_private_dir(&base)?;
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
         SocketType::DGRAM,
