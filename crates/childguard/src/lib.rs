@@ -67,6 +67,7 @@
 // - `tokio/`: the async face, on top.
 mod base;
 mod close;
+mod core;
 mod error;
 mod handle;
 mod process;

@@ -10,6 +10,7 @@ use crate::close::close_control::CloseControl;
 use crate::close::ladder::{Ladder, Rung};
 use crate::close::release::{self, Release};
 use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal};
+use crate::core::poll::later;
 use crate::process::Process;
 use crate::spawn::readiness::notify::NotifySocket;
 
@@ -373,17 +374,9 @@ pub(crate) fn wait_with_notify(
     };
     // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
     let until = if process.is_running() && !process.uses_pidfd() {
-        deadline.min(Instant::now() + crate::spawn::readiness::EXIT_CHECK)
+        deadline.min(Instant::now() + crate::core::poll::EXIT_CHECK)
     } else {
         deadline
     };
-    crate::close::close_control::poll_readable(notify, &process.wait_fds(), until).map(drop)
-}
-
-/// `at + wait`, saturating: a grace too long for the clock (`Duration::MAX`) means "a century",
-/// never an overflow panic.
-pub(crate) fn later(at: Instant, wait: Duration) -> Instant {
-    at.checked_add(wait)
-        .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
-        .unwrap_or(at)
+    crate::core::poll::poll_readable(notify, &process.wait_fds(), until).map(drop)
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::close::climb::Climb;
 use crate::close::ladder::{Ladder, Rung};
+use crate::core::poll::{poll_readable, EXIT_CHECK};
 use crate::process::Process;
-use crate::spawn::readiness::EXIT_CHECK;
 
 /// What a blocking close is told while it climbs ([`ChildHandle::close_with`]).
 ///
@@ -116,7 +116,7 @@ impl<'a> CloseControl<'a> {
     /// `deadline`, or sooner, so that `stop` is asked every `every`.
     fn wake_by(&self, deadline: Instant) -> Instant {
         match &self.hand_off {
-            Some((every, _)) => deadline.min(crate::close::climb::later(Instant::now(), *every)),
+            Some((every, _)) => deadline.min(crate::core::poll::later(Instant::now(), *every)),
             None => deadline,
         }
     }
@@ -170,29 +170,5 @@ impl fmt::Debug for CloseControl<'_> {
                 &self.hand_off.as_ref().map(|(every, _)| *every),
             )
             .finish()
-    }
-}
-
-/// `poll(2)` on `watched` and `others` until `deadline`; returns whether `watched` is readable
-/// (or hung up: a closed pipe is also worth the caller's look).
-pub(crate) fn poll_readable(
-    watched: BorrowedFd<'_>,
-    others: &[BorrowedFd<'_>],
-    deadline: Instant,
-) -> io::Result<bool> {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let mut fds: Vec<PollFd<'_>> = std::iter::once(watched)
-        .chain(others.iter().copied())
-        .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
-        .collect();
-    let left = deadline.saturating_duration_since(Instant::now());
-    let timeout = Timespec::try_from(left).unwrap_or(Timespec {
-        tv_sec: i64::MAX,
-        tv_nsec: 0,
-    });
-    match poll(&mut fds, Some(&timeout)) {
-        Ok(_) => Ok(!fds[0].revents().is_empty()),
-        Err(rustix::io::Errno::INTR) => Ok(false),
-        Err(e) => Err(e.into()),
     }
 }

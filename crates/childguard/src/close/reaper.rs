@@ -403,7 +403,7 @@ impl Table {
             sooner(now + Duration::from_millis(100));
         }
         // Group members without a pidfd are looked at in /proc now and then.
-        let far = crate::close::climb::later(now, MAX_WAIT);
+        let far = crate::core::poll::later(now, MAX_WAIT);
         let recheck = slot.job.process.wake_by(far);
         if recheck < far {
             sooner(recheck);

@@ -16,11 +16,12 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::base::signal::Signal;
-use crate::close::climb::{later, Climb};
+use crate::close::climb::Climb;
 use crate::close::close_control::CloseControl;
 use crate::close::ladder::{Ladder, Rung};
 use crate::close::reaper::{self, Job};
 use crate::close::report::{CloseReport, Ending};
+use crate::core::poll::later;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::on_drop::OnDrop;
 use crate::process::containment::{Containment, KillMode};

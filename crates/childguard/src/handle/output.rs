@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-use crate::close::climb::later;
 use crate::close::report::CloseReport;
+use crate::core::poll::later;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::no_child;
 use crate::process::Process;

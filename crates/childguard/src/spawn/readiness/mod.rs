@@ -56,7 +56,7 @@ use std::time::{Duration, Instant};
 
 pub use connect::ConnectTo;
 
-use crate::close::climb::later;
+use crate::core::poll::{later, EXIT_CHECK};
 use crate::error::{Error, ErrorKind};
 use crate::spawn::capture::Capture;
 use crate::ChildHandle;
@@ -236,9 +236,6 @@ pub(crate) enum NotReady {
     /// Waiting failed (or a `Connect` failure no retry fixes).
     Failed(io::Error),
 }
-
-/// On the portable mechanism (no pidfd) the child's exit wakes no fd: look at least this often.
-pub(crate) const EXIT_CHECK: Duration = Duration::from_millis(5);
 
 impl ChildHandle {
     /// Waits until `ready` holds, the child exits, or `timeout` passes (extended by

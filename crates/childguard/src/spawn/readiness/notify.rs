@@ -229,7 +229,7 @@ impl NotifySocket {
                     Ok(usec) => {
                         let wait = Duration::from_micros(usec);
                         self.extensions.push((now, wait));
-                        extended = Some(crate::close::climb::later(now, wait));
+                        extended = Some(crate::core::poll::later(now, wait));
                     }
                     Err(_) => {
                         self.ignore(format!("EXTEND_TIMEOUT_USEC={value:?} from pid {sender}"))
@@ -296,7 +296,7 @@ pub(crate) fn poll_with(
     other: &[BorrowedFd<'_>],
     deadline: Instant,
 ) -> io::Result<()> {
-    crate::close::close_control::poll_readable(notify, other, deadline).map(drop)
+    crate::core::poll::poll_readable(notify, other, deadline).map(drop)
 }
 
 #[cfg(test)]
