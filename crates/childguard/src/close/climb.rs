@@ -12,7 +12,6 @@ use crate::close::release::{self, Release};
 use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal};
 use crate::core::poll::later;
 use crate::process::Process;
-use crate::spawn::readiness::notify::NotifySocket;
 
 /// Where a close stands on its ladder.
 #[derive(Debug)]
@@ -49,7 +48,24 @@ pub(crate) struct Climb {
     /// `STOPPING=1` is recorded and `EXTEND_TIMEOUT_USEC=` extends the wait on every path. It
     /// travels with the climb: a climb handed to the reaper takes it along, and it is removed
     /// (with its directory) when the climb is dropped.
-    notify: Option<NotifySocket>,
+    notify: Option<Box<dyn Listener>>,
+}
+
+/// What the climb hears from the child while it climbs: its `NOTIFY_SOCKET`
+/// (`spawn/readiness/notify.rs` makes it, for [`Ready::Notify`](crate::Ready::Notify)). The
+/// socket belongs to the spawn layer, above the close: the climb knows it only through this
+/// trait, so `close/` imports nothing of `spawn/` (issue 21 item 5).
+pub(crate) trait Listener: std::fmt::Debug + Send {
+    /// The longest extension the child may ask for (`EXTEND_TIMEOUT_USEC=`).
+    fn extend_max(&self) -> Duration;
+    /// The fd a wait watches to hear the child.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Reads what came; the extended deadline if the child asked for one.
+    fn receive(&mut self) -> Option<Instant>;
+    /// What the child said so far, for a report.
+    fn report(&self, close_started: Instant) -> NotifyReport;
+    /// What the child said, the socket closed and removed.
+    fn finish(self: Box<Self>, close_started: Instant) -> NotifyReport;
 }
 
 impl Climb {
@@ -91,16 +107,16 @@ impl Climb {
 
     /// Reads `notify` during this climb: every wait may be extended by up to its
     /// [`notify_extend_max`](crate::Builder::notify_extend_max) beyond its grace.
-    pub(crate) fn listen_to(&mut self, notify: NotifySocket) {
+    pub(crate) fn listen_to(&mut self, notify: impl Listener + 'static) {
         self.allow_extension(notify.extend_max());
-        self.notify = Some(notify);
+        self.notify = Some(Box::new(notify));
     }
 
     /// The notify socket's fd, for a driver to wait on along with the child's fds: readable
     /// means a datagram came, which [`Climb::hear`] (run by every step) reads. Not the child's
     /// state: a driver must not take it for the pidfd.
     pub(crate) fn notify_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.notify.as_ref().map(NotifySocket::fd)
+        self.notify.as_ref().map(|n| n.fd())
     }
 
     /// Reads every datagram waiting on the notify socket, never blocking: `STOPPING=1` is
@@ -110,7 +126,7 @@ impl Climb {
     /// `output` drain, which watches only the pipes and the pidfd): race avoided, *extension
     /// read after its deadline*.
     pub(crate) fn hear(&mut self) {
-        if let Some(until) = self.notify.as_mut().and_then(NotifySocket::receive) {
+        if let Some(until) = self.notify.as_mut().and_then(|n| n.receive()) {
             self.extend(until);
         }
     }

@@ -49,6 +49,26 @@ pub(crate) mod notify {
     }
 }
 
+/// The climb hears the child's `NOTIFY_SOCKET` through [`Listener`]: the close sits below
+/// the spawn layer that makes the socket.
+impl Listener for notify::NotifySocket {
+    fn extend_max(&self) -> Duration {
+        notify::NotifySocket::extend_max(self)
+    }
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        notify::NotifySocket::fd(self)
+    }
+    fn receive(&mut self) -> Option<Instant> {
+        notify::NotifySocket::receive(self)
+    }
+    fn report(&self, close_started: Instant) -> crate::close::report::NotifyReport {
+        notify::NotifySocket::report(self, close_started)
+    }
+    fn finish(self: Box<Self>, close_started: Instant) -> crate::close::report::NotifyReport {
+        notify::NotifySocket::finish(*self, close_started)
+    }
+}
+
 use std::io;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
@@ -56,6 +76,7 @@ use std::time::{Duration, Instant};
 
 pub use connect::ConnectTo;
 
+use crate::close::climb::Listener;
 use crate::core::poll::{later, EXIT_CHECK};
 use crate::error::{Error, ErrorKind};
 use crate::spawn::capture::Capture;
