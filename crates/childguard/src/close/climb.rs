@@ -6,7 +6,6 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use crate::base::signal::Signal;
-use crate::close::close_control::CloseControl;
 use crate::close::ladder::{Ladder, Rung};
 use crate::close::release::{self, Release};
 use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal};
@@ -264,7 +263,7 @@ impl Climb {
     /// [`advance`](Climb::advance), calling `announce` with each rung just before its signal
     /// goes out. First [hears](Climb::hear) the notify socket: an extension moves the deadline
     /// before it is compared with `now`.
-    fn advance_announcing(
+    pub(crate) fn advance_announcing(
         &mut self,
         process: &mut Process,
         now: Instant,
@@ -318,36 +317,6 @@ impl Climb {
                 return Ok(false);
             }
             wait(process, self.notify_fd(), self.deadline)?;
-        }
-    }
-
-    /// [`run_blocking`](Climb::run_blocking) as [`ChildHandle::close_with`] drives it: each
-    /// wait is `control`'s (it also watches the caller's fd and the `NOTIFY_SOCKET`, if any),
-    /// `control` hears of each rung before it is sent, and may stop the waiting before each
-    /// wait ([`CloseControl::hand_off_when`]): `Ok(false)` then, the ladder not used up.
-    ///
-    /// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
-    pub(crate) fn run_blocking_controlled(
-        &mut self,
-        process: &mut Process,
-        control: &mut CloseControl<'_>,
-    ) -> io::Result<bool> {
-        self.release_inline();
-        loop {
-            if process.is_gone()? {
-                return Ok(true);
-            }
-            let mut announce = |index, rung| control.announce(index, rung);
-            if !self.advance_announcing(process, Instant::now(), &mut announce)? {
-                return Ok(false);
-            }
-            // Asked after the due rungs went out and before the wait: `Ok(false)` with rungs
-            // still to come makes `Closing::finish` hand the climb to the reaper.
-            if control.hands_off() {
-                return Ok(false);
-            }
-            let deadline = self.deadline;
-            control.wait(self, process, deadline)?;
         }
     }
 

@@ -172,3 +172,38 @@ impl fmt::Debug for CloseControl<'_> {
             .finish()
     }
 }
+
+/// The controlled driver of a [`Climb`] lives beside [`CloseControl`], which it calls at every
+/// step; the climb itself knows nothing of the control (issue 21 item 5: no circle between
+/// `climb` and `close_control`).
+impl Climb {
+    /// [`run_blocking`](Climb::run_blocking) as [`ChildHandle::close_with`] drives it: each
+    /// wait is `control`'s (it also watches the caller's fd and the `NOTIFY_SOCKET`, if any),
+    /// `control` hears of each rung before it is sent, and may stop the waiting before each
+    /// wait ([`CloseControl::hand_off_when`]): `Ok(false)` then, the ladder not used up.
+    ///
+    /// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
+    pub(crate) fn run_blocking_controlled(
+        &mut self,
+        process: &mut Process,
+        control: &mut CloseControl<'_>,
+    ) -> io::Result<bool> {
+        self.release_inline();
+        loop {
+            if process.is_gone()? {
+                return Ok(true);
+            }
+            let mut announce = |index, rung| control.announce(index, rung);
+            if !self.advance_announcing(process, Instant::now(), &mut announce)? {
+                return Ok(false);
+            }
+            // Asked after the due rungs went out and before the wait: `Ok(false)` with rungs
+            // still to come makes `Closing::finish` hand the climb to the reaper.
+            if control.hands_off() {
+                return Ok(false);
+            }
+            let deadline = self.deadline();
+            control.wait(self, process, deadline)?;
+        }
+    }
+}
