@@ -602,3 +602,22 @@ fn timeout_until(deadline: Option<Instant>) -> rustix::event::Timespec {
         tv_nsec: 0,
     })
 }
+
+/// The last line of defence against a zombie: a process dropped before it was reaped (an error
+/// path that returned early) is handed, without rungs, to the background reaper, which reaps
+/// it when it exits. Never blocks: if no reaper thread can be started, the child is parked and
+/// handed over at the next hand-off or [`drain`].
+///
+/// It lives here, not in `process/`: the policy is the reaper's, and `process/` sits below the
+/// close (issue 21 item 5); [`Process::take_orphan`] is the mechanism.
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(process) = self.take_orphan() {
+            let _parked_if_err = hand_off(Job {
+                process,
+                climb: None,
+                on_done: None,
+            });
+        }
+    }
+}

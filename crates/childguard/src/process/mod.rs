@@ -615,17 +615,16 @@ impl Process {
     }
 }
 
-/// The last line of defence against a zombie: a process dropped before it was reaped (an error
-/// path that returned early) is handed, without rungs, to the background reaper, which reaps
-/// it when it exits. Never blocks: if no reaper thread can be started, the child is parked and
-/// handed over at the next hand-off or [`crate::close::reaper::drain`].
-impl Drop for Process {
-    fn drop(&mut self) {
+impl Process {
+    /// For the drop of a process never reaped (`impl Drop for Process`, in `close/reaper.rs`):
+    /// the child moved into a new `Process` for the background reaper, `None` if there is
+    /// nothing to reap here (no pid held, or a copy inherited through fork()).
+    pub(crate) fn take_orphan(&mut self) -> Option<Process> {
         // A copy inherited through fork() names the parent's child: only its fds let go.
         if !self.holds_pid() || self.is_inherited() {
-            return;
+            return None;
         }
-        let orphan = Process {
+        Some(Process {
             pid: self.pid,
             owner: self.owner,
             spawn_began: self.spawn_began,
@@ -641,12 +640,7 @@ impl Drop for Process {
             descendants: self.descendants.take(),
             readable_seen: AtomicBool::new(false),
             held_by_tracer: self.held_by_tracer,
-        };
-        let _parked_if_err = crate::close::reaper::hand_off(crate::close::reaper::Job {
-            process: orphan,
-            climb: None,
-            on_done: None,
-        });
+        })
     }
 }
 
