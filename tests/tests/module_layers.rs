@@ -49,7 +49,7 @@ const LONG_FILES: &[(&str, &str)] = &[
          wait-primitive branch rewrites its waits now, split after that merge",
     ),
     (
-        "spawn/readiness/mod.rs",
+        "handle/readiness/mod.rs",
         "the Ready kinds and their four wait loops, which the wait-primitive branch is \
          merging into one now; split after that merge",
     ),

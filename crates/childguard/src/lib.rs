@@ -60,10 +60,10 @@
 // - `close/`: the ladder and its climb, the controlled close, memory release, the background
 //   reaper that finishes a climb, and the close report.
 // - `error`: the crate's error, which carries a close report (so it sits with `close/`).
-// - `spawn/`: everything a spawn sets up: stdio, socket activation, placement, capture,
-//   readiness, the spawner thread, the command's debug form.
-// - `handle/`: `ChildHandle`, its builder, and what works on a handle (`output`, `ExitWatch`,
-//   detach, the drop policy).
+// - `spawn/`: everything a spawn sets up: stdio, socket activation, placement, capture, the
+//   spawner thread, the command's checks and debug form.
+// - `handle/`: `ChildHandle`, its builder, and what works on a handle: the readiness waits
+//   (`readiness/`), `output`, `ExitWatch`, detach, the drop policy.
 // - `tokio/`: the async face, on top.
 mod base;
 mod close;
@@ -92,13 +92,13 @@ pub use error::{Error, ErrorKind, Result};
 pub use handle::detach::DetachError;
 pub use handle::exit_watch::ExitWatch;
 pub use handle::output::Output;
+pub use handle::readiness::{
+    ConnectTo, NotifyAccess, Ready, DEFAULT_NOTIFY_EXTEND_MAX, DEFAULT_READY_TIMEOUT,
+};
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use process::containment::{CgroupReport, Containment, KillMode};
 pub use spawn::capture::{
     Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, MAX_LINE_BYTES,
-};
-pub use spawn::readiness::{
-    ConnectTo, NotifyAccess, Ready, DEFAULT_NOTIFY_EXTEND_MAX, DEFAULT_READY_TIMEOUT,
 };
 
 /// Whether `SIGPIPE` was ignored when this process started — before Rust's runtime set it to

@@ -6,6 +6,7 @@ pub(crate) mod detach;
 pub(crate) mod exit_watch;
 pub(crate) mod on_drop;
 pub(crate) mod output;
+pub(crate) mod readiness;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -24,13 +25,13 @@ use crate::close::report::{CloseReport, Ending};
 use crate::core::poll::later;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::on_drop::OnDrop;
+use crate::handle::readiness::notify::NotifySocket;
+use crate::handle::readiness::{NotifyAccess, Ready};
 use crate::process::containment::{Containment, KillMode};
 use crate::process::{sigchld, Process};
 use crate::spawn::activation::{self, SocketDir};
 use crate::spawn::capture::{Capture, Captured};
 use crate::spawn::placing::{self, placing_error, ContainedIn, Placing};
-use crate::spawn::readiness::notify::NotifySocket;
-use crate::spawn::readiness::{self, NotifyAccess, Ready};
 use crate::spawn::stdio::Pipes;
 use crate::{spawn::spawner, sys};
 
