@@ -87,10 +87,10 @@ impl<'a> CloseControl<'a> {
     /// Asks `stop` at least every `every` while the close waits (before each wait of the
     /// climb, and whenever a wait has run for `every`): when it returns `true`, the closing
     /// thread stops waiting, and what is left of the close — the rungs still to come, on their
-    /// schedule, and the reap — goes to the background [`reaper`](crate::close::reaper), as with
+    /// schedule, and the reap — goes to the background [`reaper`](crate::reaper), as with
     /// [`Reap::Background`](crate::Reap::Background). `close_with` then returns at once with
     /// the report so far ([`Ending::InBackground`](crate::Ending::InBackground),
-    /// `handed_to_reaper`); call [`reaper::drain`](crate::close::reaper::drain) before exiting if the
+    /// `handed_to_reaper`); call [`reaper::drain`](crate::reaper::drain) before exiting if the
     /// rest must happen in this process.
     ///
     /// For a caller that must react to something no fd shows: the Python binding calls

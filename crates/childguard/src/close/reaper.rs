@@ -48,8 +48,9 @@ struct Reaper {
     sigchld_hooked: OnceLock<()>,
 }
 
-/// This process's reaper, once its thread runs. Per process ([`crate::process::per_process`]): a child
-/// made by `fork()` without `exec` inherits the parent's, whose thread it does not have, and
+/// This process's reaper, once its thread runs. Per process
+/// ([`crate::process::per_process`]): a child made by `fork()` without `exec` inherits the
+/// parent's, whose thread it does not have, and
 /// whose jobs (the parent's children, counted in its `in_flight`) are not its own; it starts
 /// its own reaper instead, and its `drain` waits only for its own jobs.
 static REAPER: PerProcess<Reaper> = PerProcess::new();
@@ -83,7 +84,7 @@ fn reaper() -> io::Result<&'static Reaper> {
     REAPER.get_or_start(
         "childguard-reaper",
         || {
-            crate::base::failpoint::check(crate::base::failpoint::Point::ReaperStart)?;
+            crate::failpoint::check(crate::failpoint::Point::ReaperStart)?;
             let (wake_tx, wake_rx) = UnixStream::pair()?;
             wake_tx.set_nonblocking(true)?;
             wake_rx.set_nonblocking(true)?;

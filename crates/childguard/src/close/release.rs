@@ -133,7 +133,7 @@ pub(crate) fn plan(wanted: bool, process: &Process) -> Plan {
     if resident < RELEASE_MIN_RESIDENT {
         return Plan::Nothing;
     }
-    if crate::base::failpoint::ignores_system_huge_pages() {
+    if crate::failpoint::ignores_system_huge_pages() {
         return Plan::Release;
     }
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();

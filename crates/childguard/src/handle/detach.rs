@@ -5,9 +5,9 @@ use std::io;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 
-use crate::close::reaper::{self, Job};
 use crate::error::{Error, ErrorKind};
 use crate::process::Process;
+use crate::reaper::{self, Job};
 use crate::spawn::activation::SocketDir;
 use crate::ChildHandle;
 
@@ -28,7 +28,7 @@ impl ChildHandle {
     /// - **Now**: nothing is sent to the child and nothing is shut down. The child keeps
     ///   running; the returned socket (`None` if the handle had none) is yours, connected to it
     ///   as before, and closing it is up to you. The child and its pidfd go to the shared
-    ///   background [`reaper`](crate::close::reaper) as a job with no ladder: it never signals the
+    ///   background [`reaper`](crate::reaper) as a job with no ladder: it never signals the
     ///   child, it only waits for its exit.
     /// - **When the child exits on its own** (or someone else ends it): the reaper reaps it at
     ///   once — no zombie, and the pidfd is closed. With
@@ -41,7 +41,7 @@ impl ChildHandle {
     ///   closes its pipes: take the ones the child still needs first
     ///   ([`take_stdout`](ChildHandle::take_stdout) …).
     /// - [`exit_with_parent`](crate::Builder::exit_with_parent) still holds: the child dies
-    ///   with this process. Call [`reaper::drain`](crate::close::reaper::drain) before exiting if the
+    ///   with this process. Call [`reaper::drain`](crate::reaper::drain) before exiting if the
     ///   reaps should happen in this process rather than by init.
     ///
     /// This is the way out instead of `mem::forget`, which leaks the pidfd and the socket and

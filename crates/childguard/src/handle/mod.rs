@@ -7,6 +7,7 @@ pub(crate) mod exit_watch;
 pub(crate) mod on_drop;
 pub(crate) mod output;
 pub(crate) mod readiness;
+mod stdio;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -20,7 +21,6 @@ use crate::base::signal::Signal;
 use crate::close::climb::Climb;
 use crate::close::close_control::CloseControl;
 use crate::close::ladder::{Ladder, Rung};
-use crate::close::reaper::{self, Job};
 use crate::close::report::{CloseReport, Ending};
 use crate::core::poll::later;
 use crate::error::{Error, ErrorKind, Result};
@@ -29,6 +29,7 @@ use crate::handle::readiness::notify::NotifySocket;
 use crate::handle::readiness::{NotifyAccess, Ready};
 use crate::process::containment::{Containment, KillMode};
 use crate::process::{sigchld, Process};
+use crate::reaper::{self, Job};
 use crate::spawn::activation::{self, SocketDir};
 use crate::spawn::capture::{Capture, Captured};
 use crate::spawn::placing::{self, placing_error, ContainedIn, Placing};
@@ -82,7 +83,7 @@ pub enum Reap {
     #[default]
     Blocking,
     /// `close()`/`drop` shut the socket down, send the first due rung, and return; the shared
-    /// reaper thread sends the rest and reaps. See [`reaper`](crate::close::reaper).
+    /// reaper thread sends the rest and reaps. See [`reaper`](crate::reaper).
     Background,
 }
 
@@ -630,7 +631,7 @@ impl Builder {
 /// [`Reap::Background`] unless the builder chose [`Reap::Blocking`] explicitly (kept on a
 /// multi-thread runtime, see there), so that no grace period blocks an executor thread:
 /// shutdown, close, the first due rung, and the rest is climbed by the shared
-/// [`reaper`](crate::close::reaper). `close_async` (see `childguard::tokio`) is the awaitable close.
+/// [`reaper`](crate::reaper). `close_async` (see `childguard::tokio`) is the awaitable close.
 #[derive(Debug)]
 #[must_use = "dropping a ChildHandle closes the child at once: its ladder runs (up to 8 s by default); keep it, or call close()/detach()"]
 pub struct ChildHandle {
@@ -865,7 +866,7 @@ impl ChildHandle {
     /// after a refused signal) and reaps it when it exits. If no reaper thread can be started
     /// either, the close still returns within its bound, with a report that notes the child
     /// was left unreaped; it is handed over at the next hand-off or
-    /// [`reaper::drain`](crate::close::reaper::drain).
+    /// [`reaper::drain`](crate::reaper::drain).
     pub fn close(mut self) -> Result<CloseReport> {
         self.close_path(CloseControl::new())
     }
@@ -1221,7 +1222,7 @@ fn reap_or_hand_off(
 /// child in `D` state, or a ladder without `KILL`, would make that wait unbounded — so it
 /// returns within its bound, and the child is left unreaped *for now*: it is parked, and handed
 /// to the reaper (rungs still to come included) by the next hand-off or
-/// [`reaper::drain`](crate::close::reaper::drain) that can start the thread.
+/// [`reaper::drain`](crate::reaper::drain) that can start the thread.
 fn note_parked(report: &mut CloseReport, e: &io::Error) {
     report.handed_to_reaper = false;
     report.notes.push(format!(

@@ -13,8 +13,8 @@ use std::time::Instant;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags, WaitId};
 
-use crate::base::failpoint::{self, Point};
 use crate::base::signal::Signal;
+use crate::failpoint::{self, Point};
 use crate::sys;
 
 #[derive(Debug)]
@@ -73,7 +73,7 @@ impl PidFd {
             unusable
         };
         let raw = super::pid(pid).map_err(|e| failed("pidfd_open", e))?;
-        let opened = crate::base::failpoint::check(Point::PidfdOpen)
+        let opened = crate::failpoint::check(Point::PidfdOpen)
             .and_then(|()| Ok(pidfd_open(raw, PidfdFlags::empty())?));
         let fd = PidFd(opened.map_err(|e| failed("pidfd_open", e))?);
         // waitid on a pidfd that is not our child fails with ECHILD: proof we got the right one.
@@ -95,7 +95,7 @@ impl PidFd {
 
     /// `waitid(P_PIDFD)`: see [`super::observe_exit`].
     pub(crate) fn observe_exit(&self, reap: bool) -> io::Result<Option<ExitStatus>> {
-        crate::base::failpoint::check(Point::WaitidPidfd)?;
+        crate::failpoint::check(Point::WaitidPidfd)?;
         super::observe_exit(WaitId::PidFd(self.0.as_fd()), reap)
     }
 

@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use rustix::process::{kill_process, WaitId};
 
-use crate::base::failpoint::{self, Point};
 use crate::base::signal::Signal;
+use crate::failpoint::{self, Point};
 use crate::process::per_process::PerProcess;
 use crate::sys;
 
@@ -39,7 +39,7 @@ pub(crate) fn notifier() -> io::Result<&'static Notifier> {
         "childguard-sigchld",
         || {
             let signals = signal_hook::iterator::Signals::new([libc::SIGCHLD])?;
-            crate::base::failpoint::check(Point::NotifierStart)?;
+            crate::failpoint::check(Point::NotifierStart)?;
             let fresh = Notifier {
                 generation: Mutex::new(0),
                 changed: Condvar::new(),

@@ -642,7 +642,7 @@ pub(crate) fn process_mrelease(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result
     } else {
         Err(io::Error::last_os_error())
     };
-    crate::base::failpoint::after_mrelease();
+    crate::failpoint::after_mrelease();
     outcome
 }
 

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use super::wait::wait_change;
 use crate::base::signal::Signal;
 use crate::close::climb::Climb;
-use crate::close::reaper::{self, Job};
 use crate::close::report::CloseReport;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::no_child;
 use crate::process::Process;
+use crate::reaper::{self, Job};
 use crate::ChildHandle;
 
 impl ChildHandle {
@@ -21,7 +21,7 @@ impl ChildHandle {
     /// instead of blocking the thread (see [`childguard::tokio`](crate::tokio)).
     ///
     /// Cancel-safe: if the future is dropped before it completes, the child is handed, with its
-    /// ladder where it stood, to the shared [`reaper`](crate::close::reaper), which sends the
+    /// ladder where it stood, to the shared [`reaper`](crate::reaper), which sends the
     /// remaining rungs on time and reaps it.
     pub async fn close_async(self) -> Result<CloseReport> {
         let span = crate::base::trace::close_span_for_future(self.program(), self.id());

@@ -34,7 +34,7 @@
 //!   with the same non-blocking wait.
 //! - A `ChildHandle` *dropped* inside a runtime (no explicit close) closes as with
 //!   [`Reap::Background`](crate::Reap::Background): the drop sends the first due rung and
-//!   returns; the shared [`reaper`](crate::close::reaper) thread climbs the rest and reaps. An
+//!   returns; the shared [`reaper`](crate::reaper) thread climbs the rest and reaps. An
 //!   explicit `Builder::reap(Reap::Blocking)` is kept on a multi-thread runtime (a plain
 //!   blocking close in `spawn_blocking`, `block_in_place` on a worker); see
 //!   [`Reap::Blocking`](crate::Reap::Blocking).

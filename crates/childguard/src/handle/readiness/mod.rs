@@ -267,7 +267,7 @@ impl ChildHandle {
         timeout: Duration,
         extend_max: Duration,
     ) -> Result<(), NotReady> {
-        crate::base::failpoint::before_ready_wait();
+        crate::failpoint::before_ready_wait();
         let deadline = later(Instant::now(), timeout);
         match ready {
             Ready::Accepted => Ok(()),

@@ -177,7 +177,7 @@ impl NotifySocket {
                 pid: received.pid,
                 pidfd: received.pidfd,
             };
-            crate::base::failpoint::before_notify_sender_check(sender.pid, self.access.child);
+            crate::failpoint::before_notify_sender_check(sender.pid, self.access.child);
             let verdict = self.access.judge(&sender);
             // Closes the sender's pidfd now, not with the next datagram.
             drop(sender);
