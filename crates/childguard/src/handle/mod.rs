@@ -562,8 +562,7 @@ impl Builder {
             return Ok((None, None));
         }
         #[cfg(target_os = "linux")]
-        let made =
-            crate::process::containment::create::Cgroup::create(self.cgroup_parent.as_deref());
+        let made = crate::process::containment::create_cgroup(self.cgroup_parent.as_deref());
         #[cfg(not(target_os = "linux"))]
         let _ = (self.kill_mode, &self.cgroup_parent);
         #[cfg(not(target_os = "linux"))]

@@ -14,12 +14,15 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use rustix::fs::{Mode, OFlags};
 
 use super::events::Watch;
+use super::explain::explain;
 use super::guardian::Guardian;
 use super::mount;
+use super::name::{own_tags, PREFIX};
 
 /// A cgroup made for one child, with the files its close uses opened up front.
 #[derive(Debug)]
@@ -39,15 +42,32 @@ pub(crate) struct Cgroup {
     remove_error: Option<String>,
 }
 
+/// What sweeps did, for the next contained child's close report.
+static PENDING: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Takes the notes of sweeps not yet reported.
+pub(crate) fn take_pending() -> Vec<String> {
+    std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Gives notes back (a cgroup dropped before its close reported them).
+pub(crate) fn put_back(notes: Vec<String>) {
+    if !notes.is_empty() {
+        PENDING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(notes);
+    }
+}
+
 /// Counter for unique names within this process (the pid makes them unique across processes).
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 impl Cgroup {
-    /// Makes a new cgroup `childguard-<pid>-<n>-t<start>-ns<pidns>` (mode 0755) under
-    /// `parent`, or under the cgroup this process runs in. On error nothing is left behind.
-    /// The first time in this process that `parent` is used, the stale cgroups of dead
-    /// supervisors in it are killed and removed first ([`super::stale`]).
-    pub(crate) fn create(parent: Option<&Path>) -> io::Result<Cgroup> {
+    /// Where a new cgroup goes: `parent`, or the cgroup this process runs in; checked to be a
+    /// cgroup v2 directory under the mount. Returns it with its path in the hierarchy (as
+    /// `/proc/PID/cgroup` names it), for [`Cgroup::create_in`].
+    pub(crate) fn resolve_parent(parent: Option<&Path>) -> io::Result<(PathBuf, String)> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
         let (root, mount_point) = mount::cgroup2_mount(&mountinfo).ok_or_else(|| {
             io::Error::new(
@@ -75,12 +95,19 @@ impl Cgroup {
             root.trim_end_matches('/'),
             relative.to_string_lossy()
         );
-        super::stale::sweep_once(&parent, &parent_hierarchy);
+        Ok((parent, parent_hierarchy))
+    }
+
+    /// Makes a new cgroup `childguard-<pid>-<n>-t<start>-ns<pidns>` (mode 0755) under `parent`
+    /// (from [`Cgroup::resolve_parent`]). On error nothing is left behind. The sweep of stale
+    /// cgroups that comes first on a parent's first use is
+    /// [`create_cgroup`](super::create_cgroup)'s.
+    pub(crate) fn create_in(parent: &Path, parent_hierarchy: &str) -> io::Result<Cgroup> {
         let pid = std::process::id();
-        let tags = super::stale::own_tags();
+        let tags = own_tags();
         loop {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let name = format!("{}{pid}-{n}{tags}", super::stale::PREFIX);
+            let name = format!("{}{pid}-{n}{tags}", PREFIX);
             let dir = parent.join(&name);
             match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o755)) {
                 Ok(()) => {}
@@ -91,7 +118,7 @@ impl Cgroup {
             let hierarchy_path = format!("{}/{name}", parent_hierarchy.trim_end_matches('/'));
             return match Cgroup::open(&dir, hierarchy_path) {
                 Ok(mut cgroup) => {
-                    cgroup.notes = super::stale::take_pending();
+                    cgroup.notes = take_pending();
                     Ok(cgroup)
                 }
                 Err(e) => {
@@ -207,7 +234,7 @@ impl Drop for Cgroup {
     /// empty. A cgroup with members stays (rmdir fails with `EBUSY`); nothing is killed here.
     /// Sweep notes not reported yet go to the next cgroup made.
     fn drop(&mut self) {
-        super::stale::put_back(std::mem::take(&mut self.notes));
+        put_back(std::mem::take(&mut self.notes));
         let _ = self.remove();
         // A cgroup that could not be removed (members in D state): the guardian is dismissed
         // by its own drop, after this, without a kill.
@@ -251,50 +278,15 @@ pub(crate) fn explain_placement(dir: &Path, errno: i32) -> io::Error {
     )
 }
 
-/// An error naming `path`, what we were doing, and what the errno means for cgroups.
-pub(crate) fn explain(path: &Path, doing: &str, e: io::Error) -> io::Error {
-    let name = match e.raw_os_error() {
-        Some(libc::ENOENT) => "ENOENT: ",
-        Some(libc::EACCES) => "EACCES: ",
-        Some(libc::EPERM) => "EPERM: ",
-        Some(libc::EROFS) => "EROFS: ",
-        Some(libc::EBUSY) => "EBUSY: ",
-        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP: ",
-        Some(libc::EAGAIN) => "EAGAIN: ",
-        Some(libc::ENOTDIR) => "ENOTDIR: ",
-        _ => "",
-    };
-    let why = match e.raw_os_error() {
-        Some(libc::ENOENT) => "does not exist",
-        Some(libc::EACCES) | Some(libc::EPERM) => {
-            "permission denied: not writable by this user (is the subtree delegated to it?)"
-        }
-        Some(libc::EROFS) => "the cgroup file system is mounted read-only",
-        Some(libc::EBUSY) => {
-            "busy: cgroup v2's no-internal-processes rule (a cgroup that distributes \
-             controllers to its children cannot take processes)"
-        }
-        Some(libc::EOPNOTSUPP) => "not supported here (a threaded cgroup subtree?)",
-        Some(libc::EAGAIN) => "cgroup.max.descendants or cgroup.max.depth reached",
-        Some(libc::ENOTDIR) => "not a directory",
-        _ => "",
-    };
-    let message = if why.is_empty() {
-        format!("{} ({doing}): {e}", path.display())
-    } else {
-        format!("{} ({doing}): {why} ({name}{e})", path.display())
-    };
-    io::Error::new(e.kind(), message)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_cgroup_is_made_unique_0755_and_removed() {
-        let a = Cgroup::create(None).expect("cgroup2 with a writable cgroup of ours (CI: root)");
-        let mut b = Cgroup::create(None).unwrap();
+        let a = crate::process::containment::create_cgroup(None)
+            .expect("cgroup2 with a writable cgroup of ours (CI: root)");
+        let mut b = crate::process::containment::create_cgroup(None).unwrap();
         assert_ne!(a.dir(), b.dir());
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(a.dir()).unwrap().permissions().mode();
@@ -312,7 +304,7 @@ mod tests {
     fn a_missing_parent_is_a_clear_error_and_nothing_is_made() {
         let own = mount::own_cgroup_dir().unwrap();
         let missing = own.join("childguard-no-such-parent");
-        let e = Cgroup::create(Some(&missing)).unwrap_err();
+        let e = crate::process::containment::create_cgroup(Some(&missing)).unwrap_err();
         let text = e.to_string();
         assert!(text.contains("childguard-no-such-parent"), "{text}");
         assert!(text.contains("does not exist"), "{text}");
@@ -322,13 +314,13 @@ mod tests {
     #[test]
     fn a_parent_outside_cgroup2_is_refused() {
         let tmp = std::env::temp_dir();
-        let e = Cgroup::create(Some(&tmp)).unwrap_err();
+        let e = crate::process::containment::create_cgroup(Some(&tmp)).unwrap_err();
         assert!(e.to_string().contains("not a cgroup v2 directory"), "{e}");
     }
 
     #[test]
     fn the_hierarchy_path_is_what_proc_shows_for_a_member() {
-        let cgroup = Cgroup::create(None).unwrap();
+        let cgroup = crate::process::containment::create_cgroup(None).unwrap();
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
         let ours = mount::unified_path(&own).unwrap().trim_end_matches('/');
         let name = cgroup.dir().file_name().unwrap().to_str().unwrap();

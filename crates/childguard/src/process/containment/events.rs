@@ -19,7 +19,7 @@ use std::path::Path;
 use rustix::fs::inotify;
 use rustix::fs::{Mode, OFlags};
 
-use super::create::explain;
+use super::explain::explain;
 
 /// `cgroup.events`, opened, and an inotify fd watching it.
 #[derive(Debug)]

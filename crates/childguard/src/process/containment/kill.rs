@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
 
-use super::create::{explain, Cgroup};
+use super::create::Cgroup;
+use super::explain::explain;
 use super::members;
 use crate::base::signal::Signal;
 
@@ -107,7 +108,7 @@ mod tests {
 
     #[test]
     fn cgroup_kill_ends_every_member_and_counts_them() {
-        let mut cgroup = Cgroup::create(None).unwrap();
+        let mut cgroup = crate::process::containment::create_cgroup(None).unwrap();
         let mut child = tree_in(&cgroup, 3);
         // The sleepers may still be between fork and exec; all 4 are members already.
         assert_eq!(members::pids(&cgroup).unwrap().len(), 4);
@@ -119,7 +120,7 @@ mod tests {
 
     #[test]
     fn freezing_then_killing_each_member_ends_every_member() {
-        let mut cgroup = Cgroup::create(None).unwrap();
+        let mut cgroup = crate::process::containment::create_cgroup(None).unwrap();
         let mut child = tree_in(&cgroup, 3);
         assert_eq!(kill_by_freezing(&cgroup).unwrap(), 4);
         wait_empty(&cgroup);

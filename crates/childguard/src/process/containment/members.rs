@@ -37,7 +37,7 @@ fn collect(dir: &Path, depth: usize, budget: &mut usize, pids: &mut Vec<u32>) ->
         Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
         // A child cgroup removed while we listed: its members went with it.
         Err(e) if depth > 0 && e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(super::create::explain(&path, "reading", e)),
+        Err(e) => return Err(super::explain::explain(&path, "reading", e)),
     }
     if depth >= super::trim::MAX_DEPTH {
         return Ok(());

@@ -3,7 +3,10 @@
 //!
 //! One small file per mechanism:
 //! - [`mount`]: where cgroup v2 is mounted and which cgroup this process is in.
-//! - [`create`]: making the child's cgroup (unique name, mode 0755) and removing it.
+//! - [`create`]: making the child's cgroup (unique name, mode 0755) and removing it;
+//!   [`create_cgroup`] sweeps the parent's stale cgroups first.
+//! - [`name`]: our cgroups' names and the tags of this process in them.
+//! - [`explain`]: errors that name the cgroup file and what the errno means there.
 //! - [`trim`]: the removal, bottom-up: the cgroups a server made inside its own first.
 //! - [`stale`]: on first use of a parent, killing and removing the cgroups of dead
 //!   supervisors in it.
@@ -24,6 +27,8 @@ pub(crate) mod create;
 #[cfg(target_os = "linux")]
 pub(crate) mod events;
 #[cfg(target_os = "linux")]
+pub(crate) mod explain;
+#[cfg(target_os = "linux")]
 pub(crate) mod guardian;
 #[cfg(target_os = "linux")]
 pub(crate) mod kill;
@@ -32,11 +37,25 @@ pub(crate) mod members;
 #[cfg(target_os = "linux")]
 pub(crate) mod mount;
 #[cfg(target_os = "linux")]
+pub(crate) mod name;
+#[cfg(target_os = "linux")]
 pub(crate) mod stale;
 #[cfg(target_os = "linux")]
 pub(crate) mod trim;
 
 use std::path::PathBuf;
+
+/// Makes a new cgroup `childguard-<pid>-<n>-t<start>-ns<pidns>` (mode 0755) under `parent`,
+/// or under the cgroup this process runs in. On error nothing is left behind. The first time
+/// in this process that `parent` is used, the stale cgroups of dead supervisors in it are
+/// killed and removed first ([`stale`]). Here, above `create` and `stale`: the sweep opens and
+/// kills cgroups itself, so `create` cannot call it without a circle (issue 21 item 5).
+#[cfg(target_os = "linux")]
+pub(crate) fn create_cgroup(parent: Option<&std::path::Path>) -> std::io::Result<create::Cgroup> {
+    let (parent, hierarchy) = create::Cgroup::resolve_parent(parent)?;
+    stale::sweep_once(&parent, &hierarchy);
+    create::Cgroup::create_in(&parent, &hierarchy)
+}
 
 /// Whether a child gets a cgroup of its own. See
 /// [`Builder::contain`](crate::Builder::contain).

@@ -26,10 +26,11 @@
 use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::create::Cgroup;
+use super::create::{put_back, Cgroup};
+use super::name::{own_pid_namespace, proc_stat, PREFIX};
 
 /// How long a sweep waits for the killed members of stale cgroups to exit (all together):
 /// only a member stuck in the kernel (D state) makes it wait that long, once per parent.
@@ -37,28 +38,6 @@ const EMPTY_WAIT: Duration = Duration::from_secs(10);
 
 /// The parents swept by this process (each once, whatever the outcome).
 static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-/// What sweeps did, for the next contained child's close report.
-static PENDING: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// The name prefix of our cgroups.
-pub(crate) const PREFIX: &str = "childguard-";
-
-/// The suffix new names carry after `<pid>-<n>`: `-t<start>-ns<inode>` of this process (empty
-/// where `/proc` does not tell).
-pub(crate) fn own_tags() -> &'static str {
-    static TAGS: OnceLock<String> = OnceLock::new();
-    TAGS.get_or_init(|| {
-        let mut tags = String::new();
-        if let Some((_, start)) = proc_stat("self") {
-            tags.push_str(&format!("-t{start}"));
-            if let Some(ns) = own_pid_namespace() {
-                tags.push_str(&format!("-ns{ns}"));
-            }
-        }
-        tags
-    })
-}
-
 /// On first use of `parent` in this process: kills and removes the stale cgroups in it (see
 /// the module docs). `hierarchy` is `parent`'s path as `/proc/PID/cgroup` names it. Never
 /// fails: what could not be done is noted.
@@ -70,26 +49,7 @@ pub(crate) fn sweep_once(parent: &Path, hierarchy: &str) {
     swept.push(parent.to_path_buf());
     // Held while sweeping: a second thread's first spawn under `parent` waits, so it never
     // makes its cgroup beside one that is being killed.
-    let notes = sweep(parent, hierarchy);
-    PENDING
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .extend(notes);
-}
-
-/// Takes the notes of sweeps not yet reported.
-pub(crate) fn take_pending() -> Vec<String> {
-    std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()))
-}
-
-/// Gives notes back (a cgroup dropped before its close reported them).
-pub(crate) fn put_back(notes: Vec<String>) {
-    if !notes.is_empty() {
-        PENDING
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(notes);
-    }
+    put_back(sweep(parent, hierarchy));
 }
 
 fn sweep(parent: &Path, hierarchy: &str) -> Vec<String> {
@@ -219,34 +179,10 @@ impl Owner {
     }
 }
 
-/// `/proc/PID/stat`'s state (field 3) and start time (field 22), read after the last `)` (the
-/// command name may contain spaces and parentheses).
-fn proc_stat(pid: &str) -> Option<(char, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
-}
-
-fn parse_stat(text: &str) -> Option<(char, u64)> {
-    let mut fields = text.get(text.rfind(')')? + 1..)?.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    // Fields 4..=21 lie between the state (3) and the start time (22).
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
-}
-
-/// The inode of this process's pid namespace (`/proc/self/ns/pid` → `pid:[INODE]`).
-fn own_pid_namespace() -> Option<u64> {
-    static NS: OnceLock<Option<u64>> = OnceLock::new();
-    *NS.get_or_init(|| {
-        let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
-        let link = link.to_str()?;
-        link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::containment::name::{own_tags, parse_stat};
 
     #[test]
     fn names_old_and_new_parse_and_others_do_not() {
