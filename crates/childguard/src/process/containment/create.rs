@@ -113,7 +113,7 @@ impl Cgroup {
                 Ok(()) => {}
                 // Left by an earlier process with our pid: take the next number.
                 Err(rustix::io::Errno::EXIST) => continue,
-                Err(e) => return Err(explain(&parent, "making a cgroup in it", e.into())),
+                Err(e) => return Err(explain(parent, "making a cgroup in it", e.into())),
             }
             let hierarchy_path = format!("{}/{name}", parent_hierarchy.trim_end_matches('/'));
             return match Cgroup::open(&dir, hierarchy_path) {
