@@ -6,7 +6,7 @@ use std::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use crate::ChildHandle;
 
-/// Stdio, as std's [`Child`] fields.
+/// Stdio, as std's [`Child`](std::process::Child) fields.
 ///
 /// # What happens to the pipes
 ///
