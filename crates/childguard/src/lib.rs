@@ -50,58 +50,56 @@
 // Every `unsafe` block of the crate is in `sys`, one thin wrapper per system call.
 #![deny(unsafe_code)]
 
-mod activation;
-#[cfg(doctest)]
-mod api_marks;
-mod capture;
-mod climb;
-mod close_control;
-mod command_debug;
-mod containment;
-mod detach;
+// The modules, in folders by layer, bottom to top; a module imports only from its own layer or
+// below (tests/tests/module_layers.rs checks it, and that no import circle forms):
+// - `base/`: types and hooks every layer uses (signal numbers, failpoints, tracing events).
+// - `sys/`: every `unsafe` block and raw system call, one thin wrapper per call.
+// - `process/`: one child and the processes it owns: pidfd, SIGCHLD, group, descendants, its
+//   cgroup (`containment/`: the kill used by every close sits here, below the close).
+// - `core/`: the waits every layer above shares.
+// - `close/`: the ladder and its climb, the controlled close, memory release, the background
+//   reaper that finishes a climb, and the close report.
+// - `error`: the crate's error, which carries a close report (so it sits with `close/`).
+// - `spawn/`: everything a spawn sets up: stdio, socket activation, placement, capture, the
+//   spawner thread, the command's checks and debug form.
+// - `handle/`: `ChildHandle`, its builder, and what works on a handle: the readiness waits
+//   (`readiness/`), `output`, `ExitWatch`, detach, the drop policy.
+// - `tokio/`: the async face, on top.
+mod base;
+mod close;
+mod core;
 mod error;
-mod exec_check;
-mod exit_watch;
-#[doc(hidden)]
-pub mod failpoint;
 mod handle;
-mod inheritable;
-mod ladder;
-mod on_drop;
-mod output;
-mod per_process;
-mod placing;
 mod process;
-mod program;
-mod readiness;
-pub mod reaper;
-mod release;
-mod report;
-mod signal;
-mod spawner;
-mod stdio;
+mod spawn;
 #[allow(unsafe_code)]
 mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
-mod trace;
 
-pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, MAX_LINE_BYTES};
-pub use close_control::CloseControl;
-pub use containment::{CgroupReport, Containment, KillMode};
-pub use detach::DetachError;
-pub use error::{Error, ErrorKind, Result};
-pub use exit_watch::ExitWatch;
-pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
-pub use ladder::{
+// Public module paths from before the layering: `childguard::failpoint`, `childguard::reaper`.
+#[doc(hidden)]
+pub use base::failpoint;
+pub use close::reaper;
+
+pub use base::signal::{Signal, SignalParseError};
+pub use close::close_control::CloseControl;
+pub use close::ladder::{
     Ladder, LadderParseError, PresetFn, Rung, DEFAULT_GRACE, LADDER_ENV, LADDER_PRESETS, MAX_GRACE,
 };
-pub use output::Output;
-pub use readiness::{
+pub use close::report::{CloseReport, Ending, Extension, MemoryRelease, NotifyReport, SentSignal};
+pub use error::{Error, ErrorKind, Result};
+pub use handle::detach::DetachError;
+pub use handle::exit_watch::ExitWatch;
+pub use handle::output::Output;
+pub use handle::readiness::{
     ConnectTo, NotifyAccess, Ready, DEFAULT_NOTIFY_EXTEND_MAX, DEFAULT_READY_TIMEOUT,
 };
-pub use report::{CloseReport, Ending, Extension, MemoryRelease, NotifyReport, SentSignal};
-pub use signal::{Signal, SignalParseError};
+pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
+pub use process::containment::{CgroupReport, Containment, KillMode};
+pub use spawn::capture::{
+    Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, MAX_LINE_BYTES,
+};
 
 /// Whether `SIGPIPE` was ignored when this process started — before Rust's runtime set it to
 /// `SIG_IGN` for itself, which hides the original from any later `sigaction`. Recorded by an

@@ -38,8 +38,8 @@ use std::time::Instant;
 
 use rustix::process::kill_process_group;
 
+use crate::base::signal::Signal;
 use crate::failpoint::{self, Point};
-use crate::signal::Signal;
 use crate::sys;
 
 /// `killpg(2)` on the group `pgid` that our child leads. Returns whether anyone was signalled.

@@ -18,6 +18,9 @@ pub(crate) mod group;
 #[cfg(target_os = "linux")]
 pub(crate) mod pidfd;
 pub(crate) mod sigchld;
+// Moved here by the layering (issue 21 item 5): below everything that observes a child.
+pub(crate) mod containment;
+pub(crate) mod per_process;
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -25,12 +28,12 @@ use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::containment::CgroupReport;
+use crate::base::signal::Signal;
 #[cfg(target_os = "linux")]
-use crate::containment::KillMode;
+use crate::process::containment::create::Cgroup;
+use crate::process::containment::CgroupReport;
 #[cfg(target_os = "linux")]
-use crate::containment::{self, create::Cgroup};
-use crate::signal::Signal;
+use crate::process::containment::KillMode;
 
 /// Where the child is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +110,7 @@ impl Process {
         portable: bool,
     ) -> io::Result<Process> {
         let mechanism = Self::mechanism_for(pid, portable)?;
-        crate::trace::spawned(pid);
+        crate::base::trace::spawned(pid);
         Ok(Process {
             pid,
             owner: std::process::id(),
@@ -421,12 +424,12 @@ impl Process {
 
     fn mark_exited(&mut self, life: Life) {
         match life {
-            Life::Exited(status) => crate::trace::exited(self.pid, Some(status)),
+            Life::Exited(status) => crate::base::trace::exited(self.pid, Some(status)),
             Life::Reaped(status) => {
-                crate::trace::exited(self.pid, Some(status));
-                crate::trace::reaped(self.pid);
+                crate::base::trace::exited(self.pid, Some(status));
+                crate::base::trace::reaped(self.pid);
             }
-            Life::Lost => crate::trace::exited(self.pid, None),
+            Life::Lost => crate::base::trace::exited(self.pid, None),
             Life::Running => {}
         }
         self.life = life;
@@ -598,7 +601,7 @@ impl Process {
             };
             self.life = match reaped {
                 Ok(_) => {
-                    crate::trace::reaped(self.pid);
+                    crate::base::trace::reaped(self.pid);
                     Life::Reaped(status)
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Life::Lost,
@@ -612,17 +615,16 @@ impl Process {
     }
 }
 
-/// The last line of defence against a zombie: a process dropped before it was reaped (an error
-/// path that returned early) is handed, without rungs, to the background reaper, which reaps
-/// it when it exits. Never blocks: if no reaper thread can be started, the child is parked and
-/// handed over at the next hand-off or [`crate::reaper::drain`].
-impl Drop for Process {
-    fn drop(&mut self) {
+impl Process {
+    /// For the drop of a process never reaped (`impl Drop for Process`, in `close/reaper.rs`):
+    /// the child moved into a new `Process` for the background reaper, `None` if there is
+    /// nothing to reap here (no pid held, or a copy inherited through fork()).
+    pub(crate) fn take_orphan(&mut self) -> Option<Process> {
         // A copy inherited through fork() names the parent's child: only its fds let go.
         if !self.holds_pid() || self.is_inherited() {
-            return;
+            return None;
         }
-        let orphan = Process {
+        Some(Process {
             pid: self.pid,
             owner: self.owner,
             spawn_began: self.spawn_began,
@@ -638,12 +640,7 @@ impl Drop for Process {
             descendants: self.descendants.take(),
             readable_seen: AtomicBool::new(false),
             held_by_tracer: self.held_by_tracer,
-        };
-        let _parked_if_err = crate::reaper::hand_off(crate::reaper::Job {
-            process: orphan,
-            climb: None,
-            on_done: None,
-        });
+        })
     }
 }
 

@@ -13,8 +13,8 @@ use std::time::Instant;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags, WaitId};
 
+use crate::base::signal::Signal;
 use crate::failpoint::{self, Point};
-use crate::signal::Signal;
 use crate::sys;
 
 #[derive(Debug)]

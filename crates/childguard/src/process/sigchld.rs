@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use rustix::process::{kill_process, WaitId};
 
+use crate::base::signal::Signal;
 use crate::failpoint::{self, Point};
-use crate::per_process::PerProcess;
-use crate::signal::Signal;
+use crate::process::per_process::PerProcess;
 use crate::sys;
 
 /// Counts `SIGCHLD` deliveries and wakes every waiter on each: threads blocked in
@@ -28,7 +28,7 @@ pub(crate) struct Notifier {
     wakers: Mutex<Vec<Waker>>,
 }
 
-/// This process's notifier, once its thread runs (see [`crate::per_process`] for `fork()`).
+/// This process's notifier, once its thread runs (see [`crate::process::per_process`] for `fork()`).
 static NOTIFIER: PerProcess<Notifier> = PerProcess::new();
 
 /// The process-wide notifier, started on first use. A failed start is tried again on the next

@@ -261,7 +261,7 @@ mod tests {
         let ours = std::fs::read_to_string("/proc/self/cgroup").unwrap();
         let path = ours.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-        let (root, mount) = crate::containment::mount::cgroup2_mount(&mountinfo).unwrap();
+        let (root, mount) = crate::process::containment::mount::cgroup2_mount(&mountinfo).unwrap();
         let rel = path
             .strip_prefix(root.trim_end_matches('/'))
             .unwrap_or(path);

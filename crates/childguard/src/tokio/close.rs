@@ -6,13 +6,13 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use super::wait::wait_change;
-use crate::climb::Climb;
+use crate::base::signal::Signal;
+use crate::close::climb::Climb;
+use crate::close::report::CloseReport;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::no_child;
 use crate::process::Process;
 use crate::reaper::{self, Job};
-use crate::report::CloseReport;
-use crate::signal::Signal;
 use crate::ChildHandle;
 
 impl ChildHandle {
@@ -24,8 +24,8 @@ impl ChildHandle {
     /// ladder where it stood, to the shared [`reaper`](crate::reaper), which sends the
     /// remaining rungs on time and reaps it.
     pub async fn close_async(self) -> Result<CloseReport> {
-        let span = crate::trace::close_span_for_future(self.program(), self.id());
-        crate::trace::instrument(span, self.close_async_inner()).await
+        let span = crate::base::trace::close_span_for_future(self.program(), self.id());
+        crate::base::trace::instrument(span, self.close_async_inner()).await
     }
 
     async fn close_async_inner(mut self) -> Result<CloseReport> {
@@ -54,7 +54,7 @@ impl ChildHandle {
         match self.send_kill(signal)? {
             Err(status) => Ok(Some(status)),
             Ok(sent_at) => {
-                self.wait_until_async(crate::climb::later(sent_at, grace))
+                self.wait_until_async(crate::core::poll::later(sent_at, grace))
                     .await
             }
         }
@@ -64,7 +64,7 @@ impl ChildHandle {
     /// the exit, woken by the pidfd (or `SIGCHLD`) the moment it happens. `Ok(None)`: still
     /// running. Reaps like [`try_wait`](ChildHandle::try_wait).
     pub async fn wait_timeout_async(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
-        self.wait_until_async(crate::climb::later(Instant::now(), timeout))
+        self.wait_until_async(crate::core::poll::later(Instant::now(), timeout))
             .await
     }
 

@@ -1,0 +1,367 @@
+//! [`Climb`]: one run up a [`Ladder`], as a state machine that any driver can step — the
+//! blocking close path, the background reaper, or the tokio face.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+use crate::base::signal::Signal;
+use crate::close::ladder::{Ladder, Rung};
+use crate::close::release::{self, Release};
+use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal};
+use crate::core::poll::later;
+use crate::process::Process;
+
+/// Where a close stands on its ladder.
+#[derive(Debug)]
+pub(crate) struct Climb {
+    ladder: Ladder,
+    /// Index of the next rung to send.
+    next_rung: usize,
+    /// End of the current wait (EOF grace or the last sent rung's grace), as extended.
+    deadline: Instant,
+    /// How far the server may extend a wait beyond its grace (`EXTEND_TIMEOUT_USEC=`, see
+    /// [`Climb::extend`]); zero: not at all.
+    extend_max: Duration,
+    /// The current wait's deadline before any extension, plus `extend_max`.
+    hard_deadline: Instant,
+    /// When the close began; report offsets are measured from here.
+    started: Instant,
+    /// Signals sent; each was sent at `started + at`.
+    sent: Vec<SentSignal>,
+    /// A signal sent by `ChildHandle::kill` before the close, and when.
+    earlier_kill: Option<(Signal, Instant)>,
+    /// Ask for `process_mrelease` after a `SIGKILL` rung.
+    release_memory: bool,
+    /// The `process_mrelease` asked for after the `SIGKILL` rung, if any (`release.rs`).
+    release: Option<Release>,
+    /// Whether the thread stepping this climb may start a release (a blocking close, the
+    /// reaper thread): it waits up to `release::HANDOFF` for the helper thread to be ready.
+    /// An async task or a background close, which must return at once, starts none.
+    release_inline: bool,
+    /// A signal the kernel refused (`EPERM`/`EACCES` from an LSM or a child that changed its
+    /// uid, …): the rung it belonged to and the error. The climb then sends nothing more.
+    signal_error: Option<(usize, Signal, io::Error)>,
+    /// The child's `NOTIFY_SOCKET` ([`Ready::Notify`](crate::Ready::Notify)), read before every
+    /// step ([`Climb::hear`]) by whichever driver climbs — blocking close, reaper, tokio — so
+    /// `STOPPING=1` is recorded and `EXTEND_TIMEOUT_USEC=` extends the wait on every path. It
+    /// travels with the climb: a climb handed to the reaper takes it along, and it is removed
+    /// (with its directory) when the climb is dropped.
+    notify: Option<Box<dyn Listener>>,
+}
+
+/// What the climb hears from the child while it climbs: its `NOTIFY_SOCKET`
+/// (`spawn/readiness/notify.rs` makes it, for [`Ready::Notify`](crate::Ready::Notify)). The
+/// socket belongs to the spawn layer, above the close: the climb knows it only through this
+/// trait, so `close/` imports nothing of `spawn/` (issue 21 item 5).
+pub(crate) trait Listener: std::fmt::Debug + Send {
+    /// The longest extension the child may ask for (`EXTEND_TIMEOUT_USEC=`).
+    fn extend_max(&self) -> Duration;
+    /// The fd a wait watches to hear the child.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Reads what came; the extended deadline if the child asked for one.
+    fn receive(&mut self) -> Option<Instant>;
+    /// What the child said so far, for a report.
+    fn report(&self, close_started: Instant) -> NotifyReport;
+    /// What the child said, the socket closed and removed.
+    fn finish(self: Box<Self>, close_started: Instant) -> NotifyReport;
+}
+
+impl Climb {
+    /// Starts a climb at `started`.
+    ///
+    /// Without an earlier kill, the first rung is due after the EOF grace (at once if there is
+    /// none). After `kill(sig, …)`, the climb resumes behind the *first* rung that sends `sig`
+    /// (so a later repeat of `sig` never lets it skip a stronger rung in between),
+    /// and first waits out that rung's grace counted from the kill: the caller already took
+    /// that step, so the child gets no second, weaker signal while it is dying.
+    pub(crate) fn begin(
+        ladder: &Ladder,
+        started: Instant,
+        earlier_kill: Option<(Signal, Instant)>,
+        release_memory: bool,
+    ) -> Climb {
+        let resumed = earlier_kill.and_then(|(signal, at)| {
+            let index = ladder.rungs().iter().position(|r| r.signal == signal)?;
+            Some((index + 1, later(at, ladder.rungs()[index].grace)))
+        });
+        let (next_rung, deadline) =
+            resumed.unwrap_or((0, later(started, ladder.eof_grace().unwrap_or_default())));
+        Climb {
+            ladder: ladder.clone(),
+            next_rung,
+            deadline,
+            extend_max: Duration::ZERO,
+            hard_deadline: deadline,
+            started,
+            sent: Vec::new(),
+            earlier_kill,
+            release_memory,
+            release: None,
+            release_inline: false,
+            signal_error: None,
+            notify: None,
+        }
+    }
+
+    /// Reads `notify` during this climb: every wait may be extended by up to its
+    /// [`notify_extend_max`](crate::Builder::notify_extend_max) beyond its grace.
+    pub(crate) fn listen_to(&mut self, notify: impl Listener + 'static) {
+        self.allow_extension(notify.extend_max());
+        self.notify = Some(Box::new(notify));
+    }
+
+    /// The notify socket's fd, for a driver to wait on along with the child's fds: readable
+    /// means a datagram came, which [`Climb::hear`] (run by every step) reads. Not the child's
+    /// state: a driver must not take it for the pidfd.
+    pub(crate) fn notify_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.notify.as_ref().map(|n| n.fd())
+    }
+
+    /// Reads every datagram waiting on the notify socket, never blocking: `STOPPING=1` is
+    /// recorded, an `EXTEND_TIMEOUT_USEC=` [extends](Climb::extend) the current wait. Called
+    /// at the start of every step, before any due rung is sent — so an extension asked for
+    /// before the deadline is honoured even by a driver that did not wake for it (the
+    /// `output` drain, which watches only the pipes and the pidfd): race avoided, *extension
+    /// read after its deadline*.
+    pub(crate) fn hear(&mut self) {
+        if let Some(until) = self.notify.as_mut().and_then(|n| n.receive()) {
+            self.extend(until);
+        }
+    }
+
+    /// What the notify socket heard so far (for a report made while the climb goes on in the
+    /// reaper); the socket stays open. Hears it first. Race avoided: *last words unheard* — a
+    /// child that sends `STOPPING=1` and exits wakes the wait by its exit, and the climb ends
+    /// on `is_gone` before any step hears; what it sent before it exited is queued on our
+    /// socket by then (a Unix datagram is delivered by the `send` itself), so reading here
+    /// gets it.
+    pub(crate) fn notify_report(&mut self, close_started: Instant) -> Option<NotifyReport> {
+        self.hear();
+        self.notify.as_ref().map(|n| n.report(close_started))
+    }
+
+    /// Takes the notify socket out (the climb is over): its report (heard to the end, as in
+    /// [`Climb::notify_report`]), and the socket removed.
+    pub(crate) fn finish_notify(&mut self, close_started: Instant) -> Option<NotifyReport> {
+        self.hear();
+        self.notify.take().map(|n| n.finish(close_started))
+    }
+
+    /// When the current wait ends.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether every rung was sent and the last grace has run out.
+    pub(crate) fn is_exhausted(&self, now: Instant) -> bool {
+        self.next_rung >= self.ladder.rungs().len() && now >= self.deadline
+    }
+
+    /// Sends the next rung's signal (and `SIGCONT` after a catchable one, so a stopped child
+    /// sees it) and starts its grace. Returns `false` when no rung is left.
+    ///
+    /// A `SIGKILL` rung on a big child first starts a memory release (`release.rs`): its
+    /// helper thread sends `SIGKILL` and calls `process_mrelease` at once (the `exit_mm`
+    /// race); the rung's own signal follows, to the group too, as for any rung. The wait that
+    /// follows is bounded by the rung's deadline whatever the release takes.
+    pub(crate) fn send_next(&mut self, process: &mut Process) -> io::Result<bool> {
+        let Some(rung) = self.ladder.rungs().get(self.next_rung).copied() else {
+            return Ok(false);
+        };
+        // Sized before the kill: afterwards the child drops its memory within microseconds.
+        let plan = if rung.signal == Signal::KILL && self.release_inline && self.release.is_none() {
+            release::plan(self.release_memory, process)
+        } else {
+            release::Plan::Nothing
+        };
+        let now = Instant::now();
+        match plan {
+            release::Plan::Nothing => {}
+            release::Plan::Skip(reason) => self.release = Some(Release::skipped(reason)),
+            release::Plan::Release => {
+                if let Some(pidfd) = process.pidfd() {
+                    self.release = Some(Release::kill_and_release(pidfd, process.pid()));
+                }
+            }
+        }
+        let (_, reached) = match process.signal_counting(rung.signal) {
+            Ok(counted) => counted,
+            Err(e) => {
+                if let Some(release) = &mut self.release {
+                    release.kill_refused();
+                }
+                return Ok(self.give_up(rung.signal, e, now));
+            }
+        };
+        if rung.signal.is_catchable() {
+            if let Err(e) = process.signal(Signal::CONT) {
+                return Ok(self.give_up(Signal::CONT, e, now));
+            }
+        }
+        crate::base::trace::rung(process.pid(), self.next_rung, rung.signal, reached);
+        self.sent.push(SentSignal {
+            signal: rung.signal,
+            at: now.saturating_duration_since(self.started),
+            rung: self.next_rung,
+            to_group: process.leads_group(),
+            to_cgroup: process.reaches_cgroup(rung.signal),
+            reached,
+        });
+        self.next_rung += 1;
+        self.deadline = later(now, rung.grace);
+        self.hard_deadline = later(self.deadline, self.extend_max);
+        Ok(true)
+    }
+
+    /// Lets the server extend each wait by up to `max` beyond its grace (see
+    /// [`Climb::extend`]).
+    pub(crate) fn allow_extension(&mut self, max: Duration) {
+        self.extend_max = max;
+        self.hard_deadline = later(self.deadline, max);
+    }
+
+    /// The server asked for its current wait to last until `until` (`EXTEND_TIMEOUT_USEC=`,
+    /// systemd's semantics: a later message may extend it again): the deadline moves there, but
+    /// never earlier than the grace and never beyond it plus [`Climb::allow_extension`]'s
+    /// maximum — a flushing database gets its time, a hung one that keeps asking does not.
+    pub(crate) fn extend(&mut self, until: Instant) {
+        if until > self.deadline {
+            self.deadline = until.min(self.hard_deadline);
+        }
+    }
+
+    /// After a signal the kernel refused: no rung is left to send (a retry would be refused
+    /// alike, and a later, stronger rung too — EPERM is about who we are, not which signal),
+    /// and the climb is over now. Whoever drives it still watches the child and reaps it when
+    /// it exits; the error goes to the report ([`Climb::take_signal_error`]). Returns `false`,
+    /// as [`Climb::send_next`] does when no rung is left.
+    fn give_up(&mut self, signal: Signal, e: io::Error, now: Instant) -> bool {
+        self.signal_error = Some((self.next_rung, signal, e));
+        self.next_rung = self.ladder.rungs().len();
+        self.deadline = now;
+        false
+    }
+
+    /// The signal the kernel refused, if one was: rung index, signal, error.
+    pub(crate) fn take_signal_error(&mut self) -> Option<(usize, Signal, io::Error)> {
+        self.signal_error.take()
+    }
+
+    /// Lets the thread that steps this climb start memory releases (it may wait up to
+    /// `release::HANDOFF` for one's helper thread).
+    pub(crate) fn release_inline(&mut self) {
+        self.release_inline = true;
+    }
+
+    /// Advances without blocking: sends every rung whose time has come. Returns `false` once
+    /// the ladder is used up and its last grace has passed.
+    pub(crate) fn advance(&mut self, process: &mut Process, now: Instant) -> io::Result<bool> {
+        self.advance_announcing(process, now, &mut |_, _| {})
+    }
+
+    /// [`advance`](Climb::advance), calling `announce` with each rung just before its signal
+    /// goes out. First [hears](Climb::hear) the notify socket: an extension moves the deadline
+    /// before it is compared with `now`.
+    pub(crate) fn advance_announcing(
+        &mut self,
+        process: &mut Process,
+        now: Instant,
+        announce: &mut dyn FnMut(usize, Rung),
+    ) -> io::Result<bool> {
+        self.hear();
+        while now >= self.deadline {
+            if let Some(rung) = self.ladder.rungs().get(self.next_rung) {
+                announce(self.next_rung, *rung);
+            }
+            if !self.send_next(process)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Cuts the current wait short at `now`: the EOF wait or the grace of a rung that has a
+    /// next one ([`CloseControl::skip_when_readable`](crate::CloseControl::skip_when_readable)).
+    /// The last rung's grace is never cut: it is the bound the close promised to wait.
+    pub(crate) fn skip(&mut self, now: Instant) {
+        if self.next_rung < self.ladder.rungs().len() && now < self.deadline {
+            self.deadline = now;
+            self.hard_deadline = later(now, self.extend_max);
+        }
+    }
+
+    /// Blocks until `process` is gone or the ladder is used up. Returns whether it is gone.
+    /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) — and the
+    /// notify socket, if any — bounded by the current deadline.
+    pub(crate) fn run_blocking(&mut self, process: &mut Process) -> io::Result<bool> {
+        self.run_blocking_with(process, wait_with_notify)
+    }
+
+    /// [`run_blocking`](Climb::run_blocking) with the wait between steps done by `wait`, given
+    /// the process, the notify socket's fd (to watch too, if it can) and the deadline; it must
+    /// return by the deadline, and may return earlier (the loop re-checks):
+    /// [`ChildHandle::output`](crate::ChildHandle::output) reads the child's pipes meanwhile.
+    /// What came on the notify socket is read by the next step ([`Climb::hear`]).
+    pub(crate) fn run_blocking_with(
+        &mut self,
+        process: &mut Process,
+        mut wait: impl FnMut(&Process, Option<BorrowedFd<'_>>, Instant) -> io::Result<()>,
+    ) -> io::Result<bool> {
+        self.release_inline();
+        loop {
+            if process.is_gone()? {
+                return Ok(true);
+            }
+            if !self.advance(process, Instant::now())? {
+                return Ok(false);
+            }
+            wait(process, self.notify_fd(), self.deadline)?;
+        }
+    }
+
+    /// Fills the signal, exit and ending parts of `report`. The signals move into the report:
+    /// a climb handed to the reaper afterwards reports nothing more.
+    pub(crate) fn record(&mut self, process: &Process, report: &mut CloseReport) {
+        // Inside the remaining grace only: a release still running then is `Unfinished`.
+        let deadline = self.deadline;
+        report.memory_release = self.release.as_mut().map(|r| r.outcome(deadline));
+        report.status = process.status();
+        report.signals = std::mem::take(&mut self.sent);
+        let Some(exited_at) = process.exited_at() else {
+            report.ended_by = Ending::Outlived;
+            return;
+        };
+        report.exited = Some(exited_at.saturating_duration_since(self.started));
+        let sent_by_exit = |s: &&SentSignal| self.started + s.at <= exited_at;
+        let last_before_exit = report.signals.iter().rev().find(sent_by_exit);
+        report.ended_by = match (last_before_exit, self.earlier_kill) {
+            (Some(s), _) => Ending::Rung {
+                index: s.rung,
+                signal: s.signal,
+            },
+            (None, Some((signal, at))) if at <= exited_at => Ending::Kill { signal },
+            (None, _) if exited_at < self.started => Ending::BeforeClose,
+            (None, _) => Ending::Eof,
+        };
+    }
+}
+
+/// The blocking wait between steps: the child's fds (or the `SIGCHLD` notifier) and the
+/// notify socket, until `deadline`.
+pub(crate) fn wait_with_notify(
+    process: &Process,
+    notify: Option<BorrowedFd<'_>>,
+    deadline: Instant,
+) -> io::Result<()> {
+    let Some(notify) = notify else {
+        return process.wait_until(deadline);
+    };
+    // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
+    let until = if process.is_running() && !process.uses_pidfd() {
+        deadline.min(Instant::now() + crate::core::poll::EXIT_CHECK)
+    } else {
+        deadline
+    };
+    crate::core::poll::poll_readable(notify, &process.wait_fds(), until).map(drop)
+}

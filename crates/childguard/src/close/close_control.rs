@@ -1,0 +1,209 @@
+//! [`CloseControl`]: what the caller of [`ChildHandle::close_with`](crate::ChildHandle::close_with)
+//! can tell a blocking close while it climbs — which ladder to climb, "go to the next rung
+//! now", a word before each rung's signal goes out, and "stop waiting: hand the rest to the
+//! background reaper".
+//!
+//! The climb itself stays [`Climb`](crate::close::climb::Climb)'s: this only changes what the wait
+//! between its steps watches, so a supervisor (the `childguard` CLI) that must react to the
+//! signals it receives drives the library's one climb instead of climbing on its own.
+
+use std::fmt;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+use crate::close::climb::Climb;
+use crate::close::ladder::{Ladder, Rung};
+use crate::core::poll::{poll_readable, EXIT_CHECK};
+use crate::process::Process;
+
+/// What a blocking close is told while it climbs ([`ChildHandle::close_with`]).
+///
+/// ```no_run
+/// # use childguard::{ChildHandle, CloseControl};
+/// # fn demo(handle: ChildHandle, signals: std::os::unix::net::UnixStream) -> childguard::Result<()> {
+/// use std::os::fd::AsFd;
+/// let report = handle.close_with(
+///     CloseControl::new()
+///         .ladder("INT:1s,TERM:2s,KILL:5s".parse().unwrap())
+///         // readable: a signal arrived; drain it and go to the next rung now
+///         .skip_when_readable(signals.as_fd(), || true)
+///         .on_rung(|index, rung| eprintln!("rung {index}: sending {}", rung.signal)),
+/// )?;
+/// # Ok(()) }
+/// ```
+///
+/// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
+#[derive(Default)]
+#[must_use = "a CloseControl does nothing until passed to ChildHandle::close_with"]
+pub struct CloseControl<'a> {
+    pub(crate) ladder: Option<Ladder>,
+    skip: Option<(BorrowedFd<'a>, Box<dyn FnMut() -> bool + 'a>)>,
+    on_rung: Option<Box<dyn FnMut(usize, Rung) + 'a>>,
+    hand_off: Option<(Duration, Box<dyn FnMut() -> bool + 'a>)>,
+}
+
+impl<'a> CloseControl<'a> {
+    /// A control that changes nothing: `close_with(CloseControl::new())` is `close()`.
+    pub fn new() -> CloseControl<'a> {
+        CloseControl::default()
+    }
+
+    /// Climb `ladder` (its EOF wait included) instead of the handle's. For a supervisor whose
+    /// ladder depends on why it closes — e.g. a received signal forwarded as the first rung.
+    pub fn ladder(mut self, ladder: Ladder) -> CloseControl<'a> {
+        self.ladder = Some(ladder);
+        self
+    }
+
+    /// Watch `fd` during every wait of the climb (the EOF wait and each rung's grace), in the
+    /// same `poll` as the child's pidfd. When it turns readable, `woke` is called: it must
+    /// drain what made `fd` readable (or the next wait wakes at once) without blocking, and
+    /// returns whether to cut the current wait short — the next rung's signal then goes out at
+    /// once. Once the last rung has been sent there is no next rung: its grace is the bound the
+    /// close waits for, whatever `woke` says (so a skip can never make a close give up early).
+    ///
+    /// Typical `fd`: the read end of a self-pipe written by a signal handler
+    /// (`signal_hook::low_level::pipe`), so a second Ctrl-C escalates at once. Only a blocking
+    /// close ([`Reap::Blocking`](crate::Reap::Blocking)) waits; with `Reap::Background` the
+    /// climb is the reaper's and `fd` is never watched.
+    pub fn skip_when_readable(
+        mut self,
+        fd: BorrowedFd<'a>,
+        woke: impl FnMut() -> bool + 'a,
+    ) -> CloseControl<'a> {
+        self.skip = Some((fd, Box::new(woke)));
+        self
+    }
+
+    /// Called with each rung's index and rung just before its signal is sent (as
+    /// `timeout -v` says "sending signal …" before it sends). It runs on the closing thread
+    /// between the rungs: keep it short, it delays the signal.
+    pub fn on_rung(mut self, f: impl FnMut(usize, Rung) + 'a) -> CloseControl<'a> {
+        self.on_rung = Some(Box::new(f));
+        self
+    }
+
+    /// Asks `stop` at least every `every` while the close waits (before each wait of the
+    /// climb, and whenever a wait has run for `every`): when it returns `true`, the closing
+    /// thread stops waiting, and what is left of the close — the rungs still to come, on their
+    /// schedule, and the reap — goes to the background [`reaper`](crate::reaper), as with
+    /// [`Reap::Background`](crate::Reap::Background). `close_with` then returns at once with
+    /// the report so far ([`Ending::InBackground`](crate::Ending::InBackground),
+    /// `handed_to_reaper`); call [`reaper::drain`](crate::reaper::drain) before exiting if the
+    /// rest must happen in this process.
+    ///
+    /// For a caller that must react to something no fd shows: the Python binding calls
+    /// `PyErr_CheckSignals` here, so Ctrl-C interrupts a `close()` within `every` and the
+    /// child is still closed (by the reaper). `every` is bounded below by 1 ms; `stop` runs on
+    /// the closing thread between the waits: keep it short. `stop` returning `true` at its
+    /// first call makes the close a background one: shut down, the first due rung sent, done.
+    pub fn hand_off_when(
+        mut self,
+        every: Duration,
+        stop: impl FnMut() -> bool + 'a,
+    ) -> CloseControl<'a> {
+        self.hand_off = Some((every.max(Duration::from_millis(1)), Box::new(stop)));
+        self
+    }
+
+    /// Whether [`hand_off_when`](CloseControl::hand_off_when)'s `stop` says to stop waiting
+    /// now (`false` without one).
+    pub(crate) fn hands_off(&mut self) -> bool {
+        self.hand_off.as_mut().is_some_and(|(_, stop)| stop())
+    }
+
+    /// `deadline`, or sooner, so that `stop` is asked every `every`.
+    fn wake_by(&self, deadline: Instant) -> Instant {
+        match &self.hand_off {
+            Some((every, _)) => deadline.min(crate::core::poll::later(Instant::now(), *every)),
+            None => deadline,
+        }
+    }
+
+    /// The callback for [`Climb::run_blocking_controlled`].
+    pub(crate) fn announce(&mut self, index: usize, rung: Rung) {
+        if let Some(f) = self.on_rung.as_mut() {
+            f(index, rung);
+        }
+    }
+
+    /// One wait of a controlled climb: until `deadline`, the child's exit, a datagram on the
+    /// `NOTIFY_SOCKET` (read by the climb's next step), or `fd` readable (a skip goes to
+    /// `climb`) — and no longer than `hand_off_when`'s period. Returns early on any of them;
+    /// the climb loop re-checks.
+    pub(crate) fn wait(
+        &mut self,
+        climb: &mut Climb,
+        process: &Process,
+        deadline: Instant,
+    ) -> io::Result<()> {
+        let deadline = self.wake_by(deadline);
+        let Some((fd, woke)) = self.skip.as_mut() else {
+            return crate::close::climb::wait_with_notify(process, climb.notify_fd(), deadline);
+        };
+        // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
+        let until = if process.is_running() && !process.uses_pidfd() {
+            deadline.min(Instant::now() + EXIT_CHECK)
+        } else {
+            deadline
+        };
+        let mut others = process.wait_fds();
+        others.extend(climb.notify_fd());
+        let skip = poll_readable(*fd, &others, until)? && woke();
+        drop(others);
+        if skip {
+            climb.skip(Instant::now());
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for CloseControl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CloseControl")
+            .field("ladder", &self.ladder)
+            .field("skip_fd", &self.skip.as_ref().map(|(fd, _)| *fd))
+            .field("on_rung", &self.on_rung.is_some())
+            .field(
+                "hand_off_every",
+                &self.hand_off.as_ref().map(|(every, _)| *every),
+            )
+            .finish()
+    }
+}
+
+/// The controlled driver of a [`Climb`] lives beside [`CloseControl`], which it calls at every
+/// step; the climb itself knows nothing of the control (issue 21 item 5: no circle between
+/// `climb` and `close_control`).
+impl Climb {
+    /// [`run_blocking`](Climb::run_blocking) as [`ChildHandle::close_with`] drives it: each
+    /// wait is `control`'s (it also watches the caller's fd and the `NOTIFY_SOCKET`, if any),
+    /// `control` hears of each rung before it is sent, and may stop the waiting before each
+    /// wait ([`CloseControl::hand_off_when`]): `Ok(false)` then, the ladder not used up.
+    ///
+    /// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
+    pub(crate) fn run_blocking_controlled(
+        &mut self,
+        process: &mut Process,
+        control: &mut CloseControl<'_>,
+    ) -> io::Result<bool> {
+        self.release_inline();
+        loop {
+            if process.is_gone()? {
+                return Ok(true);
+            }
+            let mut announce = |index, rung| control.announce(index, rung);
+            if !self.advance_announcing(process, Instant::now(), &mut announce)? {
+                return Ok(false);
+            }
+            // Asked after the due rungs went out and before the wait: `Ok(false)` with rungs
+            // still to come makes `Closing::finish` hand the climb to the reaper.
+            if control.hands_off() {
+                return Ok(false);
+            }
+            let deadline = self.deadline();
+            control.wait(self, process, deadline)?;
+        }
+    }
+}

@@ -1,0 +1,561 @@
+//! [`Ladder`] and [`Rung`]: which signals the close path sends, in which order, and how long it
+//! waits after each.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::base::signal::{Signal, SignalParseError};
+
+/// The environment variable read by [`Ladder::from_env_or_default`].
+pub const LADDER_ENV: &str = "CHILDGUARD_LADDER";
+
+/// The longest grace a ladder's text may give (365 days): longer ones are a typo, not a plan.
+pub const MAX_GRACE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The grace a rung gets when its text names no duration (`"KILL"` alone).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
+
+/// One step of a [`Ladder`]: send `signal`, then wait up to `grace` for the child to exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Rung {
+    /// The signal sent when this rung starts.
+    pub signal: Signal,
+    /// How long to wait after sending it before the next rung.
+    #[cfg_attr(feature = "serde", serde(with = "crate::close::report::millis"))]
+    pub grace: Duration,
+}
+
+impl Rung {
+    /// A rung sending `signal` and then waiting up to `grace`.
+    pub fn new(signal: Signal, grace: Duration) -> Rung {
+        Rung { signal, grace }
+    }
+}
+
+/// The escalation the close path climbs after it has shut the socket down.
+///
+/// A ladder is an optional *EOF wait* followed by one or more [`Rung`]s. The text form is a
+/// comma-separated list, e.g. `"EOF:200ms,HUP:1s,TERM:2s,KILL:5s"`:
+///
+/// - `SIGNAL:GRACE` — a signal name with or without `SIG` (`HUP`, `SIGTERM`), or a number
+///   (`15`), and a [humantime](https://docs.rs/humantime) duration (`250ms`, `2s`, `1min`).
+///   The grace may be left out (`KILL`) and is then [`DEFAULT_GRACE`].
+/// - `EOF:GRACE` — only as the first item: after the socket is shut down, wait this long for
+///   the server to notice EOF and exit on its own before the first signal.
+///
+/// [`Ladder::default()`] is `HUP:1s,TERM:2s,KILL:5s`: `SIGHUP` first because servers spawned
+/// over a socket (nbdkit, qemu-nbd) treat it as "the client went away", `SIGTERM` as the usual
+/// request to exit, `SIGKILL` when nothing else worked.
+///
+/// # Presets
+///
+/// Servers whose `SIGHUP` means "reload" (postgres, nginx) or nothing (redis) only lose the
+/// HUP rung's grace on the default ladder, and some want another first signal. Each has a
+/// named preset, as a constructor ([`Ladder::postgres`], [`Ladder::nginx`], …) and in the text
+/// form as `@NAME` (`"@postgres"`, `--ladder @postgres`, `CHILDGUARD_LADDER=@redis`). The `@`
+/// cannot begin a signal or a duration, so a preset never reads as a rung; it is the whole
+/// text (presets are not combined with rungs). An unknown name is an error listing the known
+/// ones ([`LADDER_PRESETS`]). What each signal does to each server, and the figures behind the
+/// graces, are in `docs/servers.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ladder {
+    eof_grace: Option<Duration>,
+    rungs: Vec<Rung>,
+}
+
+impl Default for Ladder {
+    fn default() -> Ladder {
+        Ladder {
+            eof_grace: None,
+            rungs: vec![
+                Rung::new(Signal::HUP, Duration::from_secs(1)),
+                Rung::new(Signal::TERM, Duration::from_secs(2)),
+                Rung::new(Signal::KILL, Duration::from_secs(5)),
+            ],
+        }
+    }
+}
+
+/// A preset's constructor ([`LADDER_PRESETS`]).
+pub type PresetFn = fn() -> Ladder;
+
+/// The named presets, as `(name, constructor)`; the text form is `@name` (see
+/// [Presets](Ladder#presets)).
+pub const LADDER_PRESETS: &[(&str, PresetFn)] = &[
+    ("default", Ladder::default),
+    ("nbdkit", Ladder::nbdkit),
+    ("qemu-nbd", Ladder::qemu_nbd),
+    ("postgres", Ladder::postgres),
+    ("nginx", Ladder::nginx),
+    ("redis", Ladder::redis),
+    ("memcached", Ladder::memcached),
+];
+
+fn rungs(rungs: &[(Signal, u64)]) -> Ladder {
+    Ladder {
+        eof_grace: None,
+        rungs: rungs
+            .iter()
+            .map(|&(signal, ms)| Rung::new(signal, Duration::from_millis(ms)))
+            .collect(),
+    }
+}
+
+impl Ladder {
+    /// `@nbdkit`: the default, `HUP:1s,TERM:2s,KILL:5s`. nbdkit ends on `SIGHUP` as on
+    /// `SIGTERM`/`SIGINT` (after the request in flight), so the first rung already ends it.
+    pub fn nbdkit() -> Ladder {
+        Ladder::default()
+    }
+
+    /// `@qemu-nbd`: the default, `HUP:1s,TERM:2s,KILL:5s`. qemu-nbd treats `SIGHUP`, `SIGTERM`
+    /// and `SIGINT` alike (flush the export, exit 0): the first rung ends it.
+    pub fn qemu_nbd() -> Ladder {
+        Ladder::default()
+    }
+
+    /// `@postgres`: `INT:10s,QUIT:5s,KILL:5s`.
+    ///
+    /// - `SIGINT` is postgres' *fast shutdown*: clients are disconnected, open transactions
+    ///   rolled back, a shutdown checkpoint written, exit 0. The grace is for that checkpoint,
+    ///   which grows with the dirty buffers (46 ms on an idle cluster here).
+    /// - `SIGQUIT` is the *immediate shutdown*: every process quits at once, no checkpoint, crash
+    ///   recovery at the next start (30 ms here).
+    /// - `SIGKILL` for a postmaster that is stuck.
+    ///
+    /// Not `SIGHUP` (a reload: it keeps running) nor `SIGTERM` first (the *smart shutdown*
+    /// waits for every client to disconnect, without bound). Use it with
+    /// `contain(Containment::Cgroup)`: postgres' backends call `setsid()`.
+    pub fn postgres() -> Ladder {
+        rungs(&[
+            (Signal::INT, 10_000),
+            (Signal::QUIT, 5_000),
+            (Signal::KILL, 5_000),
+        ])
+    }
+
+    /// `@nginx`: `QUIT:10s,TERM:2s,KILL:5s`.
+    ///
+    /// - `SIGQUIT` is nginx's *graceful shutdown*: the listening sockets close, requests in
+    ///   flight are answered, then the workers and the master exit 0. The grace bounds the
+    ///   slowest request in flight (an idle nginx exits in a few ms).
+    /// - `SIGTERM` (and `SIGINT`) is the *fast shutdown*: connections are dropped, exit 0.
+    /// - `SIGKILL` last. Not `SIGHUP`: that re-reads the configuration and keeps running.
+    pub fn nginx() -> Ladder {
+        rungs(&[
+            (Signal::QUIT, 10_000),
+            (Signal::TERM, 2_000),
+            (Signal::KILL, 5_000),
+        ])
+    }
+
+    /// `@redis`: `TERM:20s,KILL:5s`.
+    ///
+    /// `SIGTERM` makes redis save its dataset (when persistence is on), wait up to its
+    /// `shutdown-timeout` (10 s by default in redis 7) for replicas to catch up, and exit 0 —
+    /// 7 ms with nothing to save here; the 20 s grace covers that wait and the save. `SIGINT`
+    /// does the same; `SIGHUP` is ignored (the default ladder only loses its grace).
+    pub fn redis() -> Ladder {
+        rungs(&[(Signal::TERM, 20_000), (Signal::KILL, 5_000)])
+    }
+
+    /// `@memcached`: `TERM:2s,KILL:1s`. memcached exits on `SIGTERM`/`SIGINT` after its
+    /// threads stop (0.7 s measured here); it ignores `SIGHUP`; it has no state to save.
+    pub fn memcached() -> Ladder {
+        rungs(&[(Signal::TERM, 2_000), (Signal::KILL, 1_000)])
+    }
+
+    /// The preset called `name` (without the `@`; see [`LADDER_PRESETS`]), if there is one.
+    pub fn preset(name: &str) -> Option<Ladder> {
+        LADDER_PRESETS
+            .iter()
+            .find(|(known, _)| known.eq_ignore_ascii_case(name))
+            .map(|(_, make)| make())
+    }
+
+    /// A ladder of these rungs, with no EOF wait. Fails if `rungs` is empty.
+    pub fn new(rungs: impl IntoIterator<Item = Rung>) -> Result<Ladder, LadderParseError> {
+        let rungs: Vec<Rung> = rungs.into_iter().collect();
+        if rungs.is_empty() {
+            return Err(LadderParseError::new(
+                "",
+                "a ladder needs at least one signal rung",
+            ));
+        }
+        Ok(Ladder {
+            eof_grace: None,
+            rungs,
+        })
+    }
+
+    /// The same ladder, first waiting `grace` after shutdown for a voluntary exit.
+    pub fn with_eof_grace(mut self, grace: Duration) -> Ladder {
+        self.eof_grace = Some(grace);
+        self
+    }
+
+    /// The ladder in `CHILDGUARD_LADDER` if it is set, else [`Ladder::default()`].
+    ///
+    /// A set but invalid value is an error naming the variable and the bad part, not silently
+    /// replaced by the default.
+    pub fn from_env_or_default() -> Result<Ladder, LadderParseError> {
+        match std::env::var(LADDER_ENV) {
+            Ok(text) => text.parse().map_err(|e: LadderParseError| e.in_env()),
+            Err(std::env::VarError::NotPresent) => Ok(Ladder::default()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(LadderParseError {
+                part: String::new(),
+                why: "is not valid UTF-8".into(),
+                env: true,
+            }),
+        }
+    }
+
+    /// How long the close path waits for a voluntary exit after shutdown, if at all.
+    pub fn eof_grace(&self) -> Option<Duration> {
+        self.eof_grace
+    }
+
+    /// The signal rungs, in order.
+    pub fn rungs(&self) -> &[Rung] {
+        &self.rungs
+    }
+
+    /// The longest the ladder can take: the EOF wait plus every rung's grace.
+    pub fn total_grace(&self) -> Duration {
+        self.rungs
+            .iter()
+            .fold(self.eof_grace.unwrap_or_default(), |sum, r| {
+                sum.saturating_add(r.grace)
+            })
+    }
+}
+
+/// Why a string is not a [`Ladder`]: names the offending part and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LadderParseError {
+    part: String,
+    why: String,
+    env: bool,
+}
+
+impl LadderParseError {
+    fn new(part: &str, why: impl Into<String>) -> LadderParseError {
+        LadderParseError {
+            part: part.to_string(),
+            why: why.into(),
+            env: false,
+        }
+    }
+
+    fn in_env(mut self) -> LadderParseError {
+        self.env = true;
+        self
+    }
+
+    /// The rung text that was rejected (empty when the ladder as a whole is wrong).
+    pub fn part(&self) -> &str {
+        &self.part
+    }
+}
+
+impl fmt::Display for LadderParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.env {
+            write!(f, "{LADDER_ENV}: ")?;
+        }
+        if self.part.is_empty() {
+            write!(f, "invalid ladder: {}", self.why)
+        } else {
+            write!(f, "invalid ladder rung {:?}: {}", self.part, self.why)
+        }
+    }
+}
+
+impl std::error::Error for LadderParseError {}
+
+impl FromStr for Ladder {
+    type Err = LadderParseError;
+
+    fn from_str(text: &str) -> Result<Ladder, LadderParseError> {
+        if text.trim().is_empty() {
+            return Err(LadderParseError::new(
+                "",
+                "empty (expected e.g. \"HUP:1s,TERM:2s,KILL:5s\")",
+            ));
+        }
+        if let Some(name) = text.trim().strip_prefix('@') {
+            return parse_preset(text.trim(), name);
+        }
+        let mut eof_grace = None;
+        let mut rungs = Vec::new();
+        for (index, part) in text.split(',').map(str::trim).enumerate() {
+            if part.is_empty() {
+                return Err(LadderParseError::new(
+                    part,
+                    format!("item {} is empty (stray comma?)", index + 1),
+                ));
+            }
+            let (name, grace) = match part.split_once(':') {
+                Some((name, grace)) => (name.trim(), Some(parse_grace(part, grace.trim())?)),
+                None => (part, None),
+            };
+            if name.eq_ignore_ascii_case("EOF") {
+                if index != 0 {
+                    return Err(LadderParseError::new(
+                        part,
+                        "EOF may only be the first item",
+                    ));
+                }
+                let grace = grace.ok_or_else(|| {
+                    LadderParseError::new(part, "EOF needs a duration, e.g. EOF:200ms")
+                })?;
+                eof_grace = Some(grace);
+                continue;
+            }
+            if part.starts_with('@') {
+                return Err(LadderParseError::new(
+                    part,
+                    "a preset is the whole ladder, not one of its rungs",
+                ));
+            }
+            let signal = name.parse::<Signal>().map_err(|e: SignalParseError| {
+                // `postgres` alone reads as a signal name: say what was probably meant.
+                let hint = match Ladder::preset(name) {
+                    Some(_) => format!(" (the preset is spelled @{})", name.to_lowercase()),
+                    None => String::new(),
+                };
+                LadderParseError::new(part, format!("{e}{hint}"))
+            })?;
+            rungs.push(Rung::new(signal, grace.unwrap_or(DEFAULT_GRACE)));
+        }
+        if rungs.is_empty() {
+            return Err(LadderParseError::new(
+                text.trim(),
+                "a ladder needs at least one signal rung",
+            ));
+        }
+        Ok(Ladder { eof_grace, rungs })
+    }
+}
+
+/// `@NAME`: the whole text is a preset.
+fn parse_preset(text: &str, name: &str) -> Result<Ladder, LadderParseError> {
+    if text.contains(',') {
+        return Err(LadderParseError::new(
+            text,
+            "a preset is the whole ladder: it cannot be combined with rungs",
+        ));
+    }
+    Ladder::preset(name.trim()).ok_or_else(|| {
+        let known: Vec<String> = LADDER_PRESETS
+            .iter()
+            .map(|(n, _)| format!("@{n}"))
+            .collect();
+        LadderParseError::new(
+            text,
+            format!("unknown preset; the presets are {}", known.join(", ")),
+        )
+    })
+}
+
+fn parse_grace(part: &str, grace: &str) -> Result<Duration, LadderParseError> {
+    if grace.is_empty() {
+        return Err(LadderParseError::new(part, "missing duration after ':'"));
+    }
+    let parsed = humantime::parse_duration(grace)
+        .map_err(|e| LadderParseError::new(part, format!("bad duration {grace:?}: {e}")))?;
+    if parsed > MAX_GRACE {
+        return Err(LadderParseError::new(
+            part,
+            format!("duration {grace:?} is longer than the maximum of 365 days"),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// Writes a duration in one unit so that it parses back exactly (`1500ms`, `2s`, `10us`).
+pub(crate) fn write_duration(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
+    let nanos = d.as_nanos();
+    let (unit, per) = if nanos % 1_000_000_000 == 0 {
+        ("s", 1_000_000_000)
+    } else if nanos % 1_000_000 == 0 {
+        ("ms", 1_000_000)
+    } else if nanos % 1_000 == 0 {
+        ("us", 1_000)
+    } else {
+        ("ns", 1)
+    };
+    write!(f, "{}{unit}", nanos / per)
+}
+
+impl fmt::Display for Rung {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.signal)?;
+        write_duration(f, self.grace)
+    }
+}
+
+impl fmt::Display for Ladder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(grace) = self.eof_grace {
+            f.write_str("EOF:")?;
+            write_duration(f, grace)?;
+            f.write_str(",")?;
+        }
+        for (i, rung) in self.rungs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{rung}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn default_is_hup_term_kill() {
+        assert_eq!(Ladder::default().to_string(), "HUP:1s,TERM:2s,KILL:5s");
+        assert_eq!(
+            "HUP:1s,TERM:2s,KILL:5s".parse::<Ladder>().unwrap(),
+            Ladder::default()
+        );
+        assert_eq!(Ladder::default().total_grace(), Duration::from_secs(8));
+    }
+
+    #[test]
+    fn parses_prefixes_numbers_eof_and_missing_grace() {
+        let l: Ladder = "EOF:200ms, SIGHUP:1s500ms ,15:2s,kill".parse().unwrap();
+        assert_eq!(l.eof_grace(), Some(ms(200)));
+        assert_eq!(
+            l.rungs(),
+            &[
+                Rung::new(Signal::HUP, ms(1500)),
+                Rung::new(Signal::TERM, Duration::from_secs(2)),
+                Rung::new(Signal::KILL, DEFAULT_GRACE),
+            ]
+        );
+        assert_eq!(l.to_string(), "EOF:200ms,HUP:1500ms,TERM:2s,KILL:1s");
+        assert_eq!(l.total_grace(), ms(200 + 1500 + 2000 + 1000));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for text in [
+            "HUP:1s",
+            "EOF:1us,TERM:3ns,KILL:0s",
+            "USR1:10ms,INT:1min,KILL:5s",
+        ] {
+            let l: Ladder = text.parse().unwrap();
+            let again: Ladder = l.to_string().parse().unwrap();
+            assert_eq!(l, again, "{text}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_bad_part() {
+        let cases = [
+            ("", "empty"),
+            ("HUP:1x", "\"HUP:1x\""),
+            ("HUP:1s,,KILL", "item 2 is empty"),
+            ("BOGUS:1s", "\"BOGUS:1s\""),
+            ("HUP:1s,EOF:1s", "EOF may only be the first"),
+            ("EOF", "EOF needs a duration"),
+            ("EOF:1s", "at least one signal rung"),
+            ("HUP:", "missing duration"),
+            ("99:1s", "unknown signal"),
+            ("KILL:500000000000y", "longer than the maximum"),
+        ];
+        for (text, needle) in cases {
+            let err = text.parse::<Ladder>().unwrap_err().to_string();
+            assert!(
+                err.contains(needle),
+                "{text:?} gave {err:?}, wanted {needle:?}"
+            );
+        }
+    }
+
+    /// The only test in this binary that touches `CHILDGUARD_LADDER`, so nothing races it.
+    #[test]
+    fn from_env_or_default_reads_validates_and_falls_back() {
+        std::env::set_var(LADDER_ENV, "TERM:10ms,KILL:1s");
+        assert_eq!(
+            Ladder::from_env_or_default().unwrap().to_string(),
+            "TERM:10ms,KILL:1s"
+        );
+        std::env::set_var(LADDER_ENV, "TERM:10ms,KILL:1x");
+        let err = Ladder::from_env_or_default().unwrap_err().to_string();
+        assert!(
+            err.starts_with("CHILDGUARD_LADDER: ") && err.contains("\"KILL:1x\""),
+            "{err}"
+        );
+        std::env::remove_var(LADDER_ENV);
+        assert_eq!(Ladder::from_env_or_default().unwrap(), Ladder::default());
+    }
+
+    #[test]
+    fn presets_are_named_and_parse_from_text() {
+        let cases = [
+            ("@default", "HUP:1s,TERM:2s,KILL:5s"),
+            ("@nbdkit", "HUP:1s,TERM:2s,KILL:5s"),
+            ("@qemu-nbd", "HUP:1s,TERM:2s,KILL:5s"),
+            ("@postgres", "INT:10s,QUIT:5s,KILL:5s"),
+            ("@nginx", "QUIT:10s,TERM:2s,KILL:5s"),
+            ("@redis", "TERM:20s,KILL:5s"),
+            ("@memcached", "TERM:2s,KILL:1s"),
+            (" @Postgres ", "INT:10s,QUIT:5s,KILL:5s"),
+        ];
+        for (text, rungs) in cases {
+            let l: Ladder = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(l.to_string(), rungs, "{text}");
+        }
+        assert_eq!(Ladder::postgres().to_string(), "INT:10s,QUIT:5s,KILL:5s");
+        assert_eq!(Ladder::nginx().to_string(), "QUIT:10s,TERM:2s,KILL:5s");
+        assert_eq!(Ladder::redis().to_string(), "TERM:20s,KILL:5s");
+        assert_eq!(Ladder::preset("nginx"), Some(Ladder::nginx()));
+        assert_eq!(Ladder::preset("pg"), None);
+        // Every listed preset parses by its name, and none is empty.
+        for (name, make) in LADDER_PRESETS {
+            assert_eq!(format!("@{name}").parse::<Ladder>().unwrap(), make());
+            assert!(!make().rungs().is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn bad_presets_are_clear_errors() {
+        let err = "@pg".parse::<Ladder>().unwrap_err().to_string();
+        assert!(err.contains("\"@pg\": unknown preset"), "{err}");
+        for (name, _) in LADDER_PRESETS {
+            assert!(err.contains(&format!("@{name}")), "{err} lacks @{name}");
+        }
+        let err = "@".parse::<Ladder>().unwrap_err().to_string();
+        assert!(err.contains("unknown preset"), "{err}");
+        let err = "@postgres,KILL".parse::<Ladder>().unwrap_err().to_string();
+        assert!(err.contains("cannot be combined"), "{err}");
+        let err = "EOF:1s,@postgres"
+            .parse::<Ladder>()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not one of its rungs"), "{err}");
+        let err = "postgres".parse::<Ladder>().unwrap_err().to_string();
+        assert!(err.contains("spelled @postgres"), "{err}");
+    }
+
+    #[test]
+    fn new_rejects_empty() {
+        assert!(Ladder::new([]).is_err());
+        let l = Ladder::new([Rung::new(Signal::KILL, ms(5))])
+            .unwrap()
+            .with_eof_grace(ms(1));
+        assert_eq!(l.to_string(), "EOF:1ms,KILL:5ms");
+    }
+}

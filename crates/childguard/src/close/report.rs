@@ -1,0 +1,516 @@
+//! [`CloseReport`]: what the close path did, and when.
+
+use std::fmt;
+use std::process::ExitStatus;
+use std::time::{Duration, SystemTime};
+
+use crate::base::signal::Signal;
+
+/// How the child came to an end, as far as the close path saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Ending {
+    /// The handle had no child ([`ChildHandle::from_socket`](crate::ChildHandle::from_socket)).
+    NoChild,
+    /// The child had already exited when the close began.
+    BeforeClose,
+    /// The child exited after a [`ChildHandle::kill`](crate::ChildHandle::kill) call.
+    Kill {
+        /// The signal that call sent.
+        signal: Signal,
+    },
+    /// The child exited on its own after the socket was shut down, before any signal.
+    Eof,
+    /// The child exited after the signal of this rung (0-based index into the ladder).
+    Rung {
+        /// Index into [`Ladder::rungs`](crate::Ladder::rungs).
+        index: usize,
+        /// That rung's signal.
+        signal: Signal,
+    },
+    /// The child was still alive after the last rung; the background reaper owns it now.
+    Outlived,
+    /// The close returned early ([`Reap::Background`](crate::Reap::Background), or an error
+    /// mid-ladder): the background reaper climbs the rest of the ladder and reaps.
+    InBackground,
+}
+
+/// What became of the `process_mrelease(2)` asked for after a `SIGKILL` rung.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum MemoryRelease {
+    /// A helper thread released the child's memory while it died; the call took this long.
+    Released {
+        /// Duration of the `process_mrelease` call.
+        #[cfg_attr(feature = "serde", serde(rename = "took_ms", with = "millis"))]
+        took: Duration,
+    },
+    /// The call did not run or failed harmlessly: `ENOSYS` (kernel < 5.15), `EINVAL` (the
+    /// child was not dying yet, or had no memory left), `ESRCH` (already gone).
+    Skipped {
+        /// Why, e.g. "ENOSYS: kernel without process_mrelease".
+        reason: String,
+    },
+    /// The call was still running when the close returned (the `SIGKILL` rung's grace ran out
+    /// first): its helper thread finishes it alone, then closes its copy of the pidfd.
+    Unfinished,
+}
+
+/// What a [`Ready::Notify`](crate::Ready::Notify) server said on its `NOTIFY_SOCKET`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct NotifyReport {
+    /// The latest `STATUS=` (e.g. redis's "Ready to accept connections").
+    pub status: Option<String>,
+    /// When `STOPPING=1` came, since the close began (zero if before it).
+    #[cfg_attr(feature = "serde", serde(rename = "stopping_ms", with = "opt_millis"))]
+    pub stopping: Option<Duration>,
+    /// Each `EXTEND_TIMEOUT_USEC=` received during the close.
+    pub extensions: Vec<Extension>,
+    /// Datagrams ignored, and why (wrong sender, malformed …; at most 8, then a count).
+    pub ignored: Vec<String>,
+}
+
+/// One `EXTEND_TIMEOUT_USEC=` during the close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Extension {
+    /// When it came, since the close began.
+    #[cfg_attr(feature = "serde", serde(rename = "at_ms", with = "millis"))]
+    pub at: Duration,
+    /// How long it asked for, from then (the grace granted is capped by
+    /// [`Builder::notify_extend_max`](crate::Builder::notify_extend_max)).
+    #[cfg_attr(feature = "serde", serde(rename = "asked_ms", with = "millis"))]
+    pub asked: Duration,
+}
+
+/// One signal the close path sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct SentSignal {
+    /// The signal.
+    pub signal: Signal,
+    /// When, since the close began.
+    #[cfg_attr(feature = "serde", serde(rename = "at_ms", with = "millis"))]
+    pub at: Duration,
+    /// The ladder rung it belongs to.
+    pub rung: usize,
+    /// Whether it went to the whole process group.
+    pub to_group: bool,
+    /// Whether it went to every process in the child's cgroup
+    /// ([`Containment`](crate::Containment): the `KILL` rung through `cgroup.kill`, or every
+    /// rung with [`KillMode::ControlGroup`](crate::KillMode::ControlGroup)).
+    pub to_cgroup: bool,
+    /// How many processes it reached, when that is known: the members of a contained child's
+    /// cgroup (counted just before), 1 or 0 for a child alone. `None` for a process group
+    /// (`killpg` does not say).
+    pub reached: Option<usize>,
+}
+
+impl SentSignal {
+    /// A signal sent at `at` (since the close began) by ladder rung `rung`, to the whole
+    /// process group if `to_group`. For drivers that climb a ladder of their own (the CLI).
+    pub fn new(signal: Signal, at: Duration, rung: usize, to_group: bool) -> SentSignal {
+        SentSignal {
+            signal,
+            at,
+            rung,
+            to_group,
+            to_cgroup: false,
+            reached: None,
+        }
+    }
+}
+
+/// The timeline of one close. Offsets are measured from the moment the close began.
+///
+/// `Display` prints one line: `program[pid]:`, then the shutdown, each signal, the exit and
+/// the reap in the order they happened (an exit seen before a signal to surviving group
+/// members comes first), then what has no time (memory release, hand-off, survivors), and the
+/// total. For a child that exits on the first rung:
+///
+/// ```
+/// use std::process::Command;
+/// use childguard::{ChildHandle, SocketMode};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut cmd = Command::new("sleep");
+/// cmd.arg("60");
+/// let handle = ChildHandle::builder(cmd)
+///     .socket(SocketMode::Stdio)
+///     .process_group(true)
+///     .ladder("TERM:5s,KILL:1s".parse()?)
+///     .spawn()?;
+/// let pid = handle.id().unwrap();
+/// let line = handle.close()?.to_string();
+/// // e.g. "sleep[4242]: shutdown +0.0ms, TERM (group) +0.1ms, exited +0.4ms (signal TERM,
+/// // ended by rung 0 TERM), reaped +0.4ms; total 0.4ms"
+/// // Each time (`+0.4ms`, and the total's `0.4ms`) as `T`, keeping what follows it.
+/// let masked: Vec<String> = line
+///     .split(' ')
+///     .map(|word| {
+///         let time = word.trim_end_matches([',', ';']);
+///         let number = time.trim_start_matches('+').trim_end_matches("ms");
+///         match time.ends_with("ms") && number.parse::<f64>().is_ok() {
+///             true => format!("T{}", &word[time.len()..]),
+///             false => word.to_string(),
+///         }
+///     })
+///     .collect();
+/// assert_eq!(
+///     masked.join(" "),
+///     format!(
+///         "sleep[{pid}]: shutdown T, TERM (group) T, exited T (signal TERM, ended by rung 0 TERM), \
+///          reaped T; total T"
+///     )
+/// );
+/// # Ok(()) }
+/// ```
+///
+/// The struct is `#[non_exhaustive]`: new fields may be added; read them by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+#[must_use = "a close report says whether the child was reaped or handed to the background reaper"]
+pub struct CloseReport {
+    /// The program spawned (`None` for a socket-only handle).
+    pub program: Option<String>,
+    /// The child's pid.
+    pub pid: Option<u32>,
+    /// Wall-clock time at which the close began.
+    #[cfg_attr(feature = "serde", serde(with = "unix_millis"))]
+    pub started_at: SystemTime,
+    /// When `shutdown(SHUT_RDWR)` was done on the socket (`None`: there was no socket).
+    #[cfg_attr(feature = "serde", serde(rename = "shutdown_ms", with = "opt_millis"))]
+    pub shutdown: Option<Duration>,
+    /// Signals sent by the ladder, in order.
+    pub signals: Vec<SentSignal>,
+    /// When the child's exit was observed.
+    #[cfg_attr(feature = "serde", serde(rename = "exited_ms", with = "opt_millis"))]
+    pub exited: Option<Duration>,
+    /// When the child was reaped (its pid released).
+    #[cfg_attr(feature = "serde", serde(rename = "reaped_ms", with = "opt_millis"))]
+    pub reaped: Option<Duration>,
+    /// What ended it.
+    pub ended_by: Ending,
+    /// The exit status (`None` if still running, or reaped by someone else).
+    #[cfg_attr(feature = "serde", serde(with = "status"))]
+    pub status: Option<ExitStatus>,
+    /// The child outlived the last rung (e.g. stuck in uninterruptible sleep).
+    pub outlived_ladder: bool,
+    /// The child (or its group) was handed to the background reaper.
+    pub handed_to_reaper: bool,
+    /// Members of the child's process group still alive when the close returned.
+    pub group_survivors: Vec<u32>,
+    /// Something else may still hold the socket or outlive the child: set when the child
+    /// exited while not leading its own process group and a descendant may have inherited the
+    /// socket, or when group members cannot be listed on this platform.
+    pub socket_may_be_held: bool,
+    /// How long the close took.
+    #[cfg_attr(feature = "serde", serde(rename = "total_ms", with = "millis"))]
+    pub total: Duration,
+    /// The memory release asked for after a `SIGKILL` rung, if any (see
+    /// [`Builder::release_memory_on_kill`](crate::Builder::release_memory_on_kill)).
+    pub memory_release: Option<MemoryRelease>,
+    /// With [`Ready::Notify`](crate::Ready::Notify): what the server said on its
+    /// `NOTIFY_SOCKET` (`STOPPING=1`, `EXTEND_TIMEOUT_USEC=` during the close, the last
+    /// `STATUS=`, datagrams ignored).
+    pub notify: Option<NotifyReport>,
+    /// With [`Builder::capture`](crate::Builder::capture): the tail of the child's output,
+    /// read up to its exit (`None` without capture).
+    pub output_tail: Option<String>,
+    /// Descendants of a process-group leader that had left its group (`setsid`) and were
+    /// still alive when the close returned: `killpg` cannot reach them. Found from the
+    /// child's descendants listed when the close began (Linux, `process_group(true)` without
+    /// containment). A daemon re-parented to init before the close is not found; use
+    /// [`Containment`](crate::Containment) for those.
+    pub escaped: Vec<u32>,
+    /// Containment: the child's cgroup, whether the close removed it, and how many processes
+    /// were still in it when the close returned (`None`: not contained).
+    pub cgroup: Option<crate::process::containment::CgroupReport>,
+    /// With [`Containment::BestEffort`](crate::Containment::BestEffort): why no cgroup could
+    /// be made, or why the child could not join it (the path and the errno), so the child was
+    /// contained by its process group only.
+    pub containment_fallback: Option<String>,
+    /// Things worth knowing that are not errors (status lost, `ESRCH` on a signal, stale
+    /// cgroups of dead supervisors removed before this child's was made, a cgroup directory
+    /// that could not be removed …).
+    pub notes: Vec<String>,
+}
+
+impl CloseReport {
+    pub(crate) fn new(program: Option<String>, pid: Option<u32>) -> CloseReport {
+        CloseReport {
+            program,
+            pid,
+            started_at: SystemTime::now(),
+            shutdown: None,
+            signals: Vec::new(),
+            exited: None,
+            reaped: None,
+            ended_by: Ending::NoChild,
+            status: None,
+            outlived_ladder: false,
+            handed_to_reaper: false,
+            group_survivors: Vec::new(),
+            socket_may_be_held: false,
+            total: Duration::ZERO,
+            memory_release: None,
+            output_tail: None,
+            escaped: Vec::new(),
+            cgroup: None,
+            containment_fallback: None,
+            notify: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+struct Ms(Duration);
+
+impl fmt::Display for Ms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "+{:.1}ms", self.0.as_secs_f64() * 1000.0)
+    }
+}
+
+impl fmt::Display for Ending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ending::NoChild => f.write_str("no child"),
+            Ending::BeforeClose => f.write_str("before close"),
+            Ending::Kill { signal } => write!(f, "kill({signal})"),
+            Ending::Eof => f.write_str("EOF"),
+            Ending::Rung { index, signal } => write!(f, "rung {index} {signal}"),
+            Ending::Outlived => f.write_str("outlived the ladder"),
+            Ending::InBackground => f.write_str("left to the background reaper"),
+        }
+    }
+}
+
+fn describe_status(status: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(sig)) => match Signal::from_raw(sig) {
+            Some(s) => format!("signal {s}"),
+            None => format!("signal {sig}"),
+        },
+        (None, None) => format!("{status}"),
+    }
+}
+
+impl fmt::Display for CloseReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.program, self.pid) {
+            (Some(p), Some(pid)) => write!(f, "{p}[{pid}]:")?,
+            (Some(p), None) => write!(f, "{p}:")?,
+            (None, _) => f.write_str("socket:")?,
+        }
+        // The timed steps, sorted by when they happened (a stable sort: equal times keep the
+        // order shutdown, signals, exit, reap).
+        let mut timed: Vec<(Duration, String)> = Vec::new();
+        if let Some(at) = self.shutdown {
+            timed.push((at, format!("shutdown {}", Ms(at))));
+        }
+        for s in &self.signals {
+            let group = match (s.to_cgroup, s.to_group) {
+                (true, _) => " (cgroup)",
+                (false, true) => " (group)",
+                (false, false) => "",
+            };
+            let reached = match s.reached {
+                Some(n) if s.to_cgroup => format!(" reached {n}"),
+                _ => String::new(),
+            };
+            timed.push((s.at, format!("{}{group}{reached} {}", s.signal, Ms(s.at))));
+        }
+        if let Some(at) = self.exited {
+            let status = self
+                .status
+                .as_ref()
+                .map(describe_status)
+                .unwrap_or_else(|| "status lost".into());
+            timed.push((
+                at,
+                format!("exited {} ({status}, ended by {})", Ms(at), self.ended_by),
+            ));
+        }
+        if let Some(at) = self.reaped {
+            timed.push((at, format!("reaped {}", Ms(at))));
+        }
+        timed.sort_by_key(|&(at, _)| at);
+        let mut parts: Vec<String> = timed.into_iter().map(|(_, part)| part).collect();
+        if self.exited.is_none() && self.pid.is_some() {
+            parts.push(format!("not exited ({})", self.ended_by));
+        }
+        match &self.memory_release {
+            Some(MemoryRelease::Released { took }) => parts.push(format!(
+                "memory released in {:.1}ms",
+                took.as_secs_f64() * 1000.0
+            )),
+            Some(MemoryRelease::Skipped { reason }) => {
+                parts.push(format!("no memory release ({reason})"))
+            }
+            Some(MemoryRelease::Unfinished) => parts.push("memory release still running".into()),
+            None => {}
+        }
+        if self.handed_to_reaper {
+            parts.push("handed to background reaper".into());
+        }
+        if !self.escaped.is_empty() {
+            parts.push(format!(
+                "escaped the group (setsid), still running {:?}",
+                self.escaped
+            ));
+        }
+        if let Some(cg) = &self.cgroup {
+            parts.push(match (cg.removed, cg.members_left) {
+                (true, _) => format!("cgroup {} emptied and removed", cg.path.display()),
+                (false, 0) if !self.handed_to_reaper => format!(
+                    "cgroup {} emptied but not removed (see the notes)",
+                    cg.path.display()
+                ),
+                (false, n) => format!(
+                    "cgroup {} still has {n} member(s); the reaper removes it once empty",
+                    cg.path.display()
+                ),
+            });
+        }
+        if let Some(why) = &self.containment_fallback {
+            parts.push(format!("not contained ({why}): process group only"));
+        }
+        if !self.group_survivors.is_empty() {
+            parts.push(format!("group survivors {:?}", self.group_survivors));
+        }
+        if self.socket_may_be_held {
+            parts.push("socket may still be held by a descendant".into());
+        }
+        write!(
+            f,
+            " {}; total {:.1}ms",
+            parts.join(", "),
+            self.total.as_secs_f64() * 1000.0
+        )
+    }
+}
+
+/// Serde helpers: durations as fractional milliseconds.
+#[cfg(feature = "serde")]
+pub(crate) mod millis {
+    use std::time::Duration;
+
+    pub(crate) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64() * 1000.0)
+    }
+}
+
+#[cfg(feature = "serde")]
+mod opt_millis {
+    use std::time::Duration;
+
+    pub(crate) fn serialize<S: serde::Serializer>(
+        d: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_secs_f64() * 1000.0)),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+mod unix_millis {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    pub(crate) fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        let ms = t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        s.serialize_u128(ms)
+    }
+}
+
+#[cfg(feature = "serde")]
+mod status {
+    use serde::ser::SerializeStruct;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    pub(crate) fn serialize<S: serde::Serializer>(
+        st: &Option<ExitStatus>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match st {
+            None => s.serialize_none(),
+            Some(st) => {
+                let mut out = s.serialize_struct("ExitStatus", 2)?;
+                out.serialize_field("code", &st.code())?;
+                out.serialize_field("signal", &st.signal())?;
+                out.end()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: f64) -> Duration {
+        Duration::from_secs_f64(n / 1000.0)
+    }
+
+    #[test]
+    fn display_lists_steps_in_the_order_they_happened() {
+        use std::os::unix::process::ExitStatusExt;
+        // The leader exited before the close's signals, which went to surviving group members.
+        let mut report = CloseReport::new(Some("server".into()), Some(42));
+        report.shutdown = Some(ms(0.01));
+        report.exited = Some(Duration::ZERO);
+        report.ended_by = Ending::BeforeClose;
+        report.status = Some(ExitStatus::from_raw(0));
+        report
+            .signals
+            .push(SentSignal::new(Signal::TERM, ms(1.2), 0, true));
+        report.reaped = Some(ms(1.5));
+        report.total = ms(1.6);
+        assert_eq!(
+            report.to_string(),
+            "server[42]: exited +0.0ms (exit 0, ended by before close), shutdown +0.0ms, \
+             TERM (group) +1.2ms, reaped +1.5ms; total 1.6ms"
+        );
+    }
+
+    #[test]
+    fn display_keeps_the_step_order_for_equal_times() {
+        let mut report = CloseReport::new(Some("server".into()), Some(7));
+        report.shutdown = Some(Duration::ZERO);
+        report
+            .signals
+            .push(SentSignal::new(Signal::KILL, Duration::ZERO, 0, false));
+        report.exited = Some(Duration::ZERO);
+        report.reaped = Some(Duration::ZERO);
+        report.ended_by = Ending::Rung {
+            index: 0,
+            signal: Signal::KILL,
+        };
+        let line = report.to_string();
+        assert!(
+            line.starts_with(
+                "server[7]: shutdown +0.0ms, KILL +0.0ms, exited +0.0ms (status lost, ended by \
+                 rung 0 KILL), reaped +0.0ms"
+            ),
+            "{line}"
+        );
+    }
+}

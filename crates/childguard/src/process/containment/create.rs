@@ -1,0 +1,329 @@
+//! Making the child's cgroup, and removing it.
+//!
+//! The new cgroup is a leaf made for one child: no controller is ever enabled in it or by us
+//! (`cgroup.kill`, `cgroup.events`, `cgroup.freeze` and `cgroup.procs` are core files, present
+//! without any controller). That is why the cgroup v2 "no internal processes" rule does not
+//! stop us even when our own cgroup has processes (ourselves): the rule forbids processes in a
+//! cgroup that *distributes controllers* to its children, and ours distributes none. A parent
+//! that does (its `cgroup.subtree_control` is not empty) is fine too, since the child lands in
+//! the leaf. What can still refuse us — a parent that is not cgroup v2, not writable (not
+//! delegated to this user), a threaded subtree, `cgroup.max.descendants` — is an error naming
+//! the path and the reason, and leaves no directory behind.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rustix::fs::{Mode, OFlags};
+
+use super::events::Watch;
+use super::explain::explain;
+use super::guardian::Guardian;
+use super::mount;
+use super::name::{own_tags, PREFIX};
+
+/// A cgroup made for one child, with the files its close uses opened up front.
+#[derive(Debug)]
+pub(crate) struct Cgroup {
+    dir: PathBuf,
+    /// Our path in the hierarchy, as `/proc/PID/cgroup` names it (`0::` + this).
+    hierarchy_path: String,
+    /// `cgroup.procs`, write-only and close-on-exec: the child writes `0` to it before exec.
+    procs: OwnedFd,
+    watch: Watch,
+    removed: bool,
+    /// With `exit_with_parent`: kills the cgroup if this process dies first.
+    guardian: Option<Guardian>,
+    /// For the close report: what the sweep of stale cgroups did before this one was made.
+    notes: Vec<String>,
+    /// Why the last removal failed (the directory that stayed), for the close report.
+    remove_error: Option<String>,
+}
+
+/// What sweeps did, for the next contained child's close report.
+static PENDING: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Takes the notes of sweeps not yet reported.
+pub(crate) fn take_pending() -> Vec<String> {
+    std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Gives notes back (a cgroup dropped before its close reported them).
+pub(crate) fn put_back(notes: Vec<String>) {
+    if !notes.is_empty() {
+        PENDING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(notes);
+    }
+}
+
+/// Counter for unique names within this process (the pid makes them unique across processes).
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+impl Cgroup {
+    /// Where a new cgroup goes: `parent`, or the cgroup this process runs in; checked to be a
+    /// cgroup v2 directory under the mount. Returns it with its path in the hierarchy (as
+    /// `/proc/PID/cgroup` names it), for [`Cgroup::create_in`].
+    pub(crate) fn resolve_parent(parent: Option<&Path>) -> io::Result<(PathBuf, String)> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+        let (root, mount_point) = mount::cgroup2_mount(&mountinfo).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "no cgroup2 file system is mounted (none in /proc/self/mountinfo)",
+            )
+        })?;
+        let parent = match parent {
+            Some(p) => p.to_path_buf(),
+            None => mount::own_cgroup_dir()?,
+        };
+        check_is_cgroup2(&parent)?;
+        let relative = parent.strip_prefix(&mount_point).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: not under the cgroup2 mount at {}",
+                    parent.display(),
+                    mount_point.display()
+                ),
+            )
+        })?;
+        let parent_hierarchy = format!(
+            "{}/{}",
+            root.trim_end_matches('/'),
+            relative.to_string_lossy()
+        );
+        Ok((parent, parent_hierarchy))
+    }
+
+    /// Makes a new cgroup `childguard-<pid>-<n>-t<start>-ns<pidns>` (mode 0755) under `parent`
+    /// (from [`Cgroup::resolve_parent`]). On error nothing is left behind. The sweep of stale
+    /// cgroups that comes first on a parent's first use is
+    /// [`create_cgroup`](super::create_cgroup)'s.
+    pub(crate) fn create_in(parent: &Path, parent_hierarchy: &str) -> io::Result<Cgroup> {
+        let pid = std::process::id();
+        let tags = own_tags();
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let name = format!("{}{pid}-{n}{tags}", PREFIX);
+            let dir = parent.join(&name);
+            match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o755)) {
+                Ok(()) => {}
+                // Left by an earlier process with our pid: take the next number.
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => return Err(explain(parent, "making a cgroup in it", e.into())),
+            }
+            let hierarchy_path = format!("{}/{name}", parent_hierarchy.trim_end_matches('/'));
+            return match Cgroup::open(&dir, hierarchy_path) {
+                Ok(mut cgroup) => {
+                    cgroup.notes = take_pending();
+                    Ok(cgroup)
+                }
+                Err(e) => {
+                    let _ = rustix::fs::rmdir(&dir);
+                    Err(e)
+                }
+            };
+        }
+    }
+
+    fn open(dir: &Path, hierarchy_path: String) -> io::Result<Cgroup> {
+        let procs_path = dir.join("cgroup.procs");
+        let procs = rustix::fs::open(&procs_path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| explain(&procs_path, "opening for writing", e.into()))?;
+        let watch = Watch::open(dir)?;
+        Ok(Cgroup {
+            dir: dir.to_path_buf(),
+            hierarchy_path,
+            procs,
+            watch,
+            removed: false,
+            guardian: None,
+            notes: Vec::new(),
+            remove_error: None,
+        })
+    }
+
+    /// Opens an existing cgroup (a stale one, to kill and remove it).
+    pub(crate) fn open_stale(dir: &Path, hierarchy_path: String) -> io::Result<Cgroup> {
+        Cgroup::open(dir, hierarchy_path)
+    }
+
+    /// Starts a [`Guardian`] for this cgroup (before the child is spawned into it).
+    pub(crate) fn guard(&mut self) -> io::Result<()> {
+        self.guardian = Some(Guardian::start(&self.dir)?);
+        Ok(())
+    }
+
+    /// The cgroup's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path `/proc/PID/cgroup` shows (after `0::`) for a member.
+    pub(crate) fn hierarchy_path(&self) -> &str {
+        &self.hierarchy_path
+    }
+
+    /// `cgroup.procs`, for the child's placement before exec.
+    pub(crate) fn procs_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.procs.as_fd()
+    }
+
+    /// `cgroup.events` and its watch.
+    pub(crate) fn watch(&self) -> &Watch {
+        &self.watch
+    }
+
+    pub(crate) fn is_removed(&self) -> bool {
+        self.removed
+    }
+
+    /// Removes the (empty) directory, and first every cgroup the server made inside it,
+    /// deepest first ([`super::trim`]). `EBUSY` while it still has members; the error names
+    /// the directory that stayed.
+    pub(crate) fn remove(&mut self) -> io::Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        // Not while it has members: the walk would remove the empty cgroups of a live tree.
+        let removed = match self.watch.read() {
+            Ok(events) if events.populated => {
+                let busy = io::Error::from_raw_os_error(libc::EBUSY);
+                Err(io::Error::new(
+                    busy.kind(),
+                    format!(
+                        "{} (removing): processes are still in it (EBUSY: {busy})",
+                        self.dir.display()
+                    ),
+                ))
+            }
+            _ => super::trim::remove_tree(&self.dir),
+        };
+        if let Err(e) = removed {
+            self.remove_error = Some(e.to_string());
+            return Err(e);
+        }
+        self.removed = true;
+        self.remove_error = None;
+        // Nothing left to guard.
+        if let Some(mut guardian) = self.guardian.take() {
+            guardian.dismiss();
+        }
+        Ok(())
+    }
+}
+
+impl Cgroup {
+    /// Notes for the close report: what the sweep of stale cgroups did before this cgroup was
+    /// made (given once), and why the cgroup could not be removed, if it could not.
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        let mut notes = std::mem::take(&mut self.notes);
+        if let (false, Some(e)) = (self.removed, &self.remove_error) {
+            notes.push(format!("the cgroup stays: {e}"));
+        }
+        notes
+    }
+}
+
+impl Drop for Cgroup {
+    /// Last resort (a spawn that failed, a job given up): remove the directory if it is
+    /// empty. A cgroup with members stays (rmdir fails with `EBUSY`); nothing is killed here.
+    /// Sweep notes not reported yet go to the next cgroup made.
+    fn drop(&mut self) {
+        put_back(std::mem::take(&mut self.notes));
+        let _ = self.remove();
+        // A cgroup that could not be removed (members in D state): the guardian is dismissed
+        // by its own drop, after this, without a kill.
+    }
+}
+
+/// `statfs(2)`: is `dir` a directory of a cgroup2 file system?
+fn check_is_cgroup2(dir: &Path) -> io::Result<()> {
+    const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+    let fs = rustix::fs::statfs(dir).map_err(|e| explain(dir, "the cgroup parent", e.into()))?;
+    if fs.f_type as i64 != CGROUP2_SUPER_MAGIC {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a cgroup v2 directory", dir.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// The error of a child that could not join the cgroup at `dir` (the errno its write to
+/// `cgroup.procs` got, before exec).
+pub(crate) fn explain_placement(dir: &Path, errno: i32) -> io::Error {
+    let procs = dir.join("cgroup.procs");
+    let e = io::Error::from_raw_os_error(errno);
+    let name = match errno {
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        _ => return explain(&procs, "placing the child in its cgroup", e),
+    };
+    // The cgroup was made and its cgroup.procs opened: what refuses is the migration itself.
+    io::Error::new(
+        e.kind(),
+        format!(
+            "{} (placing the child in its cgroup): permission denied ({name}: {e}): moving a \
+             process needs write access to cgroup.procs of the nearest common ancestor of its \
+             current cgroup and the new one, so a cgroup_parent outside this process's own \
+             delegated subtree is refused; before Linux 5.16 the child's own credentials \
+             (Command::uid/gid) count, not those of its supervisor",
+            procs.display()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_is_made_unique_0755_and_removed() {
+        let a = crate::process::containment::create_cgroup(None)
+            .expect("cgroup2 with a writable cgroup of ours (CI: root)");
+        let mut b = crate::process::containment::create_cgroup(None).unwrap();
+        assert_ne!(a.dir(), b.dir());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(a.dir()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755, "{}", a.dir().display());
+        assert!(a.dir().join("cgroup.kill").exists());
+        let dir = b.dir().to_path_buf();
+        b.remove().unwrap();
+        assert!(!dir.exists());
+        let dir = a.dir().to_path_buf();
+        drop(a);
+        assert!(!dir.exists(), "drop of an empty cgroup removes it");
+    }
+
+    #[test]
+    fn a_missing_parent_is_a_clear_error_and_nothing_is_made() {
+        let own = mount::own_cgroup_dir().unwrap();
+        let missing = own.join("childguard-no-such-parent");
+        let e = crate::process::containment::create_cgroup(Some(&missing)).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("childguard-no-such-parent"), "{text}");
+        assert!(text.contains("does not exist"), "{text}");
+        assert!(!missing.exists());
+    }
+
+    #[test]
+    fn a_parent_outside_cgroup2_is_refused() {
+        let tmp = std::env::temp_dir();
+        let e = crate::process::containment::create_cgroup(Some(&tmp)).unwrap_err();
+        assert!(e.to_string().contains("not a cgroup v2 directory"), "{e}");
+    }
+
+    #[test]
+    fn the_hierarchy_path_is_what_proc_shows_for_a_member() {
+        let cgroup = crate::process::containment::create_cgroup(None).unwrap();
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let ours = mount::unified_path(&own).unwrap().trim_end_matches('/');
+        let name = cgroup.dir().file_name().unwrap().to_str().unwrap();
+        assert_eq!(cgroup.hierarchy_path(), format!("{ours}/{name}"));
+    }
+}

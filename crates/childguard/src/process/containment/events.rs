@@ -1,0 +1,123 @@
+//! `cgroup.events` (`populated 0|1`, `frozen 0|1`) and an inotify watch on it.
+//!
+//! The kernel notifies `cgroup.events` (`kernfs_notify`: inotify `IN_MODIFY`, and `POLLPRI`
+//! on an open copy) each time one of its values changes. We wait on an inotify fd rather than
+//! on `POLLPRI`: the inotify fd is plainly *readable* when something changed, so every driver
+//! that waits for readable fds — `poll` in the blocking close, the reaper's epoll set, tokio's
+//! `AsyncFd` — can wait on it unchanged (a kernfs file is always `POLLIN`-ready, which would
+//! make an epoll `EPOLLIN` registration spin).
+//!
+//! Race avoided (lost wake-up): the watch is drained *before* the file is read, so a change
+//! after the read leaves the inotify fd readable and wakes the next wait; a change between
+//! drain and read is seen by the read itself.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+use rustix::fs::inotify;
+use rustix::fs::{Mode, OFlags};
+
+use super::explain::explain;
+
+/// `cgroup.events`, opened, and an inotify fd watching it.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    events: OwnedFd,
+    inotify: OwnedFd,
+}
+
+/// The values of `cgroup.events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Events {
+    /// Some process lives in the cgroup (or in a descendant cgroup).
+    pub populated: bool,
+    /// The cgroup is frozen (every member stopped by `cgroup.freeze`).
+    pub frozen: bool,
+}
+
+impl Watch {
+    /// Opens `dir/cgroup.events` and watches it (close-on-exec, non-blocking).
+    pub(crate) fn open(dir: &Path) -> io::Result<Watch> {
+        let path = dir.join("cgroup.events");
+        let events = rustix::fs::open(&path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| explain(&path, "opening", e.into()))?;
+        let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+            .map_err(|e| explain(&path, "inotify_init1", e.into()))?;
+        inotify::add_watch(&inotify, &path, inotify::WatchFlags::MODIFY)
+            .map_err(|e| explain(&path, "watching with inotify", e.into()))?;
+        Ok(Watch { events, inotify })
+    }
+
+    /// The fd that turns readable when `cgroup.events` changes.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.inotify.as_fd()
+    }
+
+    /// Drains the watch, then reads the current values (see the lost wake-up above).
+    pub(crate) fn read(&self) -> io::Result<Events> {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 256];
+        loop {
+            match rustix::io::read(&self.inotify, &mut buf[..]) {
+                Ok((filled, _)) if !filled.is_empty() => continue,
+                Ok(_) | Err(rustix::io::Errno::AGAIN) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut text = [0u8; 128];
+        let n = rustix::io::pread(&self.events, &mut text[..], 0)?;
+        parse(&text[..n]).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "cgroup.events: unexpected contents {:?}",
+                    String::from_utf8_lossy(&text[..n])
+                ),
+            )
+        })
+    }
+}
+
+/// Parses `populated N\nfrozen N\n`.
+fn parse(text: &[u8]) -> Option<Events> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut populated = None;
+    let mut frozen = false;
+    for line in text.lines() {
+        match line.split_once(' ') {
+            Some(("populated", v)) => populated = Some(v == "1"),
+            Some(("frozen", v)) => frozen = v == "1",
+            _ => {}
+        }
+    }
+    Some(Events {
+        populated: populated?,
+        frozen,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_events_file() {
+        assert_eq!(
+            parse(b"populated 1\nfrozen 0\n"),
+            Some(Events {
+                populated: true,
+                frozen: false
+            })
+        );
+        assert_eq!(
+            parse(b"populated 0\nfrozen 1\n"),
+            Some(Events {
+                populated: false,
+                frozen: true
+            })
+        );
+        assert_eq!(parse(b"frozen 0\n"), None);
+    }
+}

@@ -1,0 +1,103 @@
+//! The processes in a cgroup, as pidfds that are known to name members.
+//!
+//! Race avoided (pid reuse): `cgroup.procs` lists pids, and a pid read there may exit, be
+//! reaped and be handed to a stranger before we act on it. Each pid is therefore opened as a
+//! pidfd first (which pins that exact process), and only then checked to be in our cgroup
+//! (`/proc/PID/cgroup`) and still alive (its pidfd not yet readable): a stranger that got a
+//! recycled pid is in another cgroup, and is never signalled.
+//!
+//! Race left (fork): a member may fork between the listing and the signal; the new process
+//! is not signalled by this pass. That is acceptable for the catchable rungs of
+//! `KillMode::ControlGroup` (the next rung lists again); the `KILL` rung does not list at all
+//! (`cgroup.kill` is atomic against forks, see [`super::kill`]).
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags};
+
+use super::create::Cgroup;
+use crate::base::signal::Signal;
+use crate::sys;
+
+/// The pids `cgroup.procs` lists now (processes, not threads; zombies are not listed), in the
+/// cgroup and in the cgroups the server made inside it (at most `trim::MAX_DEPTH` levels and
+/// `trim::MAX_CGROUPS` cgroups; symlinks are not followed): what `cgroup.kill` reaches.
+pub(crate) fn pids(cgroup: &Cgroup) -> io::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    let mut budget = super::trim::MAX_CGROUPS;
+    collect(cgroup.dir(), 0, &mut budget, &mut pids)?;
+    Ok(pids)
+}
+
+fn collect(dir: &Path, depth: usize, budget: &mut usize, pids: &mut Vec<u32>) -> io::Result<()> {
+    let path = dir.join("cgroup.procs");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
+        // A child cgroup removed while we listed: its members went with it.
+        Err(e) if depth > 0 && e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(super::explain::explain(&path, "reading", e)),
+    }
+    if depth >= super::trim::MAX_DEPTH {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        // `file_type` does not follow symlinks: a symlink is never walked into.
+        if *budget == 0 || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        *budget -= 1;
+        collect(&entry.path(), depth + 1, budget, pids)?;
+    }
+    Ok(())
+}
+
+/// Every live member of `cgroup`, opened as a pidfd and verified (see the module docs).
+pub(crate) fn open_all(cgroup: &Cgroup) -> io::Result<Vec<(u32, OwnedFd)>> {
+    let mut members = Vec::new();
+    for pid in pids(cgroup)? {
+        let Some(raw) = rustix::process::Pid::from_raw(pid as i32) else {
+            continue;
+        };
+        let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else {
+            continue; // gone meanwhile
+        };
+        if is_member(pid, cgroup) && !crate::process::group::is_readable(&fd) {
+            members.push((pid, fd));
+        }
+    }
+    Ok(members)
+}
+
+/// Sends `signal` to every member (by pidfd). Returns how many it reached.
+pub(crate) fn signal_each(cgroup: &Cgroup, signal: Signal) -> io::Result<usize> {
+    let signal = sys::rustix_signal(signal)?;
+    let mut reached = 0;
+    for (_, fd) in open_all(cgroup)? {
+        match pidfd_send_signal(&fd, signal) {
+            Ok(()) => reached += 1,
+            Err(rustix::io::Errno::SRCH) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(reached)
+}
+
+/// Whether `/proc/PID/cgroup` puts `pid` in `cgroup` or in a cgroup below it.
+fn is_member(pid: u32, cgroup: &Cgroup) -> bool {
+    let ours = cgroup.hierarchy_path();
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .ok()
+        .is_some_and(|text| {
+            super::mount::unified_path(&text)
+                .map(str::trim_end)
+                .is_some_and(|p| {
+                    p.strip_prefix(ours)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                })
+        })
+}

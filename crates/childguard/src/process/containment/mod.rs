@@ -1,0 +1,115 @@
+//! Containment: a cgroup v2 of its own per child, so that nothing it starts — `setsid`'d
+//! workers, double-forked daemons — outlives its close.
+//!
+//! One small file per mechanism:
+//! - [`mount`]: where cgroup v2 is mounted and which cgroup this process is in.
+//! - [`create`]: making the child's cgroup (unique name, mode 0755) and removing it;
+//!   [`create_cgroup`] sweeps the parent's stale cgroups first.
+//! - [`name`]: our cgroups' names and the tags of this process in them.
+//! - [`explain`]: errors that name the cgroup file and what the errno means there.
+//! - [`trim`]: the removal, bottom-up: the cgroups a server made inside its own first.
+//! - [`stale`]: on first use of a parent, killing and removing the cgroups of dead
+//!   supervisors in it.
+//! - [`events`]: `cgroup.events` (`populated`, `frozen`) and the inotify watch that wakes a
+//!   wait when it changes.
+//! - [`members`]: the cgroup's processes as pidfds, each checked to be in the cgroup after
+//!   it was opened, for a signal to every member.
+//! - `guardian`: a process that kills (and removes) the cgroup if we die first
+//!   (`exit_with_parent`).
+//! - [`kill`]: `cgroup.kill` (Linux 5.14), or freeze → `SIGKILL` each member → thaw.
+//!
+//! The child is placed before it execs (see `sys::install_child_setup`): it writes `0` to the
+//! new cgroup's `cgroup.procs`, through an fd opened here before the fork. Everything it
+//! starts afterwards is born inside the cgroup.
+
+#[cfg(target_os = "linux")]
+pub(crate) mod create;
+#[cfg(target_os = "linux")]
+pub(crate) mod events;
+#[cfg(target_os = "linux")]
+pub(crate) mod explain;
+#[cfg(target_os = "linux")]
+pub(crate) mod guardian;
+#[cfg(target_os = "linux")]
+pub(crate) mod kill;
+#[cfg(target_os = "linux")]
+pub(crate) mod members;
+#[cfg(target_os = "linux")]
+pub(crate) mod mount;
+#[cfg(target_os = "linux")]
+pub(crate) mod name;
+#[cfg(target_os = "linux")]
+pub(crate) mod stale;
+#[cfg(target_os = "linux")]
+pub(crate) mod trim;
+
+use std::path::PathBuf;
+
+/// Makes a new cgroup `childguard-<pid>-<n>-t<start>-ns<pidns>` (mode 0755) under `parent`,
+/// or under the cgroup this process runs in. On error nothing is left behind. The first time
+/// in this process that `parent` is used, the stale cgroups of dead supervisors in it are
+/// killed and removed first ([`stale`]). Here, above `create` and `stale`: the sweep opens and
+/// kills cgroups itself, so `create` cannot call it without a circle (issue 21 item 5).
+#[cfg(target_os = "linux")]
+pub(crate) fn create_cgroup(parent: Option<&std::path::Path>) -> std::io::Result<create::Cgroup> {
+    let (parent, hierarchy) = create::Cgroup::resolve_parent(parent)?;
+    stale::sweep_once(&parent, &hierarchy);
+    create::Cgroup::create_in(&parent, &hierarchy)
+}
+
+/// Whether a child gets a cgroup of its own. See
+/// [`Builder::contain`](crate::Builder::contain).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Containment {
+    /// No cgroup: the ladder reaches the child (or its process group). Descendants that left
+    /// the group (`setsid`) are not reached.
+    #[default]
+    None,
+    /// A new cgroup v2 of its own, made under the cgroup this process runs in (or under
+    /// [`Builder::cgroup_parent`](crate::Builder::cgroup_parent)); `spawn()` fails with
+    /// [`ErrorKind::Containment`](crate::ErrorKind::Containment) if it cannot be made.
+    Cgroup,
+    /// As [`Containment::Cgroup`], but if the cgroup cannot be made, or the child cannot join
+    /// it (its write to `cgroup.procs` before exec is refused), the child is spawned leading a
+    /// process group of its own instead, and the close report says so
+    /// ([`CloseReport::containment_fallback`](crate::CloseReport::containment_fallback)).
+    BestEffort,
+}
+
+/// Who gets the catchable rungs of a contained child, after systemd's `KillMode=`. The `KILL`
+/// rung always reaches every member of the cgroup (`cgroup.kill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum KillMode {
+    /// systemd's `KillMode=mixed` (the default): the catchable rungs go to the child (or its
+    /// process group, with [`Builder::process_group`](crate::Builder::process_group)) only,
+    /// so a server that stops its own workers — postgres' postmaster, nginx' master — does
+    /// so in order; `SIGKILL` then reaches whatever is left, wherever it went. This is what
+    /// postgres' documentation asks of a unit: its backends must be shut down by the
+    /// postmaster, not each by its own `TERM`.
+    #[default]
+    Mixed,
+    /// systemd's `KillMode=control-group`: every rung goes to every process in the cgroup.
+    ControlGroup,
+}
+
+/// What containment did for one close (in [`CloseReport::cgroup`](crate::CloseReport::cgroup)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct CgroupReport {
+    /// The child's cgroup directory.
+    pub path: PathBuf,
+    /// Who got the catchable rungs.
+    pub kill_mode: KillMode,
+    /// Whether the directory was removed by the close, with the cgroups the server made inside
+    /// it (`false`: members outlived the ladder, and the background reaper removes it once
+    /// they are gone; or a directory stayed, named in
+    /// [`CloseReport::notes`](crate::CloseReport::notes)).
+    pub removed: bool,
+    /// Processes still in the cgroup when the close returned (0 when `removed`).
+    pub members_left: usize,
+}

@@ -1,0 +1,346 @@
+//! Socket activation ([`SocketMode::Activation`](crate::SocketMode::Activation)): the server
+//! gets an already-listening Unix socket on fd 3, as from systemd (`sd_listen_fds(3)`), and we
+//! connect to it.
+//!
+//! Steps: a private directory (mode 0700, random name, under `$XDG_RUNTIME_DIR` or `/tmp`);
+//! `socket` + `bind` + `listen(SOMAXCONN)` on `DIR/sock`; the exec of the child prepared before
+//! the fork (argv, environment with `LISTEN_FDS=1`, `LISTEN_FDNAMES` and a buffer for
+//! `LISTEN_PID`); fork; in the child the listener goes to fd 3 and its pid into `LISTEN_PID`;
+//! in the parent, `connect`, then wait until the server has *accepted* that connection.
+//!
+//! Races avoided:
+//! - **Connect before the server listens.** The socket is bound and listening before the fork,
+//!   so a `connect` right after the spawn is queued in the backlog instead of failing with
+//!   `ECONNREFUSED`/`ENOENT`: no sleep-and-retry guesswork about the server's start-up.
+//! - **Connected but never accepted.** A queued connection succeeds even if the server never
+//!   calls `accept` (wrong program, crash at start-up). We keep our copy of the listener until
+//!   its accept queue is empty — only the server can empty it — checking the child's exit and
+//!   the timeout in between, so a dead server is an error at spawn, not a hang on first read.
+//! - **`LISTEN_PID` of the wrong process.** The value must be the pid of the process that
+//!   execs the server, known only after `fork`. It is written by the child itself, into a
+//!   buffer allocated before the fork (no allocation between fork and exec, where another
+//!   thread of ours may have held the allocator's lock). Inherited `LISTEN_*` are removed, so a
+//!   server never mistakes our own activation variables for its own.
+//! - **Our environment instead of the caller's.** The environment is built here, not by std:
+//!   it starts empty after the Command's `env_clear` (read back by `command_debug`, which
+//!   refuses when unsure), so a secret of ours never reaches a server whose caller cleared it.
+//! - **Predictable or shared socket path.** The directory is created with `mkdir` under a
+//!   random name (retried on `EEXIST`, never following an existing entry) and mode 0700, so
+//!   nobody else can connect first or swap the socket file.
+//! - **Path too long.** `sun_path` holds 108 bytes with the NUL; a longer path would be
+//!   truncated by some APIs and bind a different name. It is checked before anything is made.
+//! - **Leftovers.** [`SocketDir`] removes the socket file and the directory on drop: after the
+//!   socket was closed on [`close`](crate::ChildHandle::close), and on every error path.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rustix::event::{poll, PollFd, PollFlags};
+
+use crate::base::socket_dir::make_private_dir;
+use crate::base::socket_dir::{base_dir, check_path_fits};
+use crate::error::ErrorKind;
+use crate::process::Process;
+use crate::sys::ActivationExec;
+
+pub(crate) use crate::base::socket_dir::SocketDir;
+
+/// The `LISTEN_FDNAMES` value when none is given (what systemd uses for an unnamed socket).
+pub(crate) const DEFAULT_NAME: &str = "unknown";
+
+/// Longest `LISTEN_FDNAMES` entry systemd accepts (`FDNAME_MAX`).
+const FDNAME_MAX: usize = 255;
+
+/// An error with the step it belongs to.
+pub(crate) type Failure = (ErrorKind, io::Error);
+
+/// Everything made before the fork.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// The directory and socket path (removed when dropped).
+    pub(crate) dir: SocketDir,
+    /// Our copy of the listening socket, kept until the server accepted our connection.
+    pub(crate) listener: OwnedFd,
+    /// The child's exec, moved into the pre-exec hook.
+    pub(crate) exec: ActivationExec,
+}
+
+/// Validates the name, resolves the program, makes the directory and the listening socket, and
+/// builds the child's exec — all before the fork.
+pub(crate) fn prepare(
+    command: &Command,
+    name: Option<&str>,
+    runtime_dir: Option<&Path>,
+) -> Result<Prepared, Failure> {
+    let name = name.unwrap_or(DEFAULT_NAME);
+    validate_name(name).map_err(|e| (ErrorKind::Config, e))?;
+    let base = base_dir(runtime_dir).map_err(|e| (ErrorKind::Config, e))?;
+    check_path_fits(&base).map_err(|e| (ErrorKind::Config, e))?;
+    // NULs first: they would make the Command's Debug output unreadable (a vaguer error).
+    build_argv(command, None).map_err(|e| (ErrorKind::Config, e))?;
+    let hidden = crate::spawn::command_debug::read(command).map_err(|e| (ErrorKind::Config, e))?;
+    let program = crate::spawn::program::resolve(command, hidden.env_clear)
+        .map_err(|e| (ErrorKind::Spawn, e))?;
+    let argv = build_argv(command, hidden.arg0.as_deref()).map_err(|e| (ErrorKind::Config, e))?;
+    let env = build_env(command, hidden.env_clear, name).map_err(|e| (ErrorKind::Config, e))?;
+    let dir = make_private_dir(&base).map_err(|e| (ErrorKind::Socket, e))?;
+    let listener = listen_on(dir.path()).map_err(|e| (ErrorKind::Socket, e))?;
+    let exec = ActivationExec::new(program, argv, env, listener.as_raw_fd());
+    Ok(Prepared {
+        dir,
+        listener,
+        exec,
+    })
+}
+
+/// systemd's rules for a `LISTEN_FDNAMES` entry: at most 255 characters, printable ASCII, no
+/// `:` (the separator). We also refuse the empty name, which `sd_listen_fds_with_names` would
+/// read as no name at all.
+pub(crate) fn validate_name(name: &str) -> io::Result<()> {
+    let bad = |why: &str| {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid LISTEN_FDNAMES name {name:?}: {why}"),
+        ))
+    };
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > FDNAME_MAX {
+        return bad(&format!("longer than {FDNAME_MAX} characters"));
+    }
+    if let Some(c) = name.chars().find(|c| !matches!(c, ' '..='~')) {
+        return bad(&format!(
+            "{c:?} is not printable ASCII (systemd allows only 0x20..=0x7e)"
+        ));
+    }
+    if name.contains(':') {
+        return bad("':' separates names in LISTEN_FDNAMES");
+    }
+    Ok(())
+}
+
+/// `$XDG_RUNTIME_DIR` if it names an absolute directory, else `/tmp`.
+/// `socket` (close-on-exec) + `bind` + `listen`, through std: it sets close-on-exec on every
+/// Unix (atomically with `SOCK_CLOEXEC` where the platform has it; macOS has not).
+fn listen_on(path: &Path) -> io::Result<OwnedFd> {
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
+    Ok(OwnedFd::from(listener))
+}
+
+/// argv\[0\] is the Command's `arg0`, else the program as given (like std), then the Command's
+/// arguments.
+fn build_argv(command: &Command, arg0: Option<&OsStr>) -> io::Result<Vec<CString>> {
+    std::iter::once(arg0.unwrap_or(command.get_program()))
+        .chain(command.get_args())
+        .map(|a| crate::spawn::program::c_string(a.as_bytes()))
+        .collect()
+}
+
+/// The environment std would give the child — ours, or none after `env_clear` — with the
+/// Command's `env`/`env_remove` applied, every inherited `LISTEN_*` removed, and
+/// `LISTEN_FDS=1`, `LISTEN_FDNAMES=name` added (`LISTEN_PID` is added by [`ActivationExec`]).
+fn build_env(command: &Command, env_clear: bool, name: &str) -> io::Result<Vec<CString>> {
+    let mut vars: Vec<(OsString, OsString)> = match env_clear {
+        true => Vec::new(),
+        false => std::env::vars_os().collect(),
+    };
+    for (key, value) in command.get_envs() {
+        vars.retain(|(k, _)| k != key);
+        if let Some(value) = value {
+            vars.push((key.to_os_string(), value.to_os_string()));
+        }
+    }
+    vars.retain(|(k, _)| !k.as_bytes().starts_with(b"LISTEN_"));
+    vars.push(("LISTEN_FDS".into(), "1".into()));
+    vars.push(("LISTEN_FDNAMES".into(), name.into()));
+    vars.into_iter()
+        .map(|(k, v)| {
+            let mut entry = k.into_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(OsStr::as_bytes(&v));
+            crate::spawn::program::c_string(&entry)
+        })
+        .collect()
+}
+
+/// After the fork: connects to the socket and waits until the server has accepted the
+/// connection. Fails if the child exits first, or after `timeout`.
+pub(crate) fn connect(
+    listener: OwnedFd,
+    path: &Path,
+    process: &mut Process,
+    timeout: Duration,
+) -> io::Result<UnixStream> {
+    let started = Instant::now();
+    // `Duration::MAX` means "no bound": saturate instead of overflowing the Instant.
+    let deadline = started
+        .checked_add(timeout)
+        .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600));
+    let mut backoff = Duration::from_micros(250);
+    // The listener exists, so this normally succeeds at once (queued in the backlog).
+    let stream = loop {
+        ensure_running(process, path)?;
+        match UnixStream::connect(path) {
+            Ok(stream) => break stream,
+            Err(e) if is_retryable(&e) => {}
+            Err(e) => return Err(e),
+        }
+        pause(process, &mut backoff, deadline, || {
+            format!("could not connect to {} within {timeout:?}", path.display())
+        })?;
+    };
+    // Accepted once our listener's queue is empty: only the server can take it off.
+    while has_pending_connection(&listener)? {
+        ensure_running(process, path)?;
+        pause(process, &mut backoff, deadline, || {
+            format!(
+                "the server did not accept a connection on {} within {timeout:?} \
+                 (is it socket-activatable? it must accept on fd 3 when LISTEN_FDS is set)",
+                path.display()
+            )
+        })?;
+    }
+    drop(listener);
+    Ok(stream)
+}
+
+fn is_retryable(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::ENOENT | libc::EAGAIN | libc::EINTR)
+    )
+}
+
+/// Error if the child has exited (it can no longer accept).
+fn ensure_running(process: &mut Process, path: &Path) -> io::Result<()> {
+    let status = process.check_exit()?;
+    if process.is_running() {
+        return Ok(());
+    }
+    let status = status.map_or_else(|| "status unknown".to_string(), |s| s.to_string());
+    Err(io::Error::new(
+        io::ErrorKind::ConnectionRefused,
+        format!(
+            "the server exited ({status}) before accepting a connection on {}",
+            path.display()
+        ),
+    ))
+}
+
+/// Sleeps for the current backoff (doubling it, up to 20 ms), woken early by the child's exit.
+fn pause(
+    process: &Process,
+    backoff: &mut Duration,
+    deadline: Instant,
+    timed_out: impl FnOnce() -> String,
+) -> io::Result<()> {
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, timed_out()));
+    }
+    process.wait_until((now + *backoff).min(deadline))?;
+    *backoff = (*backoff * 2).min(Duration::from_millis(20));
+    Ok(())
+}
+
+/// Whether a connection waits in the listener's accept queue (a listening socket polls
+/// readable exactly then).
+fn has_pending_connection(listener: &OwnedFd) -> io::Result<bool> {
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let ready = poll(&mut fds, Some(&zero))?;
+    Ok(ready > 0 && fds[0].revents().contains(PollFlags::IN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::socket_dir::DIR_PREFIX;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+
+    #[test]
+    fn names_follow_systemd_rules() {
+        assert!(validate_name("unknown").is_ok());
+        assert!(validate_name("nbd sock-1").is_ok());
+        assert!(validate_name(&"a".repeat(255)).is_ok());
+        for bad in ["", "a:b", "tab\there", "é", &"a".repeat(256)] {
+            let err = validate_name(bad).unwrap_err();
+            assert!(err.to_string().contains("LISTEN_FDNAMES"), "{err}");
+        }
+    }
+
+    #[test]
+    fn long_base_is_refused_before_anything_is_made() {
+        let base = PathBuf::from(format!("/tmp/{}", "d".repeat(90)));
+        let err = check_path_fits(&base).unwrap_err();
+        assert!(err.to_string().contains("sun_path"), "{err}");
+        assert!(check_path_fits(Path::new("/tmp")).is_ok());
+    }
+
+    #[test]
+    fn private_dir_is_0700_and_removed() {
+        let dir = make_private_dir(Path::new("/tmp")).unwrap();
+        let parent = dir.path().parent().unwrap().to_path_buf();
+        let dir_name = parent.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(dir_name.starts_with(DIR_PREFIX), "{dir_name}");
+        let mode = std::fs::metadata(&parent).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let _listener = listen_on(dir.path()).unwrap();
+        assert!(dir.path().exists());
+        dir.remove().unwrap();
+        assert!(!parent.exists());
+    }
+
+    #[test]
+    fn env_drops_inherited_listen_vars_and_applies_command() {
+        let mut cmd = Command::new("x");
+        cmd.env("CG_A", "1")
+            .env("LISTEN_FDS", "7")
+            .env_remove("HOME");
+        let env = strings(build_env(&cmd, false, "n").unwrap());
+        assert!(env.contains(&"CG_A=1".to_string()));
+        assert!(env.contains(&"LISTEN_FDS=1".to_string()));
+        assert!(env.contains(&"LISTEN_FDNAMES=n".to_string()));
+        assert!(!env.iter().any(|e| e.starts_with("HOME=")));
+        assert_eq!(env.iter().filter(|e| e.starts_with("LISTEN_")).count(), 2);
+    }
+
+    fn strings(env: Vec<CString>) -> Vec<String> {
+        env.iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn env_clear_starts_from_nothing() {
+        let mut cmd = Command::new("x");
+        cmd.env_clear().env("CG_A", "1").env("LISTEN_PID", "7");
+        let hidden = crate::spawn::command_debug::read(&cmd).unwrap();
+        assert!(hidden.env_clear);
+        let mut env = strings(build_env(&cmd, hidden.env_clear, "n").unwrap());
+        env.sort();
+        assert_eq!(env, ["CG_A=1", "LISTEN_FDNAMES=n", "LISTEN_FDS=1"]);
+    }
+
+    #[test]
+    fn arg0_is_argv0() {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new("/bin/x");
+        cmd.arg0("zero").arg("a");
+        let hidden = crate::spawn::command_debug::read(&cmd).unwrap();
+        let argv = build_argv(&cmd, hidden.arg0.as_deref()).unwrap();
+        assert_eq!(strings(argv), ["zero", "a"]);
+    }
+}

@@ -1,0 +1,14 @@
+//! What a spawn sets up before and after the fork: the command's stdio, socket activation,
+//! the child's placement (process group, cgroup), output capture, the spawner thread, the
+//! checks and debug form of the program. (The readiness waits work on a `ChildHandle`: they
+//! are in `handle/readiness/`.)
+
+pub(crate) mod activation;
+pub(crate) mod capture;
+pub(crate) mod command_debug;
+pub(crate) mod exec_check;
+pub(crate) mod inheritable;
+pub(crate) mod placing;
+pub(crate) mod program;
+pub(crate) mod spawner;
+pub(crate) mod stdio;
