@@ -340,3 +340,56 @@ fn spawn_one() -> Result<ChildHandle> {
         .ready_timeout(READY_TIMEOUT)
         .spawn()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet_of(n: usize, failed: bool) -> Fleet {
+        Fleet {
+            n,
+            spawn_ready_ms: vec![1.0; n.min(128)],
+            spawn_all_ms: if failed { f64::NAN } else { n as f64 },
+            close_all_ms: if failed { f64::NAN } else { n as f64 },
+            peak_threads: 2,
+            peak_inotify: n.min(128),
+            alive_at_peak: n.min(128),
+            fds_per_server: 6.0,
+            cgroups_left: 0,
+            processes_left: 0,
+            failures: if failed {
+                vec![Failure {
+                    stage: "spawn",
+                    number: 129,
+                    error: "inotify_init1: Too many open files".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    #[test]
+    fn a_failed_spawn_is_a_row_naming_n_the_spawn_and_the_error() {
+        let row = error_row("spawn", 1000, 129, "inotify_init1: Too many open files");
+        assert_eq!(row.metric, "contained_failed_at_spawn");
+        assert_eq!((row.ours, row.baseline), (129.0, 1000.0));
+        assert_eq!(
+            row.baseline_name,
+            "N=1000: spawn #129 of 1000 failed: inotify_init1: Too many open files"
+        );
+    }
+
+    #[test]
+    fn a_failed_fleet_gives_null_timings_and_keeps_its_counts() {
+        let rows = figure_rows(&[fleet_of(1000, true)], &[fleet_of(100, false)], 1);
+        let get = |metric: &str| rows.iter().find(|r| r.metric == metric).unwrap();
+        let p50 = get("contained_spawn_ready_p50_ms");
+        assert!(p50.ours.is_nan() && p50.baseline == 1.0);
+        assert!(p50.to_json_line().contains("\"ours\":null"));
+        assert!(get("contained_close_all_ms").ours.is_nan());
+        assert_eq!(get("contained_peak_inotify").ours, 128.0);
+        assert_eq!(get("contained_fds_per_server").ours, 6.0);
+        assert_eq!(get("contained_processes_left").ours, 0.0);
+    }
+}
