@@ -289,8 +289,13 @@ fn fleet(n: usize, parent: &Path) -> Fleet {
         }
     }
     eprintln!(
-        "scale: contained N={n}: {} alive, {} threads, {} inotify instances, {:.1} fds each",
-        f.alive_at_peak, f.peak_threads, f.peak_inotify, f.fds_per_server
+        "scale: contained N={n}: {} alive, {} threads, {} inotify instances, {:.1} fds each; \
+         spawn->ready median by tenth of the fleet: {}",
+        f.alive_at_peak,
+        f.peak_threads,
+        f.peak_inotify,
+        f.fds_per_server,
+        by_tenth(&f.spawn_ready_ms)
     );
     let start = Instant::now();
     let mut close_failed = false;
@@ -328,6 +333,17 @@ fn fleet(n: usize, parent: &Path) -> Fleet {
         Err(e) => fail(&mut f, "count", 0, format!("counting processes left: {e}")),
     }
     f
+}
+
+/// The median of each tenth of `samples` in spawn order (how the cost grows as servers
+/// accumulate), e.g. `2.9 3.0 … ms`.
+fn by_tenth(samples: &[f64]) -> String {
+    let tenth = samples.len().div_ceil(10).max(1);
+    let medians: Vec<String> = samples
+        .chunks(tenth)
+        .map(|c| format!("{:.1}", median(c)))
+        .collect();
+    format!("{} ms", medians.join(" "))
 }
 
 fn spawn_one() -> Result<ChildHandle> {
