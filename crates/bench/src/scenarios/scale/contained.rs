@@ -73,12 +73,23 @@ struct Fleet {
 pub fn rows(reps: usize) -> Vec<Row> {
     let parent = match probe::containment_parent() {
         Ok(parent) => parent,
-        Err(e) => return vec![error_row("setup", 0, 0, &e.to_string())],
+        Err(e) => return vec![error_row("setup", 0, 0, &format!("not run: {e}"))],
     };
     eprintln!(
         "scale: contained: fleets of {BASELINE_N} and {N} under {}, {reps} rep(s)",
         parent.display()
     );
+    // Warm-up: whatever the library starts once per process (threads, a helper process) is
+    // started before the fleets, so that both fleets count it alike.
+    let mut rows = Vec::new();
+    if let Err(e) = spawn_one().and_then(|h| Ok(h.close()?)) {
+        rows.push(error_row(
+            "setup",
+            0,
+            0,
+            &format!("warm-up spawn + close: {e}"),
+        ));
+    }
     let (mut big, mut small) = (Vec::new(), Vec::new());
     for rep in 0..reps {
         // Alternate which size goes first.
@@ -90,7 +101,6 @@ pub fn rows(reps: usize) -> Vec<Row> {
             small.push(fleet(BASELINE_N, &parent));
         }
     }
-    let mut rows = Vec::new();
     for f in small.iter().chain(&big) {
         for fail in &f.failures {
             rows.push(error_row(fail.stage, f.n, fail.number, &fail.error));
@@ -204,7 +214,7 @@ fn error_row(stage: &'static str, n: usize, number: usize, error: &str) -> Row {
         _ => "contained_failed_setup",
     };
     let what = match stage {
-        "setup" => format!("contained rows not run: {error}"),
+        "setup" => format!("contained rows: {error}"),
         "count" => format!("N={n}: {error}"),
         _ => format!("N={n}: {stage} #{number} of {n} failed: {error}"),
     };
@@ -247,6 +257,9 @@ fn fleet(n: usize, parent: &Path) -> Fleet {
             f.peak_threads = f.peak_threads.max(t);
         }
     };
+    // Per-process helpers the library started on first use (the warm-up's) are not the
+    // fleet's leftovers.
+    let helpers = probe::live_children();
     let fds_before = probe::fds().unwrap_or(0);
     sample(&mut f);
     let mut handles: Vec<ChildHandle> = Vec::with_capacity(n);
@@ -325,12 +338,21 @@ fn fleet(n: usize, parent: &Path) -> Fleet {
         Ok(left) => f.cgroups_left = left,
         Err(e) => fail(&mut f, "count", 0, format!("counting cgroups left: {e}")),
     }
-    // The servers by pidfd (never a reused pid), and any other live child of ours (a server
-    // that could not be pinned, anything the library started).
+    // The servers by pidfd (never a reused pid), and any other live child of ours that was
+    // not there before the fleet (a server that could not be pinned, anything the library
+    // started for these servers).
     f.processes_left = pins.iter().filter(|p| !probe::exited(p)).count();
-    match probe::live_children_except(&pinned) {
-        Ok(others) => f.processes_left += others,
-        Err(e) => fail(&mut f, "count", 0, format!("counting processes left: {e}")),
+    let now = probe::live_children().map_err(|e| e.to_string());
+    match (now, helpers.map_err(|e| e.to_string())) {
+        (Ok(now), Ok(helpers)) => {
+            f.processes_left += now
+                .iter()
+                .filter(|p| !pinned.contains(p) && !helpers.contains(p))
+                .count()
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            fail(&mut f, "count", 0, format!("counting processes left: {e}"))
+        }
     }
     f
 }

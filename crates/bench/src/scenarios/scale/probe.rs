@@ -95,17 +95,15 @@ pub fn exited(pin: &OwnedFd) -> bool {
     }
 }
 
-/// Live children of this process (in `/proc`, parent us, state not `Z`/`X`), other than the
-/// pids in `except`.
-pub fn live_children_except(except: &[u32]) -> Result<usize> {
+/// Live children of this process (in `/proc`, parent us, state not `Z`/`X`).
+pub fn live_children() -> Result<Vec<u32>> {
     let me = std::process::id();
     Ok(std::fs::read_dir("/proc")?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| !except.contains(pid))
         .filter(
             |&pid| matches!(stat_of(pid), Some((s, ppid)) if ppid == me && s != 'Z' && s != 'X'),
         )
-        .count())
+        .collect())
 }
 
 /// `(state, ppid)` from `/proc/PID/stat`.
