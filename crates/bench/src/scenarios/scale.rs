@@ -17,6 +17,11 @@
 //! `extra_threads`, the threads of this process (`/proc/self/task`) after the close minus
 //! before it (the most of the reps). Repetitions alternate which side goes first; each costs
 //! 2,000 spawns, so the default is 3 (`--reps` to change).
+//!
+//! Then, after the runtime is gone, the contained rows (`contained_*`, see [`contained`]):
+//! 1,000 contained, stderr-captured, `Ready::output`-awaited servers alive at once against the
+//! same at 100 — per-server spawn→ready, close of all, peak threads and inotify instances, fds
+//! per server, and the cgroups and processes left (1 rep by default, `--reps` to change).
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -25,6 +30,9 @@ use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, Ending, Ladder, Signal, SocketMode};
 use tokio::runtime::Runtime;
+
+mod contained;
+mod probe;
 
 use super::Settings;
 use crate::fixture::{self, ms};
@@ -45,9 +53,17 @@ struct Rep {
 }
 
 pub fn run(settings: &Settings) -> Result<Vec<Row>> {
-    let reps = settings.reps_or(3);
     let (soft, hard) = raise_nofile()?;
-    eprintln!("scale: RLIMIT_NOFILE soft {soft} → {hard}, {N} children per side and rep");
+    eprintln!("scale: RLIMIT_NOFILE soft {soft} → {hard} (raised to the hard limit)");
+    let mut rows = tokio_rows(settings)?;
+    rows.extend(contained::rows(settings.reps_or(1)));
+    Ok(rows)
+}
+
+/// The `wall_ms` and `extra_threads` rows; the runtime they build is dropped on return.
+fn tokio_rows(settings: &Settings) -> Result<Vec<Row>> {
+    let reps = settings.reps_or(3);
+    eprintln!("scale: {N} children per side and rep");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
