@@ -437,10 +437,12 @@ fn handles_inherited_through_fork_leave_the_parents_children_alone() {
     assert!(out.contains("FORKED-EXIT code=Some(0)"), "{out}");
     assert!(out.contains("INHERITED detach ok socket=true"), "{out}");
     assert!(out.contains("INHERITED drained=true"), "{out}");
-    assert!(out.contains("GUARDIANS before-fork=2"), "{out}");
+    // One guardian for the parent's process, whatever the number of its contained children;
+    // the forked child's copies never talk to it (they belong to the parent).
+    assert!(out.contains("GUARDIANS before-fork=1"), "{out}");
     assert!(
-        out.contains("GUARDIANS after-forked-child=2"),
-        "the forked child's copy dismissed a guardian of the parent's:\n{out}"
+        out.contains("GUARDIANS after-forked-child=1"),
+        "the parent's guardian is gone after the forked child's close, drop and detach:\n{out}"
     );
     for tag in ["kept-plain", "kept-contained", "kept-detached"] {
         assert!(

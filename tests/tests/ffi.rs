@@ -351,5 +351,8 @@ fn c_close_after_the_guardian_was_killed_does_not_crash_a_host_with_default_sigp
         out.contains("close after the guardian died: closed, cgroup removed"),
         "{out}"
     );
-    assert!(out.contains("second close: closed, cgroup removed"), "{out}");
+    assert!(
+        out.contains("second close: closed, cgroup removed"),
+        "{out}"
+    );
 }

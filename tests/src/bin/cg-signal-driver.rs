@@ -19,9 +19,9 @@
 //!   flight, a portable spawn), then `fork()`s without `exec`; the forked child does it all
 //!   again (`FORKED …` lines) and must finish within a bound (`FORKED-EXIT …`).
 //! - `fork-inherited`: `fork()`s while holding three handles (two contained in a cgroup with
-//!   `exit_with_parent`, so with a guardian each); the forked child tries to kill, wait for,
-//!   close, drop and detach its copies; the parent then checks its servers and guardians are
-//!   untouched.
+//!   `exit_with_parent`, so guarded by the one guardian of the process); the forked child
+//!   tries to kill, wait for, close, drop and detach its copies; the parent then checks its
+//!   servers and its guardian are untouched.
 //! - `unlistable-group`, `signal-refused`, `no-reaper`, `group-watch`, `traced`: issue 12's
 //!   error and fallback paths (`tests/reaping.rs`): group members that cannot be listed,
 //!   signals refused with `EPERM`, no reaper thread, how a group is watched, a traced child.
@@ -872,17 +872,9 @@ fn fork_with_handles() {
     close("kept-detached", detached);
 }
 
-/// Our children that are live cgroup guardians (`sh` running the script that writes
-/// `cgroup.kill`), not zombies.
+/// This process's live cgroup guardians (one per process: `cgguard/<our pid>`).
 fn live_guardians() -> usize {
-    our_children()
-        .into_iter()
-        .filter(|&pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&cmdline).contains("cgroup.kill")
-                && childguard_tests::proc_state(pid).is_some_and(|s| s != 'Z')
-        })
-        .count()
+    childguard_tests::cgroups::guardians_of(std::process::id()).len()
 }
 
 /// Kills a process we pinned with a pidfd and waits (up to 10 s) until it is gone.
