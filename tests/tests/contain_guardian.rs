@@ -10,14 +10,23 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use childguard::{ChildHandle, Containment, SocketMode};
-use childguard_tests::cgroups::{cgroup_mount, cgroup_of, guardians_of, serial};
+use childguard_tests::cgroups::{cgroup_mount, cgroup_of, guardians_of, own_cgroup_dir, serial};
 use childguard_tests::{bin, eventually, exited_within, pidfd, proc_ppid, proc_state};
 
 /// A `cg-supervisor` of contained `exit_with_parent` servers (slowserver with `server_args`),
 /// with `ours` flags; returns it with every server's pid and ready line once all are ready.
 fn supervisor(ours: &[&str], server_args: &[&str]) -> (Child, Vec<(u32, String)>) {
+    supervisor_of(&bin("cg-slowserver"), ours, server_args)
+}
+
+/// [`supervisor`] of another program.
+fn supervisor_of(
+    program: &std::path::Path,
+    ours: &[&str],
+    server_args: &[&str],
+) -> (Child, Vec<(u32, String)>) {
     let mut sup = Command::new(bin("cg-supervisor"))
-        .arg(bin("cg-slowserver"))
+        .arg(program)
         .args(["--exit-with-parent", "--contain"])
         .args(ours)
         .arg("--")
@@ -78,6 +87,12 @@ fn kill_supervisor_and_expect_all_gone(mut sup: Child, pins: &[(u32, OwnedFd)], 
         .iter()
         .filter(|d| !eventually(Duration::from_secs(20), || !d.exists()))
         .collect();
+    for (_, fd) in pins {
+        exited_within(fd, Duration::from_secs(20));
+    }
+    for dir in &left {
+        let _ = std::fs::remove_dir(dir);
+    }
     assert!(
         outlived.is_empty(),
         "outlived their SIGKILLed supervisor by 20 s: {outlived:?}"
@@ -232,37 +247,52 @@ fn a_stopped_guardian_does_not_block_a_close() {
     assert!(cgroup.removed && !cgroup.path.exists(), "{report}");
 }
 
+/// A server whose two `setsid`'d sleepers never end by themselves (no socket writes that
+/// could `SIGPIPE` them, no reads that could see EOF): only a kill of every member of its
+/// cgroup ends them once the leader is gone.
+const SLEEPERS: &str = "setsid sleep 1000 & setsid sleep 1000 & echo READY; exec sleep 1000";
+
 #[test]
 fn without_cgroup_kill_the_guardian_freezes_kills_each_member_and_removes_the_cgroup() {
     let _serial = serial();
-    // Workers that left the server's session and ignore HUP/TERM: only a kill of every
-    // member of the cgroup ends them.
-    let server = [
-        "--daemonize",
-        "--workers",
-        "2",
-        "--setsid",
-        "--ignore",
-        "HUP,TERM",
-        "--ignore-eof",
-    ];
-    let (sup, servers) = supervisor(&["--no-cgroup-kill"], &server);
-    let (leader, ready) = &servers[0];
-    let mut tree = vec![*leader, field(ready, "grandchild=")];
-    tree.extend(
-        ready
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("workers="))
-            .unwrap()
-            .split(',')
-            .map(|p| p.parse::<u32>().unwrap()),
+    // A parent of our own: another process's sweep of stale cgroups (which kills those of
+    // dead supervisors in the parent it uses) must not do the guardian's job for it.
+    let parent =
+        Parent(own_cgroup_dir().join(format!("cg-guardian-freeze-{}", std::process::id())));
+    std::fs::create_dir(&parent.0).unwrap();
+    let (sup, servers) = supervisor_of(
+        std::path::Path::new("/bin/sh"),
+        &[
+            "--no-cgroup-kill",
+            "--cgroup-parent",
+            parent.0.to_str().unwrap(),
+        ],
+        &["-c", SLEEPERS],
     );
-    assert_eq!(tree.len(), 4, "{ready}");
-    let pins: Vec<(u32, OwnedFd)> = tree.iter().map(|&p| (p, pidfd(p))).collect();
-    let dir = cgroup_dir(*leader);
+    let (leader, _) = servers[0];
+    let dir = cgroup_dir(leader);
     assert!(
         dir.join("cgroup.freeze").exists(),
         "this kernel has no cgroup.freeze"
     );
+    let members: Vec<u32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let pins: Vec<(u32, OwnedFd)> = members.iter().map(|&p| (p, pidfd(p))).collect();
+    assert!(
+        members.len() >= 3,
+        "members of the server's cgroup: {members:?}"
+    );
     kill_supervisor_and_expect_all_gone(sup, &pins, &[dir]);
+}
+
+/// A cgroup directory of the test's, removed when the test ends (passed or failed).
+struct Parent(PathBuf);
+
+impl Drop for Parent {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
