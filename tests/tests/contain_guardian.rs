@@ -296,3 +296,73 @@ impl Drop for Parent {
         let _ = std::fs::remove_dir(&self.0);
     }
 }
+
+/// The first line pair (`CHILD <pid>`, ready line) still to come on `out`.
+fn next_child(out: &mut impl std::io::BufRead) -> (u32, String) {
+    let (mut child, mut ready) = (String::new(), String::new());
+    out.read_line(&mut child).unwrap();
+    out.read_line(&mut ready).unwrap();
+    let pid = child
+        .trim()
+        .strip_prefix("CHILD ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("cg-supervisor did not start its server: {child:?}"));
+    (pid, ready)
+}
+
+#[test]
+fn a_guardian_killed_by_hand_is_replaced_at_the_next_spawn_and_its_cgroups_handed_over() {
+    let _serial = serial();
+    // A parent of our own: another process's stale sweep must not do the guardian's job.
+    let parent = Parent(own_cgroup_dir().join(format!("cg-guardian-again-{}", std::process::id())));
+    std::fs::create_dir(&parent.0).unwrap();
+    let mut sup = Command::new(bin("cg-supervisor"))
+        .arg("/bin/sh")
+        .args([
+            "--exit-with-parent",
+            "--contain",
+            "--more-on-stdin",
+            "--cgroup-parent",
+        ])
+        .arg(&parent.0)
+        .args(["--", "-c", SLEEPERS])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(sup.stdout.take().unwrap());
+    let (first, _) = next_child(&mut out);
+    let first_dir = cgroup_dir(first);
+    let members = |dir: &PathBuf| -> Vec<(u32, OwnedFd)> {
+        std::fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .map(|p| (p, pidfd(p)))
+            .collect()
+    };
+    let mut pins = members(&first_dir);
+    let before = guardians_of(sup.id());
+    assert_eq!(before.len(), 1, "guardians of the supervisor: {before:?}");
+    let old = pidfd(before[0]);
+    childguard_tests::sigkill(before[0]);
+    assert!(
+        exited_within(&old, Duration::from_secs(20)),
+        "the guardian survived SIGKILL"
+    );
+    // The next guarded spawn.
+    use std::io::Write;
+    sup.stdin.as_mut().unwrap().write_all(b"more\n").unwrap();
+    let (second, _) = next_child(&mut out);
+    let second_dir = cgroup_dir(second);
+    pins.extend(members(&second_dir));
+    let after = guardians_of(sup.id());
+    let sup_pid = sup.id();
+    kill_supervisor_and_expect_all_gone(sup, &pins, &[first_dir, second_dir]);
+    assert_eq!(
+        after.len(),
+        1,
+        "guardians of {sup_pid} after the second spawn: {after:?}"
+    );
+    assert_ne!(after[0], before[0]);
+}

@@ -14,7 +14,8 @@
 //! failpoint `CgroupKill` (`ENOENT`: a kernel without `cgroup.kill`) before the first spawn,
 //! so the guardian uses its freeze fallback. `--leak-fd` first opens `/dev/null` *without*
 //! `O_CLOEXEC` (as a C library might), for the tests that check the guardian holds none of
-//! our fds.
+//! our fds. `--more-on-stdin` then, for each line read on stdin, spawns one more server and
+//! prints its two lines (until EOF, then sleeps until killed).
 
 #![deny(unsafe_code)]
 
@@ -33,6 +34,7 @@ fn main() {
     let exit_with_parent = ours.iter().any(|a| a == "--exit-with-parent");
     let from_thread = ours.iter().any(|a| a == "--from-thread");
     let close = ours.iter().any(|a| a == "--close");
+    let more_on_stdin = ours.iter().any(|a| a == "--more-on-stdin");
     let count: usize = ours
         .iter()
         .position(|a| a == "--count")
@@ -74,9 +76,7 @@ fn main() {
         }
         builder.spawn()
     };
-    let mut lines = String::new();
-    let mut handles = Vec::new();
-    for _ in 0..count {
+    let spawn_one = |handles: &mut Vec<ChildHandle>| -> String {
         let handle = if from_thread {
             // The spawning thread exits at once: PDEATHSIG must not fire because of that.
             std::thread::spawn(build.clone())
@@ -94,8 +94,14 @@ fn main() {
         BufReader::new(socket)
             .read_line(&mut line)
             .expect("READY line");
-        lines.push_str(&format!("CHILD {}\n{line}", handle.id().expect("pid")));
+        let lines = format!("CHILD {}\n{line}", handle.id().expect("pid"));
         handles.push(handle);
+        lines
+    };
+    let mut lines = String::new();
+    let mut handles = Vec::new();
+    for _ in 0..count {
+        lines.push_str(&spawn_one(&mut handles));
     }
     if close {
         for handle in handles {
@@ -115,6 +121,17 @@ fn main() {
     let _ = stdout.write_all(lines.as_bytes());
     let _ = stdout.flush();
     drop(stdout);
+    if more_on_stdin {
+        for line in std::io::stdin().lines() {
+            if line.is_err() {
+                break;
+            }
+            let lines = spawn_one(&mut handles);
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(lines.as_bytes());
+            let _ = stdout.flush();
+        }
+    }
     // Keep the handles (and the sockets) open until we are killed.
     std::mem::forget(handles);
     loop {
