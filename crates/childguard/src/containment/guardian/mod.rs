@@ -44,7 +44,7 @@
 //! `cgroup.kill` (where that file is missing, Linux < 5.14: freeze → `SIGKILL` each member of
 //! the subtree → thaw, as `kill.rs` does), then removes it bottom-up with the cgroups the
 //! server made inside it (as `trim.rs` does), retrying while the killed tree exits, for at
-//! most 5 s; then it exits. At a normal close the host sends `R` and the guardian lives on
+//! most 10 s; then it exits. At a normal close the host sends `R` and the guardian lives on
 //! for the next child.
 //!
 //! # Races closed

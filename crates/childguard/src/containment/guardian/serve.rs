@@ -21,7 +21,7 @@ use crate::sys::guardian as sys;
 
 /// How long, after the host died, the guardian keeps trying to remove the killed cgroups
 /// (the killed tree takes a moment to exit; a member in D state may take longer).
-const REMOVE_FOR: Duration = Duration::from_secs(5);
+const REMOVE_FOR: Duration = Duration::from_secs(10);
 
 /// What the guardian is given, prepared by the host before the fork (plain values: the fork
 /// copies them).
