@@ -348,7 +348,7 @@ fn c_close_after_the_guardian_was_killed_does_not_crash_a_host_with_default_sigp
     let out = c_test("guardian_gone");
     assert!(out.contains("guardian killed by hand"), "{out}");
     assert!(
-        out.contains("close after the guardian died: closed, cgroup removed"),
+        out.contains("close after the guardian died: closed, cgroup removed, unguarded noted"),
         "{out}"
     );
     assert!(

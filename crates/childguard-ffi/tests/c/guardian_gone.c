@@ -78,13 +78,21 @@ static cg_handle *guarded(const char *server) {
     return h;
 }
 
-static void close_ok(cg_handle *h, const char *what) {
+/* Closes `h`: the close succeeds and removes the cgroup. With `unguarded`, its report's notes
+ * must say the guardian was gone. */
+static void close_ok(cg_handle *h, const char *what, bool unguarded) {
     cg_report *r = NULL;
     OK(cg_close(h, &r));
     struct stat st;
     CHECK(r->cgroup_path != NULL && r->cgroup_removed && stat(r->cgroup_path, &st) == -1,
           "%s: cgroup not removed: %s", what, r->summary);
-    printf("%s: closed, cgroup removed\n", what);
+    char *json = cg_report_json(r);
+    CHECK(json != NULL, "cg_report_json: %s", cg_last_error_message());
+    bool noted = strstr(json, "the guardian was gone") != NULL;
+    CHECK(noted == unguarded, "%s: the note on the guardian %s: %s", what,
+          unguarded ? "is missing" : "is there", json);
+    cg_string_free(json);
+    printf("%s: closed, cgroup removed%s\n", what, unguarded ? ", unguarded noted" : "");
     cg_report_free(r);
 }
 
@@ -108,12 +116,12 @@ int main(int argc, char **argv) {
     }
     CHECK(dead, "guardian %d still alive 20 s after SIGKILL", pids[0]);
     printf("guardian killed by hand\n");
-    close_ok(h, "close after the guardian died");
+    close_ok(h, "close after the guardian died", true);
 
     /* The next guarded spawn gets a new guardian. */
     h = guarded(server);
     n = guardians(pids, 64);
     CHECK(n == 1, "%d guardians after the second spawn, not 1", n);
-    close_ok(h, "second close");
+    close_ok(h, "second close", false);
     return 0;
 }
