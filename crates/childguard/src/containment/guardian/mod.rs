@@ -104,7 +104,7 @@ use table::Table;
 
 /// How long a start waits for the guardian's hello (it is up within milliseconds; this bound
 /// only keeps a spawn from waiting forever on a guardian that was stopped at birth).
-pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(10);
 
 /// The send buffer asked for the host's end (capped by `net.core.wmem_max` without root): room
 /// for thousands of queued messages before a guardian that does not read makes sends fail.
@@ -177,31 +177,45 @@ pub(crate) fn register(dir: &Path) -> io::Result<Registration> {
             ),
         ));
     }
-    let mut st = lock(client());
-    if st.link.as_ref().is_some_and(|l| !l.alive()) {
-        st.lost("found dead at a spawn");
-    }
-    if !Table::fits(st.registered.len(), st.bytes, path.len()) {
-        return Err(io::Error::other(format!(
-            "{}: the guardian's table is full ({} cgroups, {} bytes of paths; at most {} and {})",
-            dir.display(),
-            st.registered.len(),
-            st.bytes,
-            table::MAX_ENTRIES,
-            table::ARENA
-        )));
-    }
-    let id = st.next_id;
-    st.next_id += 1;
+    let client = client();
     let mut msg = Vec::with_capacity(9 + path.len());
-    msg.push(table::ADD);
-    msg.extend_from_slice(&id.to_le_bytes());
-    msg.extend_from_slice(path);
     // A guardian that died since it last read is replaced once.
     for _ in 0..2 {
-        st.connect()?;
+        let mut st = lock(client);
+        if st.link.as_ref().is_some_and(|l| !l.alive()) {
+            st.lost("found dead at a spawn");
+        }
+        if st.link.is_none() {
+            // Started without the lock held: a close meanwhile (its `R`) is not held up by
+            // the fork and the wait for the hello.
+            drop(st);
+            let link = Link::start()?;
+            st = lock(client);
+            // Another thread's start may have won: ours then reads EOF, with nothing
+            // registered, and exits.
+            if st.link.is_none() {
+                st.install(link)?;
+            }
+        }
+        if !Table::fits(st.registered.len(), st.bytes, path.len()) {
+            return Err(io::Error::other(format!(
+                "{}: the guardian's table is full ({} cgroups, {} bytes of paths; at most {} \
+                 and {})",
+                dir.display(),
+                st.registered.len(),
+                st.bytes,
+                table::MAX_ENTRIES,
+                table::ARENA
+            )));
+        }
+        let id = st.next_id;
+        msg.clear();
+        msg.push(table::ADD);
+        msg.extend_from_slice(&id.to_le_bytes());
+        msg.extend_from_slice(path);
         match st.send_in_order(&msg) {
             Ok(()) => {
+                st.next_id += 1;
                 st.bytes += path.len();
                 st.registered.insert(id, path.to_vec());
                 return Ok(Registration {
@@ -288,12 +302,9 @@ impl Drop for Registration {
 }
 
 impl State {
-    /// Starts a guardian if there is none, and hands it every cgroup still registered.
-    fn connect(&mut self) -> io::Result<()> {
-        if self.link.is_some() {
-            return Ok(());
-        }
-        let link = Link::start()?;
+    /// Takes `link` as this process's guardian, and hands it every cgroup still registered
+    /// (those of a guardian that died).
+    fn install(&mut self, link: Link) -> io::Result<()> {
         crate::trace::guardian_started(link.pid, self.registered.len());
         self.link = Some(link);
         // Removes not sent went to a guardian that is gone; those cgroups are removed.
