@@ -444,6 +444,10 @@ fn handles_inherited_through_fork_leave_the_parents_children_alone() {
         out.contains("GUARDIANS after-forked-child=1"),
         "the parent's guardian is gone after the forked child's close, drop and detach:\n{out}"
     );
+    // The forked child's own contained child: a guardian of its own, the parent's still one.
+    assert!(out.contains("FORKED-GUARDIANS own=1 parents=1"), "{out}");
+    let own = driver_report(&out, "forked-own");
+    assert_eq!(own["cgroup"]["removed"], true, "{own}");
     for tag in ["kept-plain", "kept-contained", "kept-detached"] {
         assert!(
             out.contains(&format!("AFTER tag={tag} running=true")),

@@ -840,6 +840,18 @@ fn fork_with_handles() {
         // Whatever the detach handed to this process's reaper is done with before we leave.
         let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
         println!("INHERITED drained={drained}");
+        // A contained child of its own: this process gets a guardian of its own (one per
+        // process), the parent's is left alone.
+        let own = contained_spawn("forked-own");
+        println!(
+            "FORKED-GUARDIANS own={} parents={}",
+            live_guardians(),
+            childguard_tests::cgroups::guardians_of(
+                rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32)
+            )
+            .len()
+        );
+        close("forked-own", own);
         std::io::stdout().flush().ok();
         // Not returning into main.
         childguard_tests::sys::exit_now(0);
