@@ -9,7 +9,9 @@
 //! async-signal-safe), allocate nothing and do not panic; errors come back as the `errno`
 //! value, read right after the call in the same thread. The guardian's other calls go through
 //! rustix, whose Linux backend makes raw system calls itself (no libc, no `errno`, no lock)
-//! and allocates nothing when given `&CStr` paths and buffers of ours.
+//! and allocates nothing when given `&CStr` paths and buffers of ours — except its lazy vDSO
+//! and auxiliary-vector lookups (`clock_gettime`, `page_size`), which the guardian never
+//! calls ([`monotonic`] instead).
 
 use std::ffi::c_long;
 use std::io;
@@ -296,4 +298,24 @@ pub(crate) fn borrow_own(fd: RawFd) -> BorrowedFd<'static> {
     // `close_all_except`; nothing in the guardian closes them before it exits, so the borrow
     // is valid for its whole life.
     unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+/// `clock_gettime(2)` `CLOCK_MONOTONIC`, through the C library (async-signal-safe, and its
+/// vDSO lookup was done at the host's start). Not rustix's: its first call in a process looks
+/// the vDSO up through the auxiliary vector, which may allocate — after a fork of a
+/// multi-threaded process, where `malloc`'s lock may be held forever.
+pub(crate) fn monotonic() -> std::time::Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call; CLOCK_MONOTONIC always exists on Linux,
+    // so the call cannot fail (and `t` stays zero if it did).
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t);
+    }
+    std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }

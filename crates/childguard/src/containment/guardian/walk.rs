@@ -249,10 +249,9 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// `clock_gettime(CLOCK_MONOTONIC)` as a duration since boot.
+/// The monotonic clock (see [`crate::sys::guardian::monotonic`] for why not rustix's).
 pub(crate) fn now() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    crate::sys::guardian::monotonic()
 }
 
 /// `nanosleep(2)` for `d` (an interrupted sleep is just shorter).
