@@ -36,3 +36,33 @@ pub fn own_cgroup_dir() -> PathBuf {
     let ours = cgroup_of(std::process::id()).expect("our own /proc/self/cgroup has a 0:: line");
     cgroup_mount().join(ours.trim_start_matches('/'))
 }
+
+/// The live guardians of process `sup`: the process named `cgguard/<sup>` (one per process,
+/// issue 21), or the old kind — `/bin/sh` children of `sup` running the guardian script
+/// (`childguard-guardian` in their argv) — so that a test of the one-guardian behaviour fails
+/// on the old code by what it asserts, not by finding nothing.
+pub fn guardians_of(sup: u32) -> Vec<u32> {
+    let mut name = format!("cgguard/{sup}");
+    name.truncate(15);
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !crate::is_alive(pid) {
+            continue;
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let old_kind = crate::proc_ppid(pid) == Some(sup)
+            && String::from_utf8_lossy(&cmdline).contains("childguard-guardian");
+        if comm.trim_end() == name || old_kind {
+            found.push(pid);
+        }
+    }
+    found
+}

@@ -339,3 +339,20 @@ fn c_capture_tail_and_parent_death_signal() {
     assert!(out.contains("capture_tail: 3 lines kept"), "{out}");
     assert!(out.contains("signo 12345 is not a signal number"), "{out}");
 }
+
+/// Issue 21: a C host keeps `SIGPIPE` at its default; its guardian is `SIGKILL`ed by hand;
+/// `cg_close` must succeed, not kill the host (the old `/bin/sh` guardian's dismissal wrote
+/// to a pipe whose reader was dead: exit 141). The next spawn gets a new guardian.
+#[test]
+fn c_close_after_the_guardian_was_killed_does_not_crash_a_host_with_default_sigpipe() {
+    let out = c_test("guardian_gone");
+    assert!(out.contains("guardian killed by hand"), "{out}");
+    assert!(
+        out.contains("close after the guardian died: closed, cgroup removed, unguarded noted"),
+        "{out}"
+    );
+    assert!(
+        out.contains("second close: closed, cgroup removed"),
+        "{out}"
+    );
+}

@@ -19,9 +19,9 @@
 //!   flight, a portable spawn), then `fork()`s without `exec`; the forked child does it all
 //!   again (`FORKED …` lines) and must finish within a bound (`FORKED-EXIT …`).
 //! - `fork-inherited`: `fork()`s while holding three handles (two contained in a cgroup with
-//!   `exit_with_parent`, so with a guardian each); the forked child tries to kill, wait for,
-//!   close, drop and detach its copies; the parent then checks its servers and guardians are
-//!   untouched.
+//!   `exit_with_parent`, so guarded by the one guardian of the process); the forked child
+//!   tries to kill, wait for, close, drop and detach its copies; the parent then checks its
+//!   servers and its guardian are untouched.
 //! - `unlistable-group`, `signal-refused`, `no-reaper`, `group-watch`, `traced`: issue 12's
 //!   error and fallback paths (`tests/reaping.rs`): group members that cannot be listed,
 //!   signals refused with `EPERM`, no reaper thread, how a group is watched, a traced child.
@@ -840,6 +840,18 @@ fn fork_with_handles() {
         // Whatever the detach handed to this process's reaper is done with before we leave.
         let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
         println!("INHERITED drained={drained}");
+        // A contained child of its own: this process gets a guardian of its own (one per
+        // process), the parent's is left alone.
+        let own = contained_spawn("forked-own");
+        println!(
+            "FORKED-GUARDIANS own={} parents={}",
+            live_guardians(),
+            childguard_tests::cgroups::guardians_of(
+                rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32)
+            )
+            .len()
+        );
+        close("forked-own", own);
         std::io::stdout().flush().ok();
         // Not returning into main.
         childguard_tests::sys::exit_now(0);
@@ -872,17 +884,9 @@ fn fork_with_handles() {
     close("kept-detached", detached);
 }
 
-/// Our children that are live cgroup guardians (`sh` running the script that writes
-/// `cgroup.kill`), not zombies.
+/// This process's live cgroup guardians (one per process: `cgguard/<our pid>`).
 fn live_guardians() -> usize {
-    our_children()
-        .into_iter()
-        .filter(|&pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&cmdline).contains("cgroup.kill")
-                && childguard_tests::proc_state(pid).is_some_and(|s| s != 'Z')
-        })
-        .count()
+    childguard_tests::cgroups::guardians_of(std::process::id()).len()
 }
 
 /// Kills a process we pinned with a pidfd and waits (up to 10 s) until it is gone.

@@ -37,6 +37,11 @@ pub enum Point {
     Kill,
     /// Starting the background reaper thread (`reaper.rs`: `pthread_create`).
     ReaperStart,
+    /// Writing a cgroup's `cgroup.kill` (`containment/kill.rs`, and the guardian): armed with
+    /// `ENOENT`, the host looks like a kernel before 5.14, and the freeze fallback runs. The
+    /// guardian takes the setting at its start (it is a separate process): arm it before the
+    /// process's first contained `exit_with_parent` spawn.
+    CgroupKill,
 }
 
 #[cfg(feature = "failpoints")]
@@ -45,7 +50,7 @@ mod armed {
 
     use super::Point;
 
-    const POINTS: usize = 9;
+    const POINTS: usize = 10;
     static ERRNO: [AtomicI32; POINTS] = [const { AtomicI32::new(0) }; POINTS];
     static HITS: [AtomicU64; POINTS] = [const { AtomicU64::new(0) }; POINTS];
 
@@ -60,6 +65,7 @@ mod armed {
             Point::KillProcessGroup => 6,
             Point::Kill => 7,
             Point::ReaperStart => 8,
+            Point::CgroupKill => 9,
         }
     }
 

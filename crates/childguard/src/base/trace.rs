@@ -138,3 +138,20 @@ pub(crate) fn cgroup_killed(_path: &Path, _members: usize, _how: &str) {
     tracing::info!(target: "childguard", path = %_path.display(), members = _members,
         how = _how, "cgroup killed");
 }
+
+/// This process's guardian started (pid), handed `_cgroups` registered cgroups.
+#[cfg(target_os = "linux")]
+#[inline]
+pub(crate) fn guardian_started(_pid: u32, _cgroups: usize) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "childguard", guardian = _pid, cgroups = _cgroups, "guardian started");
+}
+
+/// This process's guardian is gone: the `_cgroups` registered ones are unguarded until the
+/// next contained `exit_with_parent` spawn starts another.
+#[cfg(target_os = "linux")]
+#[inline]
+pub(crate) fn guardian_lost(_pid: u32, _cgroups: usize, _why: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(target: "childguard", guardian = _pid, cgroups = _cgroups, why = _why, "guardian lost");
+}

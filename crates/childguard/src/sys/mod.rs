@@ -9,6 +9,8 @@ use std::process::Command;
 use crate::base::signal::Signal;
 
 #[cfg(target_os = "linux")]
+pub(crate) mod guardian;
+#[cfg(target_os = "linux")]
 pub(crate) mod peer;
 
 /// Converts our validated [`Signal`] into rustix's type.

@@ -20,7 +20,7 @@ use rustix::fs::{Mode, OFlags};
 
 use super::events::Watch;
 use super::explain::explain;
-use super::guardian::Guardian;
+use super::guardian::Registration;
 use super::mount;
 use super::name::{own_tags, PREFIX};
 
@@ -34,8 +34,9 @@ pub(crate) struct Cgroup {
     procs: OwnedFd,
     watch: Watch,
     removed: bool,
-    /// With `exit_with_parent`: kills the cgroup if this process dies first.
-    guardian: Option<Guardian>,
+    /// With `exit_with_parent`: its entry in this process's guardian, which kills the cgroup
+    /// if this process dies first.
+    guardian: Option<Registration>,
     /// For the close report: what the sweep of stale cgroups did before this one was made.
     notes: Vec<String>,
     /// Why the last removal failed (the directory that stayed), for the close report.
@@ -151,9 +152,10 @@ impl Cgroup {
         Cgroup::open(dir, hierarchy_path)
     }
 
-    /// Starts a [`Guardian`] for this cgroup (before the child is spawned into it).
+    /// Registers this cgroup with this process's guardian, starting it if needed (before the
+    /// child is spawned into it: see [`super::guardian`]).
     pub(crate) fn guard(&mut self) -> io::Result<()> {
-        self.guardian = Some(Guardian::start(&self.dir)?);
+        self.guardian = Some(super::guardian::register(&self.dir)?);
         Ok(())
     }
 
@@ -209,9 +211,10 @@ impl Cgroup {
         }
         self.removed = true;
         self.remove_error = None;
-        // Nothing left to guard.
-        if let Some(mut guardian) = self.guardian.take() {
-            guardian.dismiss();
+        // Nothing left to guard. Never blocks, never raises SIGPIPE; a guardian found gone
+        // is a note for the report, not an error.
+        if let Some(note) = self.guardian.take().and_then(|g| g.dismiss()) {
+            self.notes.push(note);
         }
         Ok(())
     }
@@ -236,8 +239,8 @@ impl Drop for Cgroup {
     fn drop(&mut self) {
         put_back(std::mem::take(&mut self.notes));
         let _ = self.remove();
-        // A cgroup that could not be removed (members in D state): the guardian is dismissed
-        // by its own drop, after this, without a kill.
+        // A cgroup that could not be removed (members in D state): its registration is
+        // dismissed by its own drop, after this, without a kill.
     }
 }
 

@@ -27,7 +27,9 @@ const FREEZE_WAIT: Duration = Duration::from_secs(1);
 pub(crate) fn kill_all(cgroup: &Cgroup) -> io::Result<usize> {
     // Counted before the kill, for the report (the kill itself reads no pid).
     let count = members::pids(cgroup)?.len();
-    match write_file(cgroup, "cgroup.kill", b"1") {
+    let written = crate::failpoint::check(crate::failpoint::Point::CgroupKill)
+        .and_then(|()| write_file(cgroup, "cgroup.kill", b"1"));
+    match written {
         Ok(()) => {
             crate::base::trace::cgroup_killed(cgroup.dir(), count, "cgroup.kill");
             Ok(count)

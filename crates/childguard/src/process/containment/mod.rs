@@ -14,8 +14,9 @@
 //!   wait when it changes.
 //! - [`members`]: the cgroup's processes as pidfds, each checked to be in the cgroup after
 //!   it was opened, for a signal to every member.
-//! - `guardian`: a process that kills (and removes) the cgroup if we die first
-//!   (`exit_with_parent`).
+//! - `guardian`: one process for this whole process (forked without exec, started at the
+//!   first `exit_with_parent` contained spawn) that kills and removes every cgroup still
+//!   registered with it if we die first.
 //! - [`kill`]: `cgroup.kill` (Linux 5.14), or freeze → `SIGKILL` each member → thaw.
 //!
 //! The child is placed before it execs (see `sys::install_child_setup`): it writes `0` to the

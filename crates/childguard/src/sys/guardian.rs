@@ -1,0 +1,321 @@
+//! The unsafe half of the guardian (`containment/guardian`): the double fork that makes it,
+//! and the few calls its life needs that rustix has no safe wrapper for here (`mmap(2)`,
+//! `sigaction(2)`, `close_range(2)`, `_exit(2)`).
+//!
+//! Everything the forked processes run is async-signal-safe: the guardian is a copy of one
+//! thread of a multi-threaded process, so a lock another thread held at the fork stays locked
+//! forever in it (`malloc`'s, stdio's, std's), and it never takes one. These wrappers make one
+//! system call each (through `libc::syscall` or a libc function POSIX lists as
+//! async-signal-safe), allocate nothing and do not panic; errors come back as the `errno`
+//! value, read right after the call in the same thread. The guardian's other calls go through
+//! rustix, whose Linux backend makes raw system calls itself (no libc, no `errno`, no lock)
+//! and allocates nothing when given `&CStr` paths and buffers of ours — except its lazy vDSO
+//! and auxiliary-vector lookups (`clock_gettime`, `page_size`), which the guardian never
+//! calls ([`monotonic`] instead).
+
+use std::ffi::c_long;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::ptr;
+
+
+/// The calling thread's `errno` (right after a failed call).
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Every signal blocked in the calling thread until dropped, which restores the previous mask:
+/// around the fork, so that no handler of the host runs in the new processes before the
+/// guardian has replaced them all ([`reset_signals`]).
+struct SignalsBlocked {
+    previous: libc::sigset_t,
+}
+
+impl SignalsBlocked {
+    /// `pthread_sigmask(3)` `SIG_SETMASK` with a full set (`sigfillset(3)`).
+    fn all() -> io::Result<SignalsBlocked> {
+        let mut all = MaybeUninit::<libc::sigset_t>::uninit();
+        let mut previous = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigfillset initialises the set behind the valid pointer it is given.
+        let all = unsafe {
+            libc::sigfillset(all.as_mut_ptr());
+            all.assume_init()
+        };
+        // SAFETY: both pointers are valid sigset_t buffers for the call; only this thread's
+        // mask changes.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, previous.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(SignalsBlocked {
+            // SAFETY: pthread_sigmask returned 0, so it filled `previous`.
+            previous: unsafe { previous.assume_init() },
+        })
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: `previous` is the initialised mask saved by `all`; a null old set is allowed.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.previous, ptr::null_mut());
+        }
+    }
+}
+
+/// `clone(2)` with no flag but the exit signal: `fork(2)` without glibc's wrapper, so no
+/// `pthread_atfork` handler of the host (a C library, Python) runs in the copy. Returns 0 in
+/// the new process, its pid in the caller.
+fn raw_fork(exit_signal: i32) -> Result<i32, i32> {
+    let flags = exit_signal as c_long;
+    // SAFETY: without CLONE_VM the new process gets a copy of the address space and runs on
+    // its copy of this stack, returning from this same call (as fork does); null stack, tid
+    // and tls pointers are what a fork-like clone passes. What the copy runs afterwards is
+    // argued at the call sites (`fork_guardian`). s390x takes the stack first.
+    #[cfg(not(target_arch = "s390x"))]
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            0 as c_long,
+            0 as c_long,
+            0 as c_long,
+            0 as c_long,
+        )
+    };
+    // SAFETY: as above.
+    #[cfg(target_arch = "s390x")]
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            0 as c_long,
+            flags,
+            0 as c_long,
+            0 as c_long,
+            0 as c_long,
+        )
+    };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(rc as i32)
+}
+
+/// Starts the guardian: a double fork, so that it is not our child (no zombie of ours, no
+/// `SIGCHLD` for the host, reparented to init or the nearest subreaper). The intermediate
+/// process is cloned with exit signal 0 — the host gets no `SIGCHLD` for it, and a
+/// `waitpid(-1)` of the host's own (without `__WALL`) neither sees nor reaps it — makes the
+/// guardian, exits at once, and is reaped here. Every signal is blocked in this thread around
+/// the fork, so no handler of the host ever runs in either copy.
+///
+/// Returns once the intermediate is reaped; the guardian reports on `args.sock` (see
+/// `serve::run`, passed in as `body` so that this layer does not import the one above it).
+/// Fails if either fork fails.
+pub(crate) fn fork_guardian<A>(args: &A, body: fn(&A) -> !) -> io::Result<()> {
+    let blocked = SignalsBlocked::all()?;
+    let intermediate = raw_fork(0);
+    if intermediate == Ok(0) {
+        // The intermediate: a copy of this thread only. It forks and exits, nothing else.
+        let code = match raw_fork(libc::SIGCHLD) {
+            // SAFETY-relevant: `body` (`serve::run`) runs only async-signal-safe code (its
+            // module docs and this file's); it never returns.
+            Ok(0) => body(args),
+            Ok(_) => 0,
+            Err(_) => 1,
+        };
+        exit_now(code);
+    }
+    drop(blocked);
+    let pid = intermediate.map_err(io::Error::from_raw_os_error)?;
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: `status` is a valid int for the call; `pid` is our own unreaped child (only
+        // a __WALL or __WCLONE wait can reap a child whose exit signal is 0).
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if rc == pid {
+            break;
+        }
+        match errno() {
+            libc::EINTR => continue,
+            // Reaped by someone else (a host waiting with __WALL): its status is lost.
+            libc::ECHILD => return Ok(()),
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::other(
+            "the guardian could not be forked (the intermediate process failed)",
+        ))
+    }
+}
+
+/// `_exit(2)`: ends this process at once (no atexit handler, no stdio flush: nothing of the
+/// host's state is touched).
+pub(crate) fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit makes the exit_group system call and never returns.
+    unsafe { libc::_exit(code) }
+}
+
+/// `sigaction(2)` for every signal, then `sigprocmask(2)` with an empty mask: no handler of
+/// the host can run in the guardian. `SIGINT`, `SIGTERM`, `SIGHUP`, `SIGPIPE` and every other
+/// signal whose default ends or stops a process are ignored (a `killpg`, a Ctrl-C at the
+/// host's terminal, a `kill` by name meant for the host do nothing to it); the synchronous
+/// fault signals and `SIGCHLD` get their default. Only `SIGKILL` (and `SIGSTOP`) still act.
+pub(crate) fn reset_signals() {
+    for signo in 1..=64 {
+        if signo == libc::SIGKILL || signo == libc::SIGSTOP {
+            continue;
+        }
+        let default = matches!(
+            signo,
+            libc::SIGSEGV
+                | libc::SIGBUS
+                | libc::SIGFPE
+                | libc::SIGILL
+                | libc::SIGTRAP
+                | libc::SIGSYS
+                | libc::SIGABRT
+                | libc::SIGCHLD
+        );
+        let mut action = MaybeUninit::<libc::sigaction>::zeroed();
+        // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags); we set its
+        // handler to SIG_IGN or SIG_DFL, which need no code of ours. sigaction(2) is
+        // async-signal-safe; the glibc-reserved signals it refuses (EINVAL) are skipped.
+        unsafe {
+            let action = action.as_mut_ptr();
+            (*action).sa_sigaction = if default {
+                libc::SIG_DFL
+            } else {
+                libc::SIG_IGN
+            };
+            libc::sigaction(signo, action, ptr::null_mut());
+        }
+    }
+    let mut empty = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the valid set; sigprocmask reads it (async-signal-safe).
+    unsafe {
+        libc::sigemptyset(empty.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), ptr::null_mut());
+    }
+}
+
+/// `close_range(2)` around each fd of `keep` (ascending): every other fd of this process is
+/// closed. Where the call does not exist (Linux < 5.9) a `close(2)` loop up to `limit`.
+pub(crate) fn close_all_except(keep: &[RawFd], limit: u32) {
+    let mut first: u32 = 0;
+    let mut ranges_ok = true;
+    let mut close_range = |from: u32, to: u32| {
+        // SAFETY: integer arguments; closes entries of this process's own fd table (a copy
+        // of the host's: the host's fds stay open).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                from as c_long,
+                to as c_long,
+                0 as c_long,
+            )
+        };
+        ranges_ok &= rc == 0;
+    };
+    for &fd in keep.iter().filter(|&&fd| fd >= 0) {
+        let fd = fd as u32;
+        if fd > first {
+            close_range(first, fd - 1);
+        }
+        first = fd.saturating_add(1);
+    }
+    close_range(first, u32::MAX);
+    if !ranges_ok {
+        for fd in 0..limit as RawFd {
+            if !keep.contains(&fd) {
+                // SAFETY: close(2) of one fd number of our own table; EBADF for a free slot.
+                unsafe {
+                    libc::close(fd);
+                }
+            }
+        }
+    }
+}
+
+/// `mmap(2)`: `len` bytes of fresh private anonymous memory, zero-filled by the kernel and
+/// committed only as touched (`MAP_NORESERVE`). Never unmapped: it lives as long as the
+/// guardian. This is how the guardian gets memory without allocating.
+pub(crate) fn map_zeroed(len: usize) -> Result<&'static mut [u8], i32> {
+    // SAFETY: a null hint without MAP_FIXED, fd -1, offset 0: the kernel picks a fresh range
+    // that overlaps nothing we use.
+    let addr = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED || addr.is_null() {
+        return Err(errno());
+    }
+    // SAFETY: the mapping is `len` readable, writable, zeroed bytes (zero is a valid u8),
+    // aligned to a page, never unmapped, and nothing else refers to it.
+    Ok(unsafe { std::slice::from_raw_parts_mut(addr.cast::<u8>(), len) })
+}
+
+/// [`map_zeroed`] seen as bytes not yet written, for the buffers `getdents(2)` fills.
+pub(crate) fn map_uninit(len: usize) -> Result<&'static mut [MaybeUninit<u8>], i32> {
+    let bytes = map_zeroed(len)?;
+    let (ptr, len) = (bytes.as_mut_ptr(), bytes.len());
+    // SAFETY: MaybeUninit<u8> has u8's layout; the slice covers the same mapping and the
+    // `&mut [u8]` it came from is consumed here, so nothing reads it as initialised bytes.
+    Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<MaybeUninit<u8>>(), len) })
+}
+
+/// `getrlimit(2)` `RLIMIT_NOFILE`'s soft limit, capped at 2²⁰ (the bound of the `close` loop
+/// where `close_range(2)` is missing). Called in the host, before the fork.
+pub(crate) fn close_loop_limit() -> u32 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit buffer for the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if rc != 0 {
+        return 1 << 20;
+    }
+    lim.rlim_cur.min(1 << 20) as u32
+}
+
+/// Borrows one of the guardian's own two fds (its socket end, the host's pidfd) for the rest
+/// of its life. Only for those: they are kept by [`close_all_except`] and closed by nothing
+/// until the guardian exits.
+pub(crate) fn borrow_own(fd: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: the callers (`serve::run`) pass only the two fd numbers they kept open across
+    // `close_all_except`; nothing in the guardian closes them before it exits, so the borrow
+    // is valid for its whole life.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+/// `clock_gettime(2)` `CLOCK_MONOTONIC`, through the C library (async-signal-safe, and its
+/// vDSO lookup was done at the host's start). Not rustix's: its first call in a process looks
+/// the vDSO up through the auxiliary vector, which may allocate — after a fork of a
+/// multi-threaded process, where `malloc`'s lock may be held forever.
+pub(crate) fn monotonic() -> std::time::Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call; CLOCK_MONOTONIC always exists on Linux,
+    // so the call cannot fail (and `t` stays zero if it did).
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t);
+    }
+    std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
