@@ -58,6 +58,7 @@ mod climb;
 mod close_control;
 mod command_debug;
 mod containment;
+mod core;
 mod detach;
 mod error;
 mod exec_check;

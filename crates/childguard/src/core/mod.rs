@@ -1,0 +1,8 @@
+//! The core: the one event loop that carries every background watch of the library
+//! ([`event_loop`]), its deadline heap ([`timers`]) and its one inotify instance
+//! ([`inotify`], Linux).
+
+pub(crate) mod event_loop;
+#[cfg(target_os = "linux")]
+pub(crate) mod inotify;
+mod timers;
