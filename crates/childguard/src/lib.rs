@@ -87,7 +87,10 @@ mod sys;
 pub mod tokio;
 mod trace;
 
-pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, MAX_LINE_BYTES};
+pub use capture::{
+    Capture, OutputStream, CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES, DEFAULT_TAIL_BYTES,
+    DEFAULT_TAIL_LINES, MAX_LINE_BYTES,
+};
 pub use close_control::CloseControl;
 pub use containment::{CgroupReport, Containment, KillMode};
 pub use detach::DetachError;

@@ -219,6 +219,13 @@ impl Ops {
         Some(slot.fd)
     }
 
+    /// The fd of the source `id`, while it is watched.
+    pub(crate) fn fd(&self, id: IoId) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        let slot = self.io.get((id.0 & 0xffff_ffff) as usize)?.as_ref()?;
+        (slot.generation == (id.0 >> 32) as u32).then(|| slot.fd.as_fd())
+    }
+
     /// Runs `f` once `at` has come (on the loop thread).
     pub(crate) fn add_timer(&mut self, at: Instant, f: impl FnOnce(&mut Ops) + 'static) -> TimerId {
         self.timers.add(at, Box::new(f))
