@@ -93,6 +93,7 @@ pub use capture::{
 };
 pub use close_control::CloseControl;
 pub use containment::{CgroupReport, Containment, KillMode};
+pub use crate::core::MAX_BACKGROUND_THREADS;
 pub use detach::DetachError;
 pub use error::{Error, ErrorKind, Result};
 pub use exit_watch::ExitWatch;

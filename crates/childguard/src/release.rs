@@ -45,8 +45,55 @@ use std::sync::OnceLock;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::per_process::PerProcess;
 use crate::process::Process;
 use crate::report::MemoryRelease;
+
+/// The most helper threads in flight at once in the whole process (2). A `SIGKILL` rung that
+/// finds them all busy goes without a release (the report says why): the release only speeds
+/// the kill up, and this keeps the library's thread count from growing with the number of
+/// children closed at once (see [`crate::MAX_BACKGROUND_THREADS`]). Two, not one: a helper
+/// may stay in a slow `process_mrelease` for a while after its child is reaped.
+pub(crate) const MAX_RELEASE_HELPERS: usize = 2;
+
+/// Helpers of this process in flight (per process: a child made by `fork()` has none of its
+/// parent's threads).
+static HELPERS: PerProcess<std::sync::atomic::AtomicUsize> = PerProcess::new();
+
+fn helpers() -> &'static std::sync::atomic::AtomicUsize {
+    match HELPERS.get() {
+        Some(h) => h,
+        None => match HELPERS.publish(std::sync::atomic::AtomicUsize::new(0)) {
+            Ok(h) | Err((_, h)) => h,
+        },
+    }
+}
+
+/// One of the [`MAX_RELEASE_HELPERS`] places, given back when dropped (by the helper thread as
+/// it ends, or here if no thread could be started).
+struct HelperPlace(&'static std::sync::atomic::AtomicUsize);
+
+impl HelperPlace {
+    fn take() -> Option<HelperPlace> {
+        let count = helpers();
+        let mut now = count.load(Ordering::SeqCst);
+        loop {
+            if now >= MAX_RELEASE_HELPERS {
+                return None;
+            }
+            match count.compare_exchange(now, now + 1, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return Some(HelperPlace(count)),
+                Err(seen) => now = seen,
+            }
+        }
+    }
+}
+
+impl Drop for HelperPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// The resident size from which a `SIGKILL` rung asks for `process_mrelease` (64 MiB).
 pub(crate) const RELEASE_MIN_RESIDENT: u64 = 64 << 20;
@@ -221,6 +268,11 @@ impl Release {
     /// `pid` must be the caller's own child, not yet reaped, and only the caller may reap it
     /// before the kill: [`place_apart`] names it by pid.
     pub(crate) fn kill_and_release(pidfd: BorrowedFd<'_>, pid: u32) -> Release {
+        let Some(place) = HelperPlace::take() else {
+            return Release::skipped(format!(
+                "{MAX_RELEASE_HELPERS} releases in flight already (MAX_RELEASE_HELPERS)"
+            ));
+        };
         let copy = match pidfd.try_clone_to_owned() {
             Ok(copy) => copy,
             Err(e) => return Release::skipped(format!("no copy of the pidfd for it: {e}")),
@@ -233,6 +285,7 @@ impl Release {
             .name("childguard-mrelease".into())
             .stack_size(64 << 10)
             .spawn(move || {
+                let _place = place;
                 if let Some(cpus) = helper_cpus {
                     cpus.apply_to_this_thread();
                 }
