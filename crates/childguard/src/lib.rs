@@ -58,6 +58,7 @@ mod climb;
 mod close_control;
 mod command_debug;
 mod containment;
+mod core;
 mod detach;
 mod error;
 mod exec_check;
@@ -86,6 +87,7 @@ mod sys;
 pub mod tokio;
 mod trace;
 
+pub use crate::core::wait::{Interrupt, INTERRUPT_CHECK_EVERY};
 pub use capture::{Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, MAX_LINE_BYTES};
 pub use close_control::CloseControl;
 pub use containment::{CgroupReport, Containment, KillMode};
