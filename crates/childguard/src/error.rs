@@ -77,7 +77,6 @@ impl Error {
 
     /// An error from a wait: [`ErrorKind::Interrupted`] if the caller's interrupt check ended
     /// it, else `kind`.
-    #[allow(dead_code)] // used by the ported waits, next commit
     pub(crate) fn from_wait(kind: ErrorKind, program: Option<&str>, source: io::Error) -> Error {
         let kind = if crate::core::wait::is_interrupt(&source) {
             ErrorKind::Interrupted

@@ -67,6 +67,7 @@ mod exit_watch;
 pub mod failpoint;
 mod handle;
 mod inheritable;
+mod interruptible;
 mod ladder;
 mod on_drop;
 mod output;

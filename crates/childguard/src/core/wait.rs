@@ -54,7 +54,7 @@ pub const INTERRUPT_CHECK_EVERY: Duration = Duration::from_millis(20);
 
 /// How long one poll lasts when the wait also watches a `SIGCHLD` generation (the portable
 /// path with fds: a `SIGCHLD` wakes no poll of ours, so the generation is read between polls).
-pub(crate) const SIGCHLD_SLICE: Duration = Duration::from_millis(10);
+pub(crate) const SIGCHLD_SLICE: Duration = Duration::from_millis(5);
 
 /// A caller's interrupt check: called by every blocking wait of the library at least every
 /// [`INTERRUPT_CHECK_EVERY`] and whenever a signal interrupts the wait (`EINTR`). An `Err`
@@ -170,6 +170,7 @@ pub(crate) fn is_interrupt(e: &io::Error) -> bool {
 }
 
 /// The check's own error inside an interrupted wait's error, if `e` is one.
+#[cfg(test)]
 pub(crate) fn interrupt_source(e: &io::Error) -> Option<&io::Error> {
     e.get_ref()?
         .downcast_ref::<Interrupted>()
