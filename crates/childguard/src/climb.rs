@@ -275,42 +275,15 @@ impl Climb {
         }
     }
 
-    /// Blocks until `process` is gone or the ladder is used up. Returns whether it is gone.
-    /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) — and the
-    /// notify socket, if any — bounded by the current deadline.
-    pub(crate) fn run_blocking(&mut self, process: &mut Process) -> io::Result<bool> {
-        self.run_blocking_with(process, wait_with_notify)
-    }
-
-    /// [`run_blocking`](Climb::run_blocking) with the wait between steps done by `wait`, given
-    /// the process, the notify socket's fd (to watch too, if it can) and the deadline; it must
-    /// return by the deadline, and may return earlier (the loop re-checks):
-    /// [`ChildHandle::output`](crate::ChildHandle::output) reads the child's pipes meanwhile.
-    /// What came on the notify socket is read by the next step ([`Climb::hear`]).
-    pub(crate) fn run_blocking_with(
-        &mut self,
-        process: &mut Process,
-        mut wait: impl FnMut(&Process, Option<BorrowedFd<'_>>, Instant) -> io::Result<()>,
-    ) -> io::Result<bool> {
-        self.release_inline();
-        loop {
-            if process.is_gone()? {
-                return Ok(true);
-            }
-            if !self.advance(process, Instant::now())? {
-                return Ok(false);
-            }
-            wait(process, self.notify_fd(), self.deadline)?;
-        }
-    }
-
-    /// [`run_blocking`](Climb::run_blocking) as [`ChildHandle::close_with`] drives it: each
-    /// wait is `control`'s (it also watches the caller's fd and the `NOTIFY_SOCKET`, if any),
-    /// `control` hears of each rung before it is sent, and may stop the waiting before each
-    /// wait ([`CloseControl::hand_off_when`]): `Ok(false)` then, the ladder not used up.
-    ///
-    /// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
-    pub(crate) fn run_blocking_controlled(
+    /// The one driver of the blocking climb (`close()`, `close_with`, the drop, `output()`,
+    /// the CLI and the C API all come here): blocks until `process` is gone (`Ok(true)`) or the
+    /// ladder is used up (`Ok(false)`). No sleep-polling: each wait is one
+    /// [`Wait`](crate::core::wait::Wait) on the child's pidfds (or the `SIGCHLD` generation),
+    /// the notify socket and `control`'s fd, bounded by the current deadline; `control` hears
+    /// of each rung before it is sent, and may stop the waiting before each wait
+    /// ([`CloseControl::hand_off_when`]) or during one (its interrupt): `Ok(false)` then, the
+    /// ladder not used up, which makes `Closing::finish` hand the climb to the reaper.
+    pub(crate) fn run_blocking(
         &mut self,
         process: &mut Process,
         control: &mut CloseControl<'_>,
@@ -324,13 +297,14 @@ impl Climb {
             if !self.advance_announcing(process, Instant::now(), &mut announce)? {
                 return Ok(false);
             }
-            // Asked after the due rungs went out and before the wait: `Ok(false)` with rungs
-            // still to come makes `Closing::finish` hand the climb to the reaper.
+            // Asked after the due rungs went out and before the wait.
             if control.hands_off() {
                 return Ok(false);
             }
             let deadline = self.deadline;
-            control.wait(self, process, deadline)?;
+            if !control.wait(self, process, deadline)? {
+                return Ok(false);
+            }
         }
     }
 
@@ -359,25 +333,6 @@ impl Climb {
             (None, _) => Ending::Eof,
         };
     }
-}
-
-/// The blocking wait between steps: the child's fds (or the `SIGCHLD` notifier) and the
-/// notify socket, until `deadline`.
-pub(crate) fn wait_with_notify(
-    process: &Process,
-    notify: Option<BorrowedFd<'_>>,
-    deadline: Instant,
-) -> io::Result<()> {
-    let Some(notify) = notify else {
-        return process.wait_until(deadline);
-    };
-    // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
-    let until = if process.is_running() && !process.uses_pidfd() {
-        deadline.min(Instant::now() + crate::readiness::EXIT_CHECK)
-    } else {
-        deadline
-    };
-    crate::close_control::poll_readable(notify, &process.wait_fds(), until).map(drop)
 }
 
 /// `at + wait`, saturating: a grace too long for the clock (`Duration::MAX`) means "a century",

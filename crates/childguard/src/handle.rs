@@ -13,6 +13,7 @@ use crate::capture::{Capture, Captured};
 use crate::climb::{later, Climb};
 use crate::close_control::CloseControl;
 use crate::containment::{Containment, KillMode};
+use crate::core::wait::Interrupt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ladder::{Ladder, Rung};
 use crate::on_drop::{self, OnDrop};
@@ -104,6 +105,8 @@ pub struct Builder {
     notify_extend_max: Duration,
     notify_owner: Option<(u32, u32)>,
     notify_access: NotifyAccess,
+    /// [`Builder::interrupt`] (`interruptible.rs`).
+    pub(crate) interrupt: Option<Interrupt>,
 }
 
 /// The default of [`Builder::connect_timeout`].
@@ -386,6 +389,7 @@ impl Builder {
                         notify_access: self.notify_access,
                         activating,
                         stdout_is_socket,
+                        interrupt: self.interrupt.clone(),
                     },
                     &mut self.command,
                     &mut self.capture,
@@ -526,13 +530,23 @@ impl Builder {
         if let Some((dir, listener)) = pending {
             let connected = match handle.process.as_mut() {
                 Some(process) => {
-                    activation::connect(listener, dir.path(), process, self.connect_timeout)
+                    let interrupt = self.interrupt.as_ref();
+                    activation::connect(
+                        listener,
+                        dir.path(),
+                        process,
+                        self.connect_timeout,
+                        interrupt,
+                    )
                 }
                 None => Err(io::Error::other("no child to connect to")),
             };
             handle.socket_dir = Some(dir);
             match connected {
                 Ok(stream) => handle.socket = Some(stream),
+                Err(e) if crate::core::wait::is_interrupt(&e) => {
+                    return Err(handle.interrupted_at_spawn(e));
+                }
                 Err(e) => {
                     let tail = handle.abandon();
                     return Err(fail(ErrorKind::Connect, e).with_output_tail(tail));
@@ -671,6 +685,7 @@ impl ChildHandle {
             notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,
             notify_owner: None,
             notify_access: NotifyAccess::default(),
+            interrupt: None,
         }
     }
 
@@ -790,7 +805,7 @@ impl ChildHandle {
     pub fn kill(&mut self, signal: Signal, grace: Duration) -> Result<Option<ExitStatus>> {
         match self.send_kill(signal)? {
             Err(status) => Ok(Some(status)),
-            Ok(sent_at) => self.wait_until(later(sent_at, grace)),
+            Ok(sent_at) => self.wait_until(later(sent_at, grace), None),
         }
     }
 
@@ -827,10 +842,15 @@ impl ChildHandle {
     /// Waits up to `timeout` for the child to exit, woken by its pidfd (or `SIGCHLD`) the
     /// moment it does. `Ok(None)`: still running. Reaps like [`try_wait`](ChildHandle::try_wait).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
-        self.wait_until(later(Instant::now(), timeout))
+        self.wait_until(later(Instant::now(), timeout), None)
     }
 
-    fn wait_until(&mut self, deadline: Instant) -> Result<Option<ExitStatus>> {
+    /// Waits until the child exits or `deadline`, `interrupt`'s check called meanwhile.
+    pub(crate) fn wait_until(
+        &mut self,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> Result<Option<ExitStatus>> {
         loop {
             if let Some(status) = self.try_wait()? {
                 return Ok(Some(status));
@@ -840,8 +860,8 @@ impl ChildHandle {
             }
             let process = self.process.as_ref().ok_or_else(no_child)?;
             process
-                .wait_until(deadline)
-                .map_err(|e| Error::new(ErrorKind::Wait, self.program.as_deref(), e))?;
+                .wait_until(deadline, interrupt)
+                .map_err(|e| Error::from_wait(ErrorKind::Wait, self.program.as_deref(), e))?;
         }
     }
 
@@ -889,12 +909,11 @@ impl ChildHandle {
         // EXTEND_TIMEOUT_USEC= and STOPPING=1, here and in the reaper alike.
         let climbed = match closing.earlier_exit.take() {
             Some(e) => Err(e),
-            None if reap == Reap::Blocking => {
-                climb.run_blocking_controlled(&mut process, &mut control)
-            }
+            None if reap == Reap::Blocking => climb.run_blocking(&mut process, &mut control),
             None => climb_ladder(&mut climb, &mut process, reap),
         };
-        closing.finish(Some((process, climb)), climbed)
+        let finished = closing.finish(Some((process, climb)), climbed);
+        crate::interruptible::after_close(finished, control.take_interrupted())
     }
 
     /// Steps 0–2 of the close path (note an earlier exit, shutdown, close), shared with the
@@ -1128,7 +1147,7 @@ fn remove_socket_dir(dir: Option<SocketDir>, report: &mut CloseReport) {
 /// Steps 3 and 4: the EOF wait and the rungs. Returns whether the child (and its group) is gone.
 fn climb_ladder(climb: &mut Climb, process: &mut Process, reap: Reap) -> io::Result<bool> {
     match reap {
-        Reap::Blocking => climb.run_blocking(process),
+        Reap::Blocking => climb.run_blocking(process, &mut CloseControl::new()),
         Reap::Background => {
             if process.is_gone()? {
                 return Ok(true);

@@ -67,6 +67,7 @@ mod exit_watch;
 pub mod failpoint;
 mod handle;
 mod inheritable;
+mod interruptible;
 mod ladder;
 mod on_drop;
 mod output;
@@ -87,13 +88,14 @@ mod sys;
 pub mod tokio;
 mod trace;
 
+pub use crate::core::wait::{Interrupt, INTERRUPT_CHECK_EVERY};
+pub use crate::core::MAX_BACKGROUND_THREADS;
 pub use capture::{
     Capture, OutputStream, CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES, DEFAULT_TAIL_BYTES,
     DEFAULT_TAIL_LINES, MAX_LINE_BYTES,
 };
 pub use close_control::CloseControl;
 pub use containment::{CgroupReport, Containment, KillMode};
-pub use crate::core::MAX_BACKGROUND_THREADS;
 pub use detach::DetachError;
 pub use error::{Error, ErrorKind, Result};
 pub use exit_watch::ExitWatch;

@@ -1,11 +1,13 @@
 //! The core: the one event loop that carries every background watch of the library
 //! ([`event_loop`]), its deadline heap ([`timers`]) and its one inotify instance
-//! ([`inotify`], Linux).
+//! ([`inotify`], Linux); and the one wait primitive ([`wait`]) every blocking wait of the
+//! library goes through.
 
 pub(crate) mod event_loop;
 #[cfg(target_os = "linux")]
 pub(crate) mod inotify;
 mod timers;
+pub(crate) mod wait;
 
 /// The most threads the library runs in the background, whatever the number of children —
 /// 1,000 contained, captured servers alive at once cost no more threads than one:

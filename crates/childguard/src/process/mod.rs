@@ -30,6 +30,7 @@ use crate::containment::CgroupReport;
 use crate::containment::KillMode;
 #[cfg(target_os = "linux")]
 use crate::containment::{self, create::Cgroup};
+use crate::core::wait::{Interrupt, Wait, Woke};
 use crate::signal::Signal;
 
 /// Where the child is in its life.
@@ -502,28 +503,63 @@ impl Process {
         self.survivors.pids()
     }
 
-    /// Blocks until something we wait for may have changed, or `deadline` passes.
-    /// Spurious wake-ups are allowed; callers re-check with [`Process::is_gone`].
-    pub(crate) fn wait_until(&self, deadline: Instant) -> io::Result<()> {
+    /// Blocks until something we wait for may have changed, `deadline` passes, or `interrupt`
+    /// ends the wait (its error). Spurious wake-ups are allowed; callers re-check with
+    /// [`Process::is_gone`].
+    pub(crate) fn wait_until(
+        &self,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> io::Result<()> {
+        self.wait_with(&[], deadline, interrupt).map(drop)
+    }
+
+    /// [`Process::wait_until`], also woken by any of `extra` turning readable: those come
+    /// first in the [`Woke::Readable`] it returns (index `i` is `extra[i]`). The one wait of a
+    /// child, through [`Wait`]: the leader's pidfd alone (the common case) takes no allocation.
+    pub(crate) fn wait_with(
+        &self,
+        extra: &[BorrowedFd<'_>],
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> io::Result<Woke> {
         #[cfg(target_os = "linux")]
-        if self.cgroup.is_some() && (self.uses_pidfd() || !self.is_running()) {
-            return pidfd::poll_until(&self.wait_fds(), deadline).map(drop);
-        }
-        if !self.is_running() {
-            return self.survivors.wait_until(deadline);
+        let by_fds = self.cgroup.is_some() && (self.uses_pidfd() || !self.is_running());
+        #[cfg(not(target_os = "linux"))]
+        let by_fds = false;
+        if by_fds || !self.is_running() {
+            // The cgroup's watch (and the leader's pidfd while it runs), or the survivors'
+            // pidfds — looked at in `/proc` now and then for those without one (`wake_by`).
+            let deadline = if by_fds {
+                deadline
+            } else {
+                self.survivors.wake_by(deadline)
+            };
+            let mut fds = extra.to_vec();
+            fds.extend(self.wait_fds());
+            return Wait::until(deadline).fds(&fds).interrupt(interrupt).run();
         }
         match &self.mechanism {
             #[cfg(target_os = "linux")]
             Mechanism::Pidfd(fd) if !self.held_by_tracer => {
-                if fd.wait_readable(deadline)? {
+                let woke = if extra.is_empty() {
+                    let one = [fd.as_fd()];
+                    Wait::until(deadline).fds(&one).interrupt(interrupt).run()?
+                } else {
+                    let mut fds = extra.to_vec();
+                    fds.push(fd.as_fd());
+                    Wait::until(deadline).fds(&fds).interrupt(interrupt).run()?
+                };
+                if matches!(woke, Woke::Readable(r) if r.contains(extra.len())) {
                     self.note_readable();
                 }
-                Ok(())
+                Ok(woke)
             }
-            _ => {
-                sigchld::notifier()?.wait_change_from(self.sigchld_seen, deadline);
-                Ok(())
-            }
+            _ => Wait::until(deadline)
+                .fds(extra)
+                .sigchld(Some(self.sigchld_seen))
+                .interrupt(interrupt)
+                .run(),
         }
     }
 
@@ -719,7 +755,7 @@ mod tests {
                 let deadline = Instant::now() + Duration::from_secs(10);
                 while process.check_exit().expect(&case).is_none() {
                     assert!(Instant::now() < deadline, "{case}: `true` did not exit");
-                    process.wait_until(deadline).expect(&case);
+                    process.wait_until(deadline, None).expect(&case);
                 }
                 let state = proc_state(pid);
                 if leads_group {

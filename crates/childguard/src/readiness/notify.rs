@@ -290,15 +290,6 @@ impl NotifySocket {
     }
 }
 
-/// Waits for the next change: the socket readable, `other` fds readable, or `deadline`.
-pub(crate) fn poll_with(
-    notify: BorrowedFd<'_>,
-    other: &[BorrowedFd<'_>],
-    deadline: Instant,
-) -> io::Result<()> {
-    crate::close_control::poll_readable(notify, other, deadline).map(drop)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
