@@ -19,7 +19,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use dispatch::Sink;
@@ -28,6 +28,8 @@ pub use lines::MAX_LINE_BYTES;
 use lines::{Assembler, Out, Watch};
 pub(crate) use tail::Tail;
 
+use crate::core::bell::Bell;
+use crate::core::wait::Wait;
 use crate::report::CloseReport;
 use crate::stdio::Pipes;
 
@@ -232,7 +234,7 @@ impl Capture {
                 synced: 0,
                 watch: watch.map(Watch::new),
             }),
-            changed: Condvar::new(),
+            bells: Mutex::new(Vec::new()),
             sync_asked: AtomicU64::new(0),
         });
         let sink = (self.on_line.is_some() || self.passthrough).then(|| {
@@ -350,68 +352,116 @@ impl Captured {
     /// at EOF), or `deadline` passes. Called once the child is gone, so that the tail ends with
     /// the last thing it wrote, whoever wins the race between its exit and our read.
     pub(crate) fn sync(&self, deadline: Instant) {
+        // Listening before the ask: the loop's answer rings the bell.
+        let listening = self.shared.listen();
         let asked = self.shared.sync_asked.fetch_add(1, Ordering::SeqCst) + 1;
         drain::wake();
-        let mut state = self.shared.lock();
-        while state.synced < asked && state.open.contains(&true) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            state = match self.shared.changed.wait_timeout(state, left) {
-                Ok((s, _)) => s,
-                Err(p) => p.into_inner().0,
-            };
-        }
+        self.wait(&listening, deadline, |state| {
+            state.synced >= asked || !state.open.contains(&true)
+        });
     }
 
     /// Waits until a line containing the watched text (given to [`Capture::start`]) was read
-    /// (`Ok(true)`), both streams are at EOF (`Ok(false)`), or `deadline` passes (`Ok(false)`);
-    /// `stop` is asked between waits (e.g. "has the child exited?") and ends the wait when it
-    /// says so. A capture started without a watch never sees its line (`false` at once).
+    /// (`true`), both streams are at EOF (`false`), or `deadline` passes (`false`); `stop` is
+    /// asked at least every `slice` (e.g. "has the child exited?", the caller's interrupt
+    /// check) and ends the wait when it says so. A capture started without a watch never sees
+    /// its line (`false` at once).
     pub(crate) fn wait_for_line(
         &self,
         deadline: Instant,
         slice: std::time::Duration,
         mut stop: impl FnMut() -> bool,
     ) -> bool {
-        let mut state = self.shared.lock();
-        if state.watch.is_none() {
-            return false;
-        }
-        loop {
-            if state.watch.as_ref().is_some_and(|w| w.seen) {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline || !state.open.contains(&true) {
+        let seen = |state: &State| state.watch.as_ref().is_some_and(|w| w.seen);
+        {
+            // A look first, without a bell (the readiness combinations look often).
+            let state = self.shared.lock();
+            if state.watch.is_none() {
                 return false;
             }
-            drop(state);
+            if seen(&state) {
+                return true;
+            }
+            if Instant::now() >= deadline || !state.open.contains(&true) {
+                return false;
+            }
+        }
+        let listening = self.shared.listen();
+        loop {
             if stop() {
                 return false;
             }
-            state = self.shared.lock();
-            if state.watch.as_ref().is_some_and(|w| w.seen) {
-                return true;
+            let slice_end = deadline.min(Instant::now() + slice);
+            let done = self.wait(&listening, slice_end, |state| {
+                seen(state) || !state.open.contains(&true)
+            });
+            if done {
+                return seen(&self.shared.lock());
             }
-            let left = deadline
-                .saturating_duration_since(Instant::now())
-                .min(slice);
-            state = match self.shared.changed.wait_timeout(state, left) {
-                Ok((s, _)) => s,
-                Err(p) => p.into_inner().0,
-            };
+            if Instant::now() >= deadline {
+                return false;
+            }
         }
     }
+
+    /// Waits (the one wait primitive, on the bell) until `done` holds for the state, or
+    /// `deadline`. Returns whether `done` held.
+    fn wait(
+        &self,
+        listening: &Listening<'_>,
+        deadline: Instant,
+        done: impl Fn(&State) -> bool,
+    ) -> bool {
+        loop {
+            // Cleared before the look (see `core::bell`: the lost wake-up).
+            if let Some(bell) = &listening.bell {
+                let _ = bell.clear();
+            }
+            if done(&self.shared.lock()) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let woke = match &listening.bell {
+                Some(bell) => Wait::until(deadline).fds(&[bell.fd()]).run(),
+                // No fd for a bell (EMFILE): look again every millisecond.
+                None => Wait::until(deadline.min(now + std::time::Duration::from_millis(1))).run(),
+            };
+            if woke.is_err() {
+                return done(&self.shared.lock());
+            }
+        }
+    }
+}
+
+/// A waiter's bell, rung by the event loop on every change of the capture; unregistered when
+/// dropped. `None`: no fd for one (the wait then looks every millisecond).
+struct Listening<'a> {
+    shared: &'a Shared,
+    bell: Option<Arc<Bell>>,
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        if let Some(bell) = &self.bell {
+            lock_bells(&self.shared.bells).retain(|b| !Arc::ptr_eq(b, bell));
+        }
+    }
+}
+
+fn lock_bells(bells: &Mutex<Vec<Arc<Bell>>>) -> MutexGuard<'_, Vec<Arc<Bell>>> {
+    bells.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What the capture thread and the handle share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Notified on every change a waiter may care for: a sync done, a watched line, an EOF.
-    changed: Condvar,
+    /// The bells of the threads waiting ([`Captured::sync`], [`Captured::wait_for_line`]),
+    /// rung on every change a waiter may care for: a sync done, a watched line, an EOF.
+    bells: Mutex<Vec<Arc<Bell>>>,
     /// Syncs asked for by the handle (see [`Captured::sync`]).
     sync_asked: AtomicU64,
 }
@@ -434,6 +484,22 @@ struct State {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A bell for a waiter, rung on every change from now on.
+    fn listen(&self) -> Listening<'_> {
+        let bell = Bell::new().ok().map(Arc::new);
+        if let Some(bell) = &bell {
+            lock_bells(&self.bells).push(Arc::clone(bell));
+        }
+        Listening { shared: self, bell }
+    }
+
+    /// Wakes every waiter (after the state changed: see `core::bell`).
+    fn changed(&self) {
+        for bell in lock_bells(&self.bells).iter() {
+            bell.ring();
+        }
     }
 
     /// The capture thread's input: `chunk` read from `stream`. Returns the complete lines (and
@@ -496,7 +562,7 @@ impl Shared {
         let (lines, seen) = (out.lines, out.seen);
         drop(state);
         if seen {
-            self.changed.notify_all();
+            self.changed();
         }
         lines
     }
@@ -504,14 +570,14 @@ impl Shared {
     /// `stream` is done: a sync or a line watch waiting on it returns.
     fn mark_eof(&self, stream: OutputStream) {
         self.lock().open[stream.index()] = false;
-        self.changed.notify_all();
+        self.changed();
     }
 
     fn mark_synced(&self, asked: u64) {
         let mut state = self.lock();
         state.synced = state.synced.max(asked);
         drop(state);
-        self.changed.notify_all();
+        self.changed();
     }
 
     fn sync_pending(&self) -> Option<u64> {

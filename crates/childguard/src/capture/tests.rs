@@ -12,7 +12,7 @@ fn shared(tail_bytes: usize, watch: Option<&str>) -> Shared {
             synced: 0,
             watch: watch.map(Watch::new),
         }),
-        changed: Condvar::new(),
+        bells: Mutex::new(Vec::new()),
         sync_asked: AtomicU64::new(0),
     }
 }

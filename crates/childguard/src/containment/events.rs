@@ -56,6 +56,15 @@ impl Watch {
         self.watch.fd()
     }
 
+    /// Waits until `cgroup.events` may have changed since the last [`Watch::read`], or
+    /// `deadline` (the one wait primitive, on the watch's bell).
+    pub(crate) fn wait(&self, deadline: std::time::Instant) -> io::Result<()> {
+        crate::core::wait::Wait::until(deadline)
+            .fds(&[self.fd()])
+            .run()
+            .map(drop)
+    }
+
     /// Empties the bell, then reads the current values (see the lost wake-up above).
     pub(crate) fn read(&self) -> io::Result<Events> {
         self.watch.clear()?;

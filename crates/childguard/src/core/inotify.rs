@@ -35,19 +35,20 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustix::event::{eventfd, EventfdFlags};
 use rustix::fs::inotify;
+
+use super::bell::Bell;
 
 /// The instance and, per wd, the bells of the watches on it (two watches of one file share
 /// its wd: the kernel gives the same one).
 pub(crate) struct Instance {
     fd: OwnedFd,
-    watches: Mutex<HashMap<i32, Vec<Bell>>>,
+    watches: Mutex<HashMap<i32, Vec<Bells>>>,
     next: AtomicU64,
 }
 
-/// A watch's id (to tell two watches of one wd apart) and its eventfd.
-type Bell = (u64, Arc<OwnedFd>);
+/// A watch's id (to tell two watches of one wd apart) and its bell.
+type Bells = (u64, Arc<Bell>);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -73,7 +74,7 @@ impl Instance {
     pub(crate) fn dispatch(&self) {
         let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
         let mut reader = inotify::Reader::new(&self.fd, &mut buf);
-        let mut rung: Vec<Arc<OwnedFd>> = Vec::new();
+        let mut rung: Vec<Arc<Bell>> = Vec::new();
         let mut forget: Vec<i32> = Vec::new();
         let mut overflow = false;
         loop {
@@ -107,14 +108,9 @@ impl Instance {
         }
         drop(watches);
         for bell in rung {
-            ring(&bell);
+            bell.ring();
         }
     }
-}
-
-fn ring(bell: &OwnedFd) {
-    // A full counter (2⁶⁴ − 2 rings unread) cannot happen; EAGAIN would still leave it readable.
-    let _ = rustix::io::write(bell, &1u64.to_ne_bytes());
 }
 
 /// One watch: a wd in the loop's instance, and the bell its events ring.
@@ -122,7 +118,7 @@ fn ring(bell: &OwnedFd) {
 pub(crate) struct FileWatch {
     wd: i32,
     id: u64,
-    bell: Arc<OwnedFd>,
+    bell: Arc<Bell>,
 }
 
 impl FileWatch {
@@ -130,7 +126,7 @@ impl FileWatch {
     /// The bell is close-on-exec and non-blocking.
     pub(crate) fn modify(path: &Path) -> io::Result<FileWatch> {
         let instance = super::event_loop::get()?.inotify()?;
-        let bell = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
+        let bell = Arc::new(Bell::new()?);
         let id = instance.next.fetch_add(1, Ordering::Relaxed);
         // Under the lock: see "event before its wd is known".
         let mut watches = lock(&instance.watches);
@@ -141,17 +137,12 @@ impl FileWatch {
 
     /// The fd that turns readable when the file changed (until [`FileWatch::clear`]).
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.bell.as_fd()
+        self.bell.fd()
     }
 
     /// Empties the bell: call it *before* reading the watched file (see the lost wake-up).
     pub(crate) fn clear(&self) -> io::Result<()> {
-        let mut buf = [0u8; 8];
-        match rustix::io::read(&*self.bell, &mut buf) {
-            Ok(_) | Err(rustix::io::Errno::AGAIN) => Ok(()),
-            Err(rustix::io::Errno::INTR) => self.clear(),
-            Err(e) => Err(e.into()),
-        }
+        self.bell.clear()
     }
 }
 

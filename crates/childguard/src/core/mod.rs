@@ -3,6 +3,7 @@
 //! ([`inotify`], Linux); and the one wait primitive ([`wait`]) every blocking wait of the
 //! library goes through.
 
+pub(crate) mod bell;
 pub(crate) mod event_loop;
 #[cfg(target_os = "linux")]
 pub(crate) mod inotify;

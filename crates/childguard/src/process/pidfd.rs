@@ -8,11 +8,9 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::ExitStatus;
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags, WaitId};
 
-use crate::core::wait::{Wait, Woke};
 use crate::failpoint::{self, Point};
 use crate::signal::Signal;
 use crate::sys;
@@ -98,14 +96,4 @@ impl PidFd {
         crate::failpoint::check(Point::WaitidPidfd)?;
         super::observe_exit(WaitId::PidFd(self.0.as_fd()), reap)
     }
-}
-
-/// Waits until one of `fds` is readable or `deadline` passes ([`Wait`], not interruptible);
-/// returns whether one is.
-///
-/// Kept only for `containment/kill.rs::wait_frozen` and `containment/stale.rs::wait_empty`,
-/// which the event-loop branch ports to [`Wait`] itself; delete this once they have.
-pub(crate) fn poll_until(fds: &[BorrowedFd<'_>], deadline: Instant) -> io::Result<bool> {
-    let woke = Wait::until(deadline).fds(fds).run()?;
-    Ok(matches!(woke, Woke::Readable(_)))
 }
