@@ -74,7 +74,7 @@ pub enum Reap {
     #[default]
     Blocking,
     /// `close()`/`drop` shut the socket down, send the first due rung, and return; the shared
-    /// reaper thread sends the rest and reaps. See [`reaper`](crate::reaper).
+    /// reaper (on the event loop) sends the rest and reaps. See [`reaper`](crate::reaper).
     Background,
 }
 
@@ -250,7 +250,7 @@ impl Builder {
     /// makes the call — so the exit, and the close, come sooner (~0.55× the plain `waitpid`
     /// time at 8 GiB here). The close still returns at the rung's deadline or the exit,
     /// whichever comes first, however long the call takes (the helper finishes it alone), and
-    /// the shared reaper thread is held up by at most 1 ms per release. Skipped when the
+    /// the event loop (the shared reaper) is held up by at most 1 ms per release. Skipped when the
     /// system holds transparent huge pages of at least half the child's size (their teardown
     /// is not sped up), and where the close must return at once (an async task, before a
     /// `Reap::Background` drop returns). The outcome is in [`CloseReport::memory_release`].
@@ -652,7 +652,7 @@ pub struct ChildHandle {
     socket_dir: Option<SocketDir>,
     /// The stdio pipes the Command asked for (see [`crate::stdio`]).
     pipes: Pipes,
-    /// [`Builder::capture`]: the handle's side of the shared capture thread.
+    /// [`Builder::capture`]: the handle's side of the capture (drained by the event loop).
     capture: Option<Captured>,
     /// `Containment::BestEffort` fell back to the process group: why.
     containment_fallback: Option<String>,

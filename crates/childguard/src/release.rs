@@ -2,7 +2,7 @@
 //! and the short-lived helper thread that sends the kill and makes the call, so that the
 //! thread climbing the ladder never blocks in it.
 //!
-//! Timeline of a release (the climbing thread is a blocking close or the reaper thread):
+//! Timeline of a release (the climbing thread is a blocking close or the event loop's, for the reaper):
 //! 1. Before the kill, [`plan`] sizes the child: cheap tests first (age, CPU clock), then
 //!    `/proc/PID/statm` (≥ [`RELEASE_MIN_RESIDENT`]) and `/proc/meminfo` (transparent huge
 //!    pages, see [`plan`]).
@@ -109,7 +109,7 @@ pub(crate) const RELEASE_MIN_CPU: Duration = Duration::from_micros(500);
 
 /// How long the climbing thread waits for the helper thread to be spinning before it sends
 /// the rung's `SIGKILL` (1 ms; a fresh thread's first run took 30–120 µs here). Bounds the
-/// stall of the shared reaper thread per release, and how late a `SIGKILL` rung can be.
+/// stall of the event loop (the reaper's jobs, every captured pipe) per release, and how late a `SIGKILL` rung can be.
 pub(crate) const HANDOFF: Duration = Duration::from_millis(1);
 
 /// How long the helper spins on `process_mrelease` without giving its CPU away (1 ms: the

@@ -210,10 +210,10 @@ impl Capture {
         drain::start()
     }
 
-    /// After the fork: moves the captured pipes out of `pipes` into the capture thread.
+    /// After the fork: moves the captured pipes out of `pipes` into the event loop.
     /// `watch`: the text a readiness condition waits for, watched from the first line on.
     ///
-    /// Race avoided: the watch is in place before the capture thread can read a byte. Set
+    /// Race avoided: the watch is in place before the event loop can read a byte. Set
     /// later (when the readiness wait starts), it could only look back through the tail, and a
     /// line the thread read before that and the tail no longer holds (a small or zero tail,
     /// or more output after it) was missed: the spawn waited until its readiness timeout for
@@ -455,7 +455,7 @@ fn lock_bells(bells: &Mutex<Vec<Arc<Bell>>>) -> MutexGuard<'_, Vec<Arc<Bell>>> {
     bells.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// What the capture thread and the handle share.
+/// What the event loop (the capture drain) and the handle share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
@@ -502,7 +502,7 @@ impl Shared {
         }
     }
 
-    /// The capture thread's input: `chunk` read from `stream`. Returns the complete lines (and
+    /// The drain's input (on the loop thread): `chunk` read from `stream`. Returns the complete lines (and
     /// pieces of cut ones), for the sink, when `collect` (copies are made only then).
     fn feed(&self, stream: OutputStream, chunk: &[u8], collect: bool) -> Vec<Vec<u8>> {
         self.assemble(stream, collect, |asm, out| {
