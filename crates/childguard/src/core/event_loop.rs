@@ -133,6 +133,12 @@ impl Loop {
         now
     }
 
+    /// The loop's inotify instance if it was made (never makes it).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn inotify_made(&'static self) -> Option<&'static super::inotify::Instance> {
+        self.inotify.get()
+    }
+
     /// The loop's one inotify instance, made on first use (so a program that contains
     /// nothing has none). `Err`: `inotify_init1` failed (`EMFILE`: the per-user
     /// `fs.inotify.max_user_instances` is used up by other programs); the next call tries

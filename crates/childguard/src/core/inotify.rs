@@ -54,6 +54,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instance").field("fd", &self.fd).finish()
+    }
+}
+
 impl Instance {
     pub(crate) fn new() -> io::Result<Instance> {
         // EMFILE here is the per-user fs.inotify.max_user_instances (or RLIMIT_NOFILE).
@@ -119,6 +125,8 @@ pub(crate) struct FileWatch {
     wd: i32,
     id: u64,
     bell: Arc<Bell>,
+    /// The instance the wd is in: the loop's of the process that made the watch.
+    instance: &'static Instance,
 }
 
 impl FileWatch {
@@ -132,7 +140,12 @@ impl FileWatch {
         let mut watches = lock(&instance.watches);
         let wd = inotify::add_watch(&instance.fd, path, inotify::WatchFlags::MODIFY)?;
         watches.entry(wd).or_default().push((id, Arc::clone(&bell)));
-        Ok(FileWatch { wd, id, bell })
+        Ok(FileWatch {
+            wd,
+            id,
+            bell,
+            instance,
+        })
     }
 
     /// The fd that turns readable when the file changed (until [`FileWatch::clear`]).
@@ -148,10 +161,16 @@ impl FileWatch {
 
 impl Drop for FileWatch {
     fn drop(&mut self) {
-        let Some(lp) = super::event_loop::running() else {
+        // Race avoided (`fork()` without `exec`): a watch made before the fork and dropped in
+        // the child names a wd of the parent's instance, whose fd the child shares; removing
+        // it there would end the parent's watch. Only this process's own instance is touched.
+        let ours = super::event_loop::running()
+            .and_then(super::event_loop::Loop::inotify_made)
+            .is_some_and(|mine| std::ptr::eq(mine, self.instance));
+        if !ours {
             return;
-        };
-        let Ok(instance) = lp.inotify() else { return };
+        }
+        let instance = self.instance;
         let mut watches = lock(&instance.watches);
         let Some(bells) = watches.get_mut(&self.wd) else {
             return; // the kernel dropped the wd already (IN_IGNORED)
