@@ -151,7 +151,8 @@ fn an_on_line_that_spawns_a_handle_with_ready_output_sees_it_ready() {
     let b = b.unwrap_or_else(|e| panic!("B spawned from on_line, after {took:?}: {e}"));
     let report = b.close().unwrap();
     assert!(report.output_tail.unwrap().contains("ready"));
-    a.close().unwrap();
+    let report = a.close().unwrap();
+    assert!(report.status.is_some(), "{report}");
 }
 
 /// Passthrough into a stderr nobody reads (`childguard with … 2>&1 | less`, paused): in
