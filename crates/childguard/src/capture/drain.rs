@@ -130,8 +130,12 @@ fn read_from(ops: &mut Ops, id: IoId, limit: usize) {
         })
     });
     if eof {
-        ENTRIES.with(|e| e.borrow_mut().remove(&id));
-        ops.remove_io(id);
+        // Race avoided (an fd outliving the close): the pipe is closed *before* a waiter hears
+        // of its EOF, so a close whose sync ended on that EOF returns with the pipe gone.
+        drop(ops.remove_io(id));
+        if let Some(entry) = ENTRIES.with(|e| e.borrow_mut().remove(&id)) {
+            entry.shared.mark_eof(entry.stream);
+        }
     }
 }
 
@@ -160,7 +164,8 @@ fn serve_syncs(ops: &mut Ops) {
 }
 
 /// Up to `limit` non-blocking reads of `fd`, fed to its handle. Returns whether it hit EOF
-/// (or an error that ends it: the pipe is then dropped like one at EOF).
+/// (or an error that ends it: the pipe is then dropped like one at EOF); the caller closes the
+/// pipe, then marks the stream's EOF.
 fn read_some(
     fd: std::os::fd::BorrowedFd<'_>,
     entry: &mut Entry,
@@ -173,7 +178,6 @@ fn read_some(
             Ok(0) => {
                 let lines = entry.shared.last_line(entry.stream, collect);
                 pass(entry, lines);
-                entry.shared.mark_eof(entry.stream);
                 return true;
             }
             Ok(n) => {
@@ -185,10 +189,7 @@ fn read_some(
             }
             Err(rustix::io::Errno::AGAIN) => return false,
             Err(rustix::io::Errno::INTR) => {}
-            Err(_) => {
-                entry.shared.mark_eof(entry.stream);
-                return true;
-            }
+            Err(_) => return true,
         }
     }
     false
