@@ -2,13 +2,13 @@
 //! the last rung, handles closed with [`Reap::Background`](crate::Reap::Background) — and
 //! reaps them, so no zombie is left behind.
 //!
-//! A client of the event loop ([`crate::core::event_loop`]), not a thread of its own: every
+//! A client of the event loop (`core/event_loop.rs`), not a thread of its own: every
 //! job's pidfds (and its climb's notify socket) are io sources of the loop's one epoll set,
 //! each rung deadline a timer of its heap, so thousands of children in flight cost no thread
 //! and no more per exit than one: a wake-up steps only the jobs it concerns (the fds that
 //! fired, the deadlines that came). Children on the portable mechanism (the only kind off
 //! Linux) have nothing to poll: they are stepped on every wake-up of the loop, which each
-//! `SIGCHLD` causes once a job needs it ([`Loop::hook_sigchld`]).
+//! `SIGCHLD` causes once a job needs it (`Loop::hook_sigchld`).
 //!
 //! The job table lives on the loop thread (a thread-local of it): only the loop's handlers
 //! touch it, and a child made by `fork()` starts a loop of its own with an empty table.
