@@ -141,7 +141,7 @@ class Server:
         call returns the same report. Raises :class:`SignalError`/:class:`WaitError` (with
         ``report``) if a step failed; the child is still reaped (by childguard's reaper).
 
-        Ctrl-C during the close raises ``KeyboardInterrupt`` within 0.05 s (in the main
+        Ctrl-C during the close raises ``KeyboardInterrupt`` within 0.1 s (in the main
         thread): the rest of the ladder, on its schedule, and the reap then go to childguard's
         background reaper (the ``atexit`` drain waits for it); there is no report, and a later
         ``close()`` raises :class:`ClosedError` saying so."""
@@ -206,7 +206,7 @@ _OPEN: "weakref.WeakSet[Server]" = weakref.WeakSet()
 def _drain_at_exit() -> None:
     """At interpreter exit: closes the servers still open in the background and waits for
     childguard's reaper — bounded by the longest ladder of this process's servers plus 2 s (a
-    spawn interrupted while it waited for readiness adds the rest of its ``ready_timeout``).
+    spawn interrupted while it waited for readiness is closed by that reaper too).
     Without it the exit would end the reaper's thread mid-ladder and leave the server running."""
     _native.drain_at_exit([s._native for s in list(_OPEN)])
 
