@@ -206,11 +206,17 @@ impl Handle {
     /// The close (shutdown, close, ladder, reap): the report's `Display` line and JSON.
     /// Ctrl-C during it raises `KeyboardInterrupt` within 0.1 s; the rest of the ladder and the
     /// reap then go to the background reaper (the atexit drain waits for it).
-    fn close(&self, py: Python<'_>) -> PyResult<(String, String)> {
+    #[pyo3(signature = (cancel=None))]
+    fn close(
+        &self,
+        py: Python<'_>,
+        cancel: Option<PyRef<'_, interrupt::Cancel>>,
+    ) -> PyResult<(String, String)> {
         self.check_owner(py, "close")?;
+        let cancel = cancel.map(|c| std::sync::Arc::clone(&c.flag));
         let taken = py.allow_threads(|| self.lock().take());
         let handle = taken.ok_or_else(|| closed_error(py, &self.program, "close"))?;
-        let report = interrupt::close(py, handle)?;
+        let report = interrupt::close(py, handle, cancel)?;
         report.map(|r| report_parts(&r)).map_err(|e| to_py(py, e))
     }
 

@@ -17,11 +17,34 @@
 //! - spawn with `ready=` ([`spawn`]): the spawn returns at once, and the server is closed by
 //!   its ladder in the background (shut down, first rung sent now, the rest by the reaper).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use childguard::{Builder, ChildHandle, CloseControl, CloseReport, ExitWatch, Interrupt};
 use pyo3::prelude::*;
+
+/// `childguard._native.Cancel()`: a flag that ends a `close(cancel)` on another thread — set by
+/// `aclose()` when its task is cancelled (Ctrl-C under `asyncio.run` cancels the main task),
+/// so the executor thread stops waiting and the rest of the ladder goes to the reaper.
+#[pyclass(module = "childguard._native", frozen)]
+#[derive(Debug, Default)]
+pub struct Cancel {
+    pub flag: Arc<AtomicBool>,
+}
+
+#[pymethods]
+impl Cancel {
+    #[new]
+    fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Sets the flag: the close reading it stops waiting within 20 ms.
+    fn set(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+    }
+}
 
 /// How often a wait looks at the handle again (a close from another thread ends the wait
 /// within this): the handle's lock is taken only for a look, never across a wait.
@@ -36,9 +59,25 @@ pub struct PyInterrupt {
 
 impl PyInterrupt {
     pub fn new() -> PyInterrupt {
+        PyInterrupt::or_cancelled(None)
+    }
+
+    /// [`PyInterrupt::new`], also ended once `cancel` is set (`aclose()` cancelled: its close
+    /// runs on an executor thread, where no signal handler runs): `CancelledError` then.
+    pub fn or_cancelled(cancel: Option<Arc<AtomicBool>>) -> PyInterrupt {
         let raised: Arc<Mutex<Option<PyErr>>> = Arc::default();
         let keep = Arc::clone(&raised);
         let interrupt = Interrupt::new(move || {
+            if cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst)) {
+                let e = pyo3::exceptions::asyncio::CancelledError::new_err(
+                    "aclose() was cancelled: the rest of the close went to childguard's reaper",
+                );
+                *keep.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "aclose() was cancelled",
+                ));
+            }
             // Called on the waiting thread, which released the GIL: take it for the check.
             match Python::with_gil(|py| py.check_signals()) {
                 Ok(()) => Ok(()),
@@ -117,8 +156,9 @@ pub fn wait_until(py: Python<'_>, deadline: Instant, look: &mut Look<'_>) -> Wai
 pub fn close(
     py: Python<'_>,
     handle: ChildHandle,
+    cancel: Option<Arc<AtomicBool>>,
 ) -> Result<childguard::Result<CloseReport>, PyErr> {
-    let checked = PyInterrupt::new();
+    let checked = PyInterrupt::or_cancelled(cancel);
     let report = py.allow_threads(|| {
         handle.close_with(CloseControl::new().interrupt(checked.interrupt().clone()))
     });

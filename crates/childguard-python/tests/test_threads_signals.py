@@ -214,6 +214,53 @@ def test_sigint_during_close_leaves_the_rest_to_the_reaper(slowserver: str) -> N
         release(pidfd)
 
 
+def test_sigint_during_aclose_leaves_the_rest_to_the_reaper(slowserver: str) -> None:
+    """Ctrl-C under ``asyncio.run`` during ``await server.aclose()``: asyncio cancels the main
+    task, then joins its executor, where the close runs — which stops waiting once aclose's
+    cancel is set, so KeyboardInterrupt comes within 0.1 s (old: after the whole ladder, 3 s
+    here), and the reaper finishes the close (its KILL at 3 s)."""
+    import asyncio
+
+    server = spawn_slow(slowserver, "--ignore", "TERM", ladder="TERM:3s,KILL:10s")
+    pid = server.pid
+    assert pid is not None
+    pidfd = os.pidfd_open(pid)
+    sent: List[float] = []
+    problems: List[str] = []
+
+    def interrupt() -> None:
+        # The close runs on the loop's executor ("asyncio_N"): wait until it is in its poll.
+        deadline = time.monotonic() + 30
+        while not any(t.name.startswith("asyncio_") and t.native_id is not None
+                      and "poll" in wchan(t.native_id) for t in threading.enumerate()):
+            if time.monotonic() > deadline:
+                problems.append("the executor thread never blocked in the close's poll")
+                break
+            time.sleep(0.002)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    async def main() -> None:
+        timer = threading.Thread(target=interrupt, daemon=True)
+        timer.start()
+        await server.aclose()
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(main())
+        raised = time.monotonic()
+        assert not problems, problems
+        assert sent, "SIGINT was never sent"
+        print(f"KeyboardInterrupt {(raised - sent[0]) * 1000:.1f} ms after SIGINT during aclose()")
+        assert raised - sent[0] < INTERRUPT_BOUND
+        assert server.closed
+        with pytest.raises(childguard.ClosedError, match="interrupted"):
+            server.close()
+        assert_ends(pidfd, pid, 30, "the server outlived the interrupted aclose")
+    finally:
+        release(pidfd)
+
+
 @pytest.mark.parametrize("ready", ["output", "connect"])
 def test_sigint_during_spawn_ready_closes_the_server_at_once(tmp_path: Path, ready: str) -> None:
     """Interrupted during the readiness wait: KeyboardInterrupt within 0.1 s, and the server
