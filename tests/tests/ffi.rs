@@ -339,3 +339,17 @@ fn c_capture_tail_and_parent_death_signal() {
     assert!(out.contains("capture_tail: 3 lines kept"), "{out}");
     assert!(out.contains("signo 12345 is not a signal number"), "{out}");
 }
+
+#[test]
+fn c_cancel_interrupts_spawn_wait_and_close() {
+    let out = c_test("cancel");
+    assert!(out.contains("spawn: cg_spawn: interrupted"), "{out}");
+    assert!(out.contains("spawn: server gone"), "{out}");
+    assert!(
+        out.contains("wait: cg_wait_timeout_cancel: interrupted"),
+        "{out}"
+    );
+    assert!(out.contains("server still running"), "{out}");
+    assert!(out.contains("close: cg_close_cancel: interrupted"), "{out}");
+    assert!(out.contains("close: server gone"), "{out}");
+}

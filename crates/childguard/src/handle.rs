@@ -845,26 +845,6 @@ impl ChildHandle {
         self.wait_until(later(Instant::now(), timeout), None)
     }
 
-    /// Waits until the child exits or `deadline`, `interrupt`'s check called meanwhile.
-    pub(crate) fn wait_until(
-        &mut self,
-        deadline: Instant,
-        interrupt: Option<&Interrupt>,
-    ) -> Result<Option<ExitStatus>> {
-        loop {
-            if let Some(status) = self.try_wait()? {
-                return Ok(Some(status));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            let process = self.process.as_ref().ok_or_else(no_child)?;
-            process
-                .wait_until(deadline, interrupt)
-                .map_err(|e| Error::from_wait(ErrorKind::Wait, self.program.as_deref(), e))?;
-        }
-    }
-
     /// Shuts the socket down, closes it, climbs the ladder and reaps the child (see the close
     /// timeline above). `Drop` does the same and discards the report.
     ///

@@ -54,6 +54,28 @@ impl ChildHandle {
         self.wait_until(later(Instant::now(), timeout), Some(interrupt))
     }
 
+    /// Waits until the child exits or `deadline` (`wait_timeout`, `kill`'s grace), woken by
+    /// its pidfd (or `SIGCHLD`) the moment it does, `interrupt`'s check called meanwhile: its
+    /// error comes back as [`ErrorKind::Interrupted`] and the child is left as it was.
+    pub(crate) fn wait_until(
+        &mut self,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> Result<Option<ExitStatus>> {
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            let process = self.process().ok_or_else(crate::handle::no_child)?;
+            process
+                .wait_until(deadline, interrupt)
+                .map_err(|e| Error::from_wait(ErrorKind::Wait, self.program(), e))?;
+        }
+    }
+
     /// Closes without waiting: shut down, the first due rung sent, the rest of the ladder and
     /// the reap left to the background reaper. For a spawn whose caller was interrupted.
     pub(crate) fn close_in_background(self) -> Result<CloseReport> {

@@ -1,11 +1,13 @@
 use super::*;
 use std::io::Write;
 use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicUsize;
 
-fn pipe() -> (std::os::fd::OwnedFd, std::fs::File) {
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
-    (r, std::fs::File::from(w))
+/// A connected pair: bytes written to the second make the first readable (a socketpair:
+/// portable, unlike `pipe2`).
+fn pipe() -> (UnixStream, UnixStream) {
+    UnixStream::pair().unwrap()
 }
 
 #[test]
