@@ -319,3 +319,24 @@ pub fn supervised_child(sup: &mut std::process::Child) -> (u32, String) {
         .unwrap_or_else(|| panic!("cg-supervisor's first line is not `CHILD <pid>`: {child:?}"));
     (pid, ready)
 }
+
+/// The lines a close report says were not passed on to `on_line`/the passthrough because the
+/// callback fell behind (its note `on_line/passthrough fell behind: N stdout and M stderr
+/// line(s) …`), stdout and stderr together; 0 without that note.
+pub fn dropped_lines(report: &childguard::CloseReport) -> u64 {
+    let Some(note) = report
+        .notes
+        .iter()
+        .find_map(|n| n.strip_prefix("on_line/passthrough fell behind: "))
+    else {
+        return 0;
+    };
+    let words: Vec<&str> = note.split_whitespace().collect();
+    let number = |i: usize| -> u64 {
+        words
+            .get(i)
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected note {note:?}"))
+    };
+    number(0) + number(3)
+}

@@ -1,4 +1,4 @@
-//! Issue 14, part 2: output capture — drained by one shared thread, a bounded tail in the
+//! Issue 14, part 2: output capture — drained by the one event loop thread, a bounded tail in the
 //! handle, the errors and the report, lines passed on.
 
 use std::sync::{Arc, Mutex};
@@ -107,9 +107,10 @@ fn capturing_stdout_that_is_the_socket_is_a_config_error() {
     assert!(err.to_string().contains("Capture::stderr"), "{err}");
 }
 
-/// Many handles, one thread: every server's output is drained, none waits on another's.
+/// Many handles, one thread (the event loop): every server's output is drained, none waits on
+/// another's.
 #[test]
-fn one_capture_thread_serves_many_handles() {
+fn one_loop_thread_serves_many_handles() {
     let began = Instant::now();
     let handles: Vec<ChildHandle> = (0..8)
         .map(|i| {
@@ -128,9 +129,14 @@ fn one_capture_thread_serves_many_handles() {
             .count()
     };
     assert_eq!(
-        threads("childguard-capt"),
+        threads("childguard-loop"),
         1,
-        "one capture thread for all handles"
+        "one event loop thread for all handles"
+    );
+    assert_eq!(
+        threads("childguard-capt"),
+        0,
+        "no capture thread of its own"
     );
     for (i, mut handle) in handles.into_iter().enumerate() {
         let status = handle.wait_timeout(Duration::from_secs(120)).unwrap();

@@ -36,24 +36,29 @@ fn a_fifty_megabyte_line_comes_in_pieces_and_memory_stays_bounded() {
     pacing.join().expect("the handshake");
     let report = exited_then_closed(handle);
     assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
+    // The callback thread may fall behind the reads (1 MiB a read, the queue holds 1 MiB):
+    // what it dropped is counted in the report, final once the close synced the pipe.
+    let dropped = dropped_lines(&report);
+    let calls = PIECES + 2 - dropped as usize;
     assert!(
-        eventually(Duration::from_secs(60), || lengths
-            .lock()
-            .unwrap()
-            .last()
-            .is_some_and(|&n| n == "after".len())),
-        "no `after` line"
+        eventually(Duration::from_secs(60), || lengths.lock().unwrap().len()
+            == calls),
+        "{} calls, {calls} expected ({dropped} dropped)",
+        lengths.lock().unwrap().len()
     );
     let grown = vm_rss_kib().saturating_sub(rss_before);
     assert!(
         grown < 20 * 1024,
         "RSS grew by {grown} KiB for a 50 MB line, a 64 KiB line bound and no tail"
     );
+    // Pieces of exactly the bound, then the line's rest (100 bytes) and `after`, in order,
+    // whichever were dropped.
     let got = lengths.lock().unwrap().clone();
     let mut want = vec![MAX_LINE_BYTES; PIECES];
     want.extend([100, 5]);
+    let mut left = want.iter();
     assert!(
-        got == want,
+        got.iter().all(|n| left.any(|w| w == n)),
         "{} calls, first {:?}, last {:?}",
         got.len(),
         &got[..got.len().min(5)],

@@ -356,3 +356,17 @@ fn c_close_after_the_guardian_was_killed_does_not_crash_a_host_with_default_sigp
         "{out}"
     );
 }
+
+#[test]
+fn c_cancel_interrupts_spawn_wait_and_close() {
+    let out = c_test("cancel");
+    assert!(out.contains("spawn: cg_spawn: interrupted"), "{out}");
+    assert!(out.contains("spawn: server gone"), "{out}");
+    assert!(
+        out.contains("wait: cg_wait_timeout_cancel: interrupted"),
+        "{out}"
+    );
+    assert!(out.contains("server still running"), "{out}");
+    assert!(out.contains("close: cg_close_cancel: interrupted"), "{out}");
+    assert!(out.contains("close: server gone"), "{out}");
+}

@@ -53,16 +53,6 @@ const LONG_FILES: &[(&str, &str)] = &[
         "the Ready kinds and their four wait loops, which the wait-primitive branch is \
          merging into one now; split after that merge",
     ),
-    (
-        "close/reaper.rs",
-        "the background reaper thread; the event-core branch turns it into a client of the \
-         one event loop now, which moves most of it out",
-    ),
-    (
-        "spawn/capture/mod.rs",
-        "the Captured side of capture; the event-core branch moves its drain and waits onto \
-         the event loop now",
-    ),
 ];
 
 /// The layers, bottom (0) to top: each top-level folder or module of `src/` and its rank. A
@@ -71,10 +61,12 @@ const LAYERS: &[(&str, usize)] = &[
     // Signal numbers, failpoints, tracing events: below `sys`, whose wrappers take a `Signal`.
     ("base", 0),
     ("sys", 1),
-    // One child and what it owns: pidfd, SIGCHLD, group, descendants, its cgroup.
-    ("process", 2),
-    // The event loop and the one wait primitive (issue 21 items 1 and 3).
-    ("core", 3),
+    // The one event loop (with its one inotify instance), the one wait primitive, the SIGCHLD
+    // notifier and the per-process globals: below the process, which waits through them and
+    // whose cgroup watches are the loop's.
+    ("core", 2),
+    // One child and what it owns: pidfd, the portable mechanism, group, descendants, its cgroup.
+    ("process", 3),
     ("close", 4),
     // The crate's error carries a `CloseReport`: it sits beside `close/`.
     ("error", 4),

@@ -108,6 +108,9 @@ typedef enum cg_status {
   // Not a failure: `cg_try_wait()` found the child still running, or `cg_wait_timeout()`'s
   // timeout passed before it exited. The last error is left as it was.
   CG_RUNNING = 16,
+  // A wait was ended by its `cg_cancel` (`cg_builder_cancel`, `cg_wait_timeout_cancel`,
+  // `cg_close_cancel`): what became of the child depends on the call (see `cg_cancel`).
+  CG_ERR_INTERRUPTED = 17,
 } cg_status;
 
 // What ended the child, as the close saw it.
@@ -148,6 +151,14 @@ typedef enum cg_memory_release {
 // it, on success and on failure) or freed with `cg_builder_free()`. Thread-safety: an object
 // may be used by one thread at a time; different builders on different threads are fine.
 typedef struct cg_builder cg_builder;
+
+// A cancel flag, made by `cg_cancel_new()`.
+//
+// Opaque. Ownership: the caller's until `cg_cancel_free()`; a builder given it keeps its own
+// reference, so it may be freed before the spawn. Thread-safety: `cg_cancel_set()` and
+// `cg_cancel_reset()` may run from any thread, concurrently with the waits that read it, and
+// `cg_cancel_set()` from a signal handler.
+typedef struct cg_cancel cg_cancel;
 
 // A spawned child, owned together with our end of its socket.
 //
@@ -368,6 +379,45 @@ enum cg_status cg_builder_ready_accepted(struct cg_builder *builder);
 
 // How long `cg_spawn` waits for readiness, in milliseconds (default 30000).
 enum cg_status cg_builder_ready_timeout(struct cg_builder *builder, uint64_t timeout_ms);
+
+// A new cancel flag, not set. Never NULL.
+struct cg_cancel *cg_cancel_new(void);
+
+// Sets the flag: every wait reading it ends within 20 ms (at once when a signal interrupts
+// it). Async-signal-safe (one atomic store; no allocation, no lock): call it from a `SIGINT`
+// handler. NULL is a no-op.
+void cg_cancel_set(const struct cg_cancel *cancel);
+
+// Clears the flag, for the next waits. Async-signal-safe. NULL is a no-op.
+void cg_cancel_reset(const struct cg_cancel *cancel);
+
+// Frees the caller's reference (builders given it keep theirs). NULL is a no-op.
+void cg_cancel_free(struct cg_cancel *cancel);
+
+// The spawn's waits (readiness, socket activation's connect) read `cancel`: once it is set,
+// `cg_spawn` returns NULL with `CG_ERR_INTERRUPTED`, and the server is closed by its ladder
+// in the background (shut down, the first rung sent at once, the rest and the reap by the
+// background reaper): nothing is left. The builder keeps its own reference to `cancel`.
+enum cg_status cg_builder_cancel(struct cg_builder *builder, const struct cg_cancel *cancel);
+
+// `cg_wait_timeout()`, ended early by `cancel`: `CG_ERR_INTERRUPTED` then (the child keeps
+// running; the handle is as before). `cancel` NULL: `cg_wait_timeout()`.
+//
+// Blocks up to `timeout_ms`. Thread-safety: one thread at a time per handle.
+enum cg_status cg_wait_timeout_cancel(struct cg_handle *handle,
+                                      uint64_t timeout_ms,
+                                      const struct cg_cancel *cancel,
+                                      int32_t *status);
+
+// `cg_close()`, its waits ended by `cancel`: `CG_ERR_INTERRUPTED` then, with the report so
+// far in `*report` (if not NULL; it says the child was handed to the reaper); the rest of
+// the ladder, on its schedule, and the reap go to the background reaper. Consumes `handle`
+// in every case. `cancel` NULL: `cg_close()`.
+//
+// Thread-safety: one thread at a time per handle.
+enum cg_status cg_close_cancel(struct cg_handle *handle,
+                               const struct cg_cancel *cancel,
+                               struct cg_report **report);
 
 // The status of the last failed call on the calling thread (`CG_OK` if none failed yet).
 //

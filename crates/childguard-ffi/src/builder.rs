@@ -70,6 +70,8 @@ pub struct cg_builder {
     pub(crate) capture: Option<Capture>,
     /// `cg_builder_capture_tail`'s bytes and lines, applied to `capture` by `cg_spawn`.
     pub(crate) tail: Option<(usize, usize)>,
+    /// `cg_builder_cancel`: the flag the spawn's waits read.
+    pub(crate) interrupt: Option<childguard::Interrupt>,
 }
 
 /// A new builder for the program `argv[0]` with arguments `argv[1..]`; `argv` is a
@@ -112,6 +114,7 @@ pub extern "C" fn cg_builder_new(argv: *const *const c_char) -> *mut cg_builder 
                 death_signal: None,
                 capture: None,
                 tail: None,
+                interrupt: None,
             }))
         },
     )

@@ -50,6 +50,9 @@ pub enum cg_status {
     /// Not a failure: `cg_try_wait()` found the child still running, or `cg_wait_timeout()`'s
     /// timeout passed before it exited. The last error is left as it was.
     CG_RUNNING = 16,
+    /// A wait was ended by its `cg_cancel` (`cg_builder_cancel`, `cg_wait_timeout_cancel`,
+    /// `cg_close_cancel`): what became of the child depends on the call (see `cg_cancel`).
+    CG_ERR_INTERRUPTED = 17,
 }
 
 impl cg_status {
@@ -66,6 +69,7 @@ impl cg_status {
             ErrorKind::Connect => cg_status::CG_ERR_CONNECT,
             ErrorKind::Ready => cg_status::CG_ERR_READY,
             ErrorKind::Inherited => cg_status::CG_ERR_INHERITED,
+            ErrorKind::Interrupted => cg_status::CG_ERR_INTERRUPTED,
             _ => cg_status::CG_ERR_OTHER,
         }
     }

@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use childguard::{ChildHandle, Signal};
+use childguard::{ChildHandle, CloseControl, Signal};
 
 use crate::builder::cg_builder;
 use crate::error::{cg_status, guard, guard_status, Failure};
@@ -26,7 +26,7 @@ pub struct cg_handle {
 }
 
 impl cg_handle {
-    fn get(&mut self) -> Result<&mut ChildHandle, Failure> {
+    pub(crate) fn get(&mut self) -> Result<&mut ChildHandle, Failure> {
         self.inner
             .as_mut()
             .ok_or_else(|| Failure::invalid("handle was already given up"))
@@ -86,6 +86,9 @@ pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
             }
             if let Some(timeout) = b.ready_timeout {
                 spawn = spawn.ready_timeout(timeout);
+            }
+            if let Some(interrupt) = b.interrupt {
+                spawn = spawn.interrupt(interrupt);
             }
             if let Some(mut capture) = b.capture {
                 if let Some((bytes, lines)) = b.tail {
@@ -166,7 +169,7 @@ pub extern "C" fn cg_kill(
 }
 
 /// `CG_OK` with the exit status written to `*status` (if not NULL), or `CG_RUNNING`.
-fn exit_word(exited: Option<ExitStatus>, status: *mut i32) -> cg_status {
+pub(crate) fn exit_word(exited: Option<ExitStatus>, status: *mut i32) -> cg_status {
     match exited {
         Some(exit) => {
             // The wait(2) status word (Linux, FreeBSD and macOS share its layout: code << 8,
@@ -252,29 +255,39 @@ pub extern "C" fn cg_wait_timeout(
 pub extern "C" fn cg_close(handle: *mut cg_handle, report: *mut *mut cg_report) -> cg_status {
     ptr::put(report, std::ptr::null_mut());
     guard_status("cg_close", || {
-        let mut h = ptr::take(handle, "handle")?;
-        let inner = h
-            .inner
-            .take()
-            .ok_or_else(|| Failure::invalid("handle was already given up"))?;
-        // The C report is built only for a caller that asked for it: one given to a NULL
-        // `report` would be leaked.
-        let wanted = !report.is_null();
-        match inner.close() {
-            Ok(done) => {
-                if wanted {
-                    ptr::put(report, Owned::give(done));
-                }
-                Ok(())
-            }
-            Err(e) => {
-                if let Some(done) = e.close_report().filter(|_| wanted) {
-                    ptr::put(report, Owned::give(done.clone()));
-                }
-                Err(e.into())
-            }
-        }
+        close_with(handle, CloseControl::new(), report)
     })
+}
+
+/// The body of `cg_close` and `cg_close_cancel`: takes `handle`, closes it with `control`,
+/// writes the report (if asked for, also on failure when there is one).
+pub(crate) fn close_with(
+    handle: *mut cg_handle,
+    control: CloseControl<'_>,
+    report: *mut *mut cg_report,
+) -> Result<(), Failure> {
+    let mut h = ptr::take(handle, "handle")?;
+    let inner = h
+        .inner
+        .take()
+        .ok_or_else(|| Failure::invalid("handle was already given up"))?;
+    // The C report is built only for a caller that asked for it: one given to a NULL
+    // `report` would be leaked.
+    let wanted = !report.is_null();
+    match inner.close_with(control) {
+        Ok(done) => {
+            if wanted {
+                ptr::put(report, Owned::give(done));
+            }
+            Ok(())
+        }
+        Err(e) => {
+            if let Some(done) = e.close_report().filter(|_| wanted) {
+                ptr::put(report, Owned::give(done.clone()));
+            }
+            Err(e.into())
+        }
+    }
 }
 
 /// Frees a handle as `cg_close()` does, without a report. NULL is a no-op.

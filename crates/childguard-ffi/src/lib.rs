@@ -20,6 +20,8 @@
 #[allow(unsafe_code)]
 pub mod builder;
 #[allow(unsafe_code)]
+pub mod cancel;
+#[allow(unsafe_code)]
 pub mod error;
 #[allow(unsafe_code)]
 pub mod handle;

@@ -84,6 +84,14 @@ pub(crate) fn borrow<'a, T>(p: *const T, what: &str) -> Result<&'a T, Failure> {
     unsafe { p.as_ref() }.ok_or_else(|| Failure::null(what))
 }
 
+/// Borrows an object made by [`give`], `None` for NULL — without making an error (no
+/// allocation: `cg_cancel_set` runs in signal handlers).
+pub(crate) fn borrow_or_none<'a, T>(p: *const T) -> Option<&'a T> {
+    // SAFETY: as `borrow`: a non-NULL `p` was made by `give` and not freed (the caller's
+    // contract), so it points to a live `T`; only shared references are made.
+    unsafe { p.as_ref() }
+}
+
 /// Writes an optional out-parameter (NULL: the caller does not want it).
 pub(crate) fn put<T>(p: *mut T, value: T) {
     if !p.is_null() {

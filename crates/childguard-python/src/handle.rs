@@ -179,7 +179,7 @@ impl Handle {
 
     /// Waits up to `timeout` seconds for the exit: its returncode, or `None`. The lock is not
     /// held while it waits; a close on another thread ends the wait (`ClosedError`), Ctrl-C
-    /// raises `KeyboardInterrupt` within 40 ms and the server keeps running.
+    /// raises `KeyboardInterrupt` within 0.1 s and the server keeps running.
     fn wait(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<i32>> {
         let timeout = options::seconds(py, "timeout", Some(timeout))?.unwrap_or_default();
         self.check_owner(py, "wait")?;
@@ -204,13 +204,19 @@ impl Handle {
     }
 
     /// The close (shutdown, close, ladder, reap): the report's `Display` line and JSON.
-    /// Ctrl-C during it raises `KeyboardInterrupt` within 40 ms; the rest of the ladder and the
+    /// Ctrl-C during it raises `KeyboardInterrupt` within 0.1 s; the rest of the ladder and the
     /// reap then go to the background reaper (the atexit drain waits for it).
-    fn close(&self, py: Python<'_>) -> PyResult<(String, String)> {
+    #[pyo3(signature = (cancel=None))]
+    fn close(
+        &self,
+        py: Python<'_>,
+        cancel: Option<PyRef<'_, interrupt::Cancel>>,
+    ) -> PyResult<(String, String)> {
         self.check_owner(py, "close")?;
+        let cancel = cancel.map(|c| std::sync::Arc::clone(&c.flag));
         let taken = py.allow_threads(|| self.lock().take());
         let handle = taken.ok_or_else(|| closed_error(py, &self.program, "close"))?;
-        let report = interrupt::close(py, handle)?;
+        let report = interrupt::close(py, handle, cancel)?;
         report.map(|r| report_parts(&r)).map_err(|e| to_py(py, e))
     }
 
@@ -349,15 +355,6 @@ pub fn spawn(
     if let Some(t) = connect_timeout {
         builder = builder.connect_timeout(t);
     }
-    // With `ready=`: the longest the spawn can take (for the atexit drain) — readiness, the
-    // connect, the close of a server that was not ready in time, and a margin.
-    let ready_bound = ready.is_some().then(|| {
-        ready_timeout
-            .unwrap_or(childguard::DEFAULT_READY_TIMEOUT)
-            .saturating_add(connect_timeout.unwrap_or(childguard::DEFAULT_CONNECT_TIMEOUT))
-            .saturating_add(ladder_grace)
-            .saturating_add(crate::exit::MARGIN)
-    });
     if let Some(ready) = ready {
         builder = builder.ready(ready);
     }
@@ -374,13 +371,13 @@ pub fn spawn(
         builder = builder.notify_owner(uid, gid);
     }
     builder = builder.notify_access(options::notify_access(py, notify_access)?);
-    let spawned = match ready_bound {
-        // The readiness wait runs on a thread of its own, so that Ctrl-C interrupts it.
-        Some(bound) => interrupt::spawn_ready(py, builder, bound)?,
-        None => py.allow_threads(move || builder.spawn()),
-    };
+    // Noted before the spawn: an interrupted spawn's server is closed by the reaper, whose
+    // drain at exit must allow for this ladder.
+    crate::exit::note_ladder(ladder_grace);
+    // Interruptible (readiness, activation's connect): Ctrl-C raises at once, and the library
+    // closes the server in the background.
+    let spawned = interrupt::spawn(py, builder)?;
     let handle = spawned.map_err(|e| to_py(py, e))?;
-    crate::exit::note_ladder(handle.ladder().total_grace());
     Ok(Handle {
         program: program.to_string_lossy().into_owned(),
         pid: handle.id(),

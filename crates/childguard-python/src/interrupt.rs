@@ -1,36 +1,106 @@
 //! The waits of the Python calls, interruptible by Ctrl-C.
 //!
 //! A wait runs with the GIL released, so Python's signal handler only sets a flag: nothing
-//! raises `KeyboardInterrupt` until some thread runs Python code again. So every wait here is
-//! cut into slices of at most [`SIGNAL_CHECK`]: between two, the waiting thread takes the GIL
-//! back for a moment and calls `PyErr_CheckSignals` (`Python::check_signals`), which runs the
-//! handlers on the main thread (elsewhere it does nothing). What an interrupted wait leaves:
+//! raises `KeyboardInterrupt` until some thread runs Python code again. So every wait passes
+//! the library an [`Interrupt`] whose check takes the GIL back for a moment and calls
+//! `PyErr_CheckSignals` (`Python::check_signals`), which runs the handlers on the main thread
+//! (elsewhere it does nothing). The library's one wait primitive calls it at least every
+//! [`childguard::INTERRUPT_CHECK_EVERY`] (20 ms) and at once when the signal interrupts its
+//! `poll` (`EINTR`, when the signal lands on the waiting thread). The exception the handler
+//! raised is kept ([`PyInterrupt::take`]) and raised by the call. What an interrupted wait
+//! leaves (the library's rules, `childguard::Interrupt`):
 //!
 //! - `wait`/`kill`'s grace ([`wait_until`]): nothing — the server keeps running.
 //! - `close()` ([`close`]): the rest of the ladder, on its schedule, and the reap go to the
-//!   library's background reaper (`CloseControl::hand_off_when`); the atexit drain
-//!   (`exit.rs`) waits for it before the interpreter exits.
-//! - spawn with `ready=` ([`spawn_ready`]): the readiness wait cannot be cut short from
-//!   outside, so it runs on a thread of its own; the interrupted caller returns at once, and
-//!   that thread closes the server as soon as the spawn returns (ready, or `ready_timeout`
-//!   passed: the library closes it then), in the background.
+//!   library's background reaper; the atexit drain (`exit.rs`) waits for it before the
+//!   interpreter exits.
+//! - spawn with `ready=` ([`spawn`]): the spawn returns at once, and the server is closed by
+//!   its ladder in the background (shut down, first rung sent now, the rest by the reaper).
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use childguard::{Builder, ChildHandle, CloseControl, CloseReport, ExitWatch};
+use childguard::{Builder, ChildHandle, CloseControl, CloseReport, ExitWatch, Interrupt};
 use pyo3::prelude::*;
 
-use crate::exit;
+/// `childguard._native.Cancel()`: a flag that ends a `close(cancel)` on another thread — set by
+/// `aclose()` when its task is cancelled (Ctrl-C under `asyncio.run` cancels the main task),
+/// so the executor thread stops waiting and the rest of the ladder goes to the reaper.
+#[pyclass(module = "childguard._native", frozen)]
+#[derive(Debug, Default)]
+pub struct Cancel {
+    pub flag: Arc<AtomicBool>,
+}
 
-/// The longest a wait runs without checking for signals: Ctrl-C raises `KeyboardInterrupt`
-/// within this (plus the time to take the GIL back).
-pub const SIGNAL_CHECK: Duration = Duration::from_millis(40);
+#[pymethods]
+impl Cancel {
+    #[new]
+    fn new() -> Cancel {
+        Cancel::default()
+    }
 
-/// `PyErr_CheckSignals`, from a thread that released the GIL: the handler's exception, if a
-/// signal came and its handler raised.
-fn signal_raised() -> Option<PyErr> {
-    Python::with_gil(|py| py.check_signals().err())
+    /// Sets the flag: the close reading it stops waiting within 20 ms.
+    fn set(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+    }
+}
+
+/// How often a wait looks at the handle again (a close from another thread ends the wait
+/// within this): the handle's lock is taken only for a look, never across a wait.
+pub const LOOK_AGAIN: Duration = Duration::from_millis(40);
+
+/// `PyErr_CheckSignals` as the library's interrupt check, the exception kept for the caller.
+#[derive(Clone)]
+pub struct PyInterrupt {
+    raised: Arc<Mutex<Option<PyErr>>>,
+    interrupt: Interrupt,
+}
+
+impl PyInterrupt {
+    pub fn new() -> PyInterrupt {
+        PyInterrupt::or_cancelled(None)
+    }
+
+    /// [`PyInterrupt::new`], also ended once `cancel` is set (`aclose()` cancelled: its close
+    /// runs on an executor thread, where no signal handler runs): `CancelledError` then.
+    pub fn or_cancelled(cancel: Option<Arc<AtomicBool>>) -> PyInterrupt {
+        let raised: Arc<Mutex<Option<PyErr>>> = Arc::default();
+        let keep = Arc::clone(&raised);
+        let interrupt = Interrupt::new(move || {
+            if cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst)) {
+                let e = pyo3::exceptions::asyncio::CancelledError::new_err(
+                    "aclose() was cancelled: the rest of the close went to childguard's reaper",
+                );
+                *keep.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "aclose() was cancelled",
+                ));
+            }
+            // Called on the waiting thread, which released the GIL: take it for the check.
+            match Python::with_gil(|py| py.check_signals()) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    *keep.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::Interrupted,
+                        "a Python signal handler raised (KeyboardInterrupt on Ctrl-C)",
+                    ))
+                }
+            }
+        });
+        PyInterrupt { raised, interrupt }
+    }
+
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
+    /// The exception a signal handler raised during the wait, if one did.
+    pub fn take(&self) -> Option<PyErr> {
+        self.raised.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// One look at the child, the lock held only for that look: `Ok(None)`: the handle is closed.
@@ -49,11 +119,12 @@ pub enum Waited {
 
 /// Waits until the child exits or `deadline`, looking with `look` (which takes the handle's
 /// lock for one non-blocking [`ChildHandle::watch_exit`]) and waiting on the watch with no
-/// lock held and the GIL released. Race avoided, *a lock held across a wait*: the old wait held
-/// the handle's lock for its whole length, so a `repr()` or `close()` from another thread
-/// blocked until it ended — with the GIL, freezing every Python thread. A close from another
-/// thread is seen within one slice (the look finds the handle gone).
+/// lock held and the GIL released, interruptible. Race avoided, *a lock held across a wait*:
+/// the old wait held the handle's lock for its whole length, so a `repr()` or `close()` from
+/// another thread blocked until it ended — with the GIL, freezing every Python thread. A close
+/// from another thread is seen within [`LOOK_AGAIN`] (the look finds the handle gone).
 pub fn wait_until(py: Python<'_>, deadline: Instant, look: &mut Look<'_>) -> Waited {
+    let checked = PyInterrupt::new();
     loop {
         let watched = py.allow_threads(&mut *look);
         let watch = match watched {
@@ -68,30 +139,30 @@ pub fn wait_until(py: Python<'_>, deadline: Instant, look: &mut Look<'_>) -> Wai
         if now >= deadline {
             return Waited::TimedOut;
         }
-        let slice = deadline.min(now + SIGNAL_CHECK);
-        if let Err(e) = py.allow_threads(|| watch.wait_until(slice)) {
-            return Waited::WaitFailed(e);
-        }
-        if let Err(e) = py.check_signals() {
+        let slice = deadline.min(now + LOOK_AGAIN);
+        let waited =
+            py.allow_threads(|| watch.wait_until_interruptible(slice, checked.interrupt()));
+        if let Some(e) = checked.take() {
             return Waited::Interrupted(e);
+        }
+        if let Err(e) = waited {
+            return Waited::WaitFailed(e);
         }
     }
 }
 
-/// `handle.close()` with the GIL released, checking for signals every [`SIGNAL_CHECK`]: an
-/// interrupted close hands the rest to the background reaper and returns the exception.
+/// `handle.close()` with the GIL released, interruptible: an interrupted close hands the rest
+/// to the background reaper and returns the exception.
 pub fn close(
     py: Python<'_>,
     handle: ChildHandle,
+    cancel: Option<Arc<AtomicBool>>,
 ) -> Result<childguard::Result<CloseReport>, PyErr> {
-    let mut interrupted = None;
+    let checked = PyInterrupt::or_cancelled(cancel);
     let report = py.allow_threads(|| {
-        handle.close_with(CloseControl::new().hand_off_when(SIGNAL_CHECK, || {
-            interrupted = signal_raised();
-            interrupted.is_some()
-        }))
+        handle.close_with(CloseControl::new().interrupt(checked.interrupt().clone()))
     });
-    match interrupted {
+    match checked.take() {
         Some(e) => Err(e),
         None => Ok(report),
     }
@@ -99,110 +170,30 @@ pub fn close(
 
 /// Closes `handle` without waiting: the socket shut down, the first due rung sent, the rest
 /// of the ladder and the reap left to the background reaper. For a `Server` collected or still
-/// open at exit, and a spawn whose caller was interrupted. Call with the GIL released where
-/// possible: it waits for nothing, but may take a millisecond (the reaper's first start).
+/// open at exit. Call with the GIL released where possible: it waits for nothing, but may take
+/// a millisecond (the reaper's first start).
 pub fn close_in_background(handle: ChildHandle) {
     let _report_or_error =
         handle.close_with(CloseControl::new().hand_off_when(Duration::ZERO, || true));
 }
 
-/// A spawn running on its thread.
-enum Slot {
-    /// Not taken by the thread yet (it may have failed to start).
-    ToSpawn(Box<Builder>),
-    Spawning,
-    Done(Box<childguard::Result<ChildHandle>>),
-    /// The caller was interrupted: the thread closes what the spawn returns.
-    Abandoned,
-}
-
-struct Pending {
-    slot: Mutex<Slot>,
-    done: Condvar,
-}
-
-impl Pending {
-    fn lock(&self) -> MutexGuard<'_, Slot> {
-        self.slot.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// `builder.spawn()` (which waits for readiness) on a thread of its own, the caller waiting for
-/// it in slices with signal checks; see the module's doc for what an interrupt leaves. If no
-/// thread can be started, the spawn runs on the caller's thread, GIL released, not
-/// interruptible. `bound`: the longest the spawn can take, for the atexit drain.
-pub fn spawn_ready(
-    py: Python<'_>,
-    builder: Builder,
-    bound: Duration,
-) -> Result<childguard::Result<ChildHandle>, PyErr> {
-    let pending = Arc::new(Pending {
-        slot: Mutex::new(Slot::ToSpawn(Box::new(builder))),
-        done: Condvar::new(),
-    });
-    let theirs = Arc::clone(&pending);
-    let in_flight = exit::SpawnInFlight::begin(bound);
-    let started = std::thread::Builder::new()
-        .name("childguard-spawn".into())
-        .spawn(move || {
-            let _counted = in_flight;
-            let builder = match std::mem::replace(&mut *theirs.lock(), Slot::Spawning) {
-                Slot::ToSpawn(builder) => builder,
-                _ => return,
-            };
-            let result = (*builder).spawn();
-            let mut slot = theirs.lock();
-            if matches!(*slot, Slot::Abandoned) {
-                drop(slot);
-                if let Ok(handle) = result {
-                    close_in_background(handle);
-                }
-                return;
+/// `builder.spawn()` (which waits for readiness, and for socket activation's connect) with the
+/// GIL released, interruptible: interrupted, the spawn returns at once with the exception and
+/// the library closes the server in the background (the atexit drain waits for that).
+pub fn spawn(py: Python<'_>, builder: Builder) -> Result<childguard::Result<ChildHandle>, PyErr> {
+    let checked = PyInterrupt::new();
+    let builder = builder.interrupt(checked.interrupt().clone());
+    let spawned = py.allow_threads(move || builder.spawn());
+    match checked.take() {
+        // The handler's exception is raised; the library closes the server in the background.
+        // A check that raised just as the spawn succeeded (never, as the library stands: an
+        // `Err` from the check always ends the wait) would leave a handle: closed here alike.
+        Some(e) => {
+            if let Ok(handle) = spawned {
+                py.allow_threads(move || close_in_background(handle));
             }
-            *slot = Slot::Done(Box::new(result));
-            theirs.done.notify_all();
-        });
-    if started.is_err() {
-        // The closure (and the counted guard) went with the error; the builder is still here.
-        if let Slot::ToSpawn(builder) = std::mem::replace(&mut *pending.lock(), Slot::Spawning) {
-            return Ok(py.allow_threads(move || (*builder).spawn()));
+            Err(e)
         }
-    }
-    loop {
-        let finished = py.allow_threads(|| {
-            let mut slot = pending.lock();
-            let until = Instant::now() + SIGNAL_CHECK;
-            loop {
-                if let Slot::Done(_) = &*slot {
-                    return match std::mem::replace(&mut *slot, Slot::Spawning) {
-                        Slot::Done(result) => Some(*result),
-                        _ => None,
-                    };
-                }
-                let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return None;
-                }
-                slot = pending
-                    .done
-                    .wait_timeout(slot, left)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
-        });
-        if let Some(result) = finished {
-            return Ok(result);
-        }
-        if let Err(e) = py.check_signals() {
-            // Race avoided, *ready just as the interrupt came*: the slot is looked at under its
-            // lock, so the server is closed here (it was ready) or by the thread (not yet).
-            let late = std::mem::replace(&mut *pending.lock(), Slot::Abandoned);
-            if let Slot::Done(done) = late {
-                if let Ok(handle) = *done {
-                    py.allow_threads(move || close_in_background(handle));
-                }
-            }
-            return Err(e);
-        }
+        None => Ok(spawned),
     }
 }

@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<handle::Handle>()?;
+    m.add_class::<interrupt::Cancel>()?;
     m.add_function(wrap_pyfunction!(handle::spawn, m)?)?;
     m.add_function(wrap_pyfunction!(options::parse_ladder, m)?)?;
     m.add_function(wrap_pyfunction!(exit::drain_at_exit, m)?)?;

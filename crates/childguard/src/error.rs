@@ -56,6 +56,12 @@ pub enum ErrorKind {
     /// process that spawned it, and only that one may signal or wait for it (a close here
     /// just lets this process's copies of the fds go).
     Inherited,
+    /// The caller's [`Interrupt`](crate::Interrupt) check returned an error during a wait
+    /// (Ctrl-C in Python, a cancel in C). The error's source is the check's error. What
+    /// became of the child depends on the call: an interrupted spawn closes the child in the
+    /// background (nothing is left); an interrupted close hands the rest of its ladder to the
+    /// background reaper; an interrupted wait leaves the child running.
+    Interrupted,
 }
 
 impl Error {
@@ -67,6 +73,17 @@ impl Error {
             output_tail: None,
             report: None,
         }
+    }
+
+    /// An error from a wait: [`ErrorKind::Interrupted`] if the caller's interrupt check ended
+    /// it, else `kind`.
+    pub(crate) fn from_wait(kind: ErrorKind, program: Option<&str>, source: io::Error) -> Error {
+        let kind = if crate::core::wait::is_interrupt(&source) {
+            ErrorKind::Interrupted
+        } else {
+            kind
+        };
+        Error::new(kind, program, source)
     }
 
     /// Attaches the report of the close that failed, or of the close of a child that did not
@@ -134,6 +151,7 @@ impl fmt::Display for Error {
             ErrorKind::Containment => "containing",
             ErrorKind::Ready => "starting",
             ErrorKind::Inherited => "not this process's child:",
+            ErrorKind::Interrupted => "interrupted while waiting for",
         };
         match &self.program {
             Some(p) => write!(f, "{what} `{p}`: {}", self.source)?,

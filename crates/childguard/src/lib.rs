@@ -54,9 +54,12 @@
 // below (tests/tests/module_layers.rs checks it, and that no import circle forms):
 // - `base/`: types and hooks every layer uses (signal numbers, failpoints, tracing events).
 // - `sys/`: every `unsafe` block and raw system call, one thin wrapper per call.
-// - `process/`: one child and the processes it owns: pidfd, SIGCHLD, group, descendants, its
-//   cgroup (`containment/`: the kill used by every close sits here, below the close).
-// - `core/`: the waits every layer above shares.
+// - `core/`: the one event loop per process (every background watch: pidfds, rung deadlines,
+//   captured pipes, the one inotify instance), the one wait primitive every blocking wait goes
+//   through, the SIGCHLD notifier, the per-process globals.
+// - `process/`: one child and the processes it owns: pidfd, the portable mechanism, group,
+//   descendants, its cgroup (`containment/`: the kill used by every close sits here, below
+//   the close; its guardian too).
 // - `close/`: the ladder and its climb, the controlled close, memory release, the background
 //   reaper that finishes a climb, and the close report.
 // - `error`: the crate's error, which carries a close report (so it sits with `close/`).
@@ -82,6 +85,7 @@ pub mod tokio;
 pub use base::failpoint;
 pub use close::reaper;
 
+pub use crate::core::wait::{Interrupt, INTERRUPT_CHECK_EVERY};
 pub use base::signal::{Signal, SignalParseError};
 pub use close::close_control::CloseControl;
 pub use close::ladder::{
@@ -98,7 +102,8 @@ pub use handle::readiness::{
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use process::containment::{CgroupReport, Containment, KillMode};
 pub use spawn::capture::{
-    Capture, OutputStream, DEFAULT_TAIL_BYTES, DEFAULT_TAIL_LINES, MAX_LINE_BYTES,
+    Capture, OutputStream, CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES, DEFAULT_TAIL_BYTES,
+    DEFAULT_TAIL_LINES, MAX_LINE_BYTES,
 };
 
 /// Whether `SIGPIPE` was ignored when this process started — before Rust's runtime set it to
@@ -107,3 +112,19 @@ pub use spawn::capture::{
 pub fn sigpipe_ignored_at_start() -> Option<bool> {
     sys::sigpipe_ignored_at_start()
 }
+
+/// The most threads the library runs in the background, whatever the number of children —
+/// 1,000 contained, captured servers alive at once cost no more threads than one:
+///
+/// | thread (`/proc/self/task/*/comm`) | what it does | when it starts |
+/// |---|---|---|
+/// | `childguard-loop` | the event loop: every pidfd, rung deadline, captured pipe, `cgroup.events` watch, notify socket of a background close | first spawn that captures or contains, first hand-off to the reaper |
+/// | `childguard-call` (`childguard-callbacks`) | every handle's `on_line` and passthrough | first spawn with either |
+/// | `childguard-spawner` (`childguard-spaw`) | forks the children that die with us (`exit_with_parent`: `PR_SET_PDEATHSIG` follows the forking thread) | first such spawn |
+/// | `childguard-sigchld` (`childguard-sigc`) | wakes blocking waits on the portable mechanism (no pidfds: other Unixes, old kernels) | first portable spawn |
+/// | `childguard-mrelease` (`childguard-mrel`), at most 2 at once | `process_mrelease(2)` beside a `SIGKILL` rung of a big child | such a rung; ends with it |
+///
+/// Each is per process: a child made by `fork()` without `exec` starts its own on first use.
+/// Not counted: the threads of a tokio runtime the caller runs, and the guardian, which is a
+/// process.
+pub const MAX_BACKGROUND_THREADS: usize = 4 + close::release::MAX_RELEASE_HELPERS;

@@ -141,10 +141,14 @@ class Server:
         call returns the same report. Raises :class:`SignalError`/:class:`WaitError` (with
         ``report``) if a step failed; the child is still reaped (by childguard's reaper).
 
-        Ctrl-C during the close raises ``KeyboardInterrupt`` within 0.05 s (in the main
+        Ctrl-C during the close raises ``KeyboardInterrupt`` within 0.1 s (in the main
         thread): the rest of the ladder, on its schedule, and the reap then go to childguard's
         background reaper (the ``atexit`` drain waits for it); there is no report, and a later
         ``close()`` raises :class:`ClosedError` saying so."""
+        return self._close(None)
+
+    def _close(self, cancel: Optional[_native.Cancel]) -> CloseReport:
+        """The close, ended early (the rest to the reaper) once ``cancel`` is set."""
         with self._close_lock:
             if self._report is not None:
                 return self._report
@@ -161,12 +165,12 @@ class Server:
                 self._socket.close()
                 self._socket = None
             try:
-                line, data = self._native.close()
+                line, data = self._native.close(cancel)
             except ClosedError:
                 if self._report is not None:
                     return self._report
                 raise
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, asyncio.CancelledError):
                 self._interrupted = True
                 raise
             self._report = CloseReport(line, json.loads(data))
@@ -175,9 +179,21 @@ class Server:
     async def aclose(self) -> CloseReport:
         """:meth:`close` without blocking the event loop: it runs on the loop's default
         executor (a thread, the GIL released while it waits). Cancelling the awaiting task
-        does not stop the close: it finishes on its thread, bounded by the ladder."""
+        hands the rest of the close to childguard's background reaper: the thread stops
+        waiting within 0.05 s (so Ctrl-C under ``asyncio.run``, which cancels the main task and
+        then joins the executor, raises ``KeyboardInterrupt`` at once), the remaining rungs go
+        out on their schedule and the reap follows; a later ``close()`` raises
+        :class:`ClosedError` saying so."""
         loop = asyncio.get_running_loop()
-        return await asyncio.shield(loop.run_in_executor(None, self.close))
+        cancel = _native.Cancel()
+        future = loop.run_in_executor(None, self._close, cancel)
+        try:
+            return await asyncio.shield(future)
+        except BaseException:
+            cancel.set()
+            # The thread's CancelledError (or report) is nobody's now: retrieved, not logged.
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            raise
 
     def __enter__(self) -> "Server":
         return self
@@ -206,7 +222,7 @@ _OPEN: "weakref.WeakSet[Server]" = weakref.WeakSet()
 def _drain_at_exit() -> None:
     """At interpreter exit: closes the servers still open in the background and waits for
     childguard's reaper — bounded by the longest ladder of this process's servers plus 2 s (a
-    spawn interrupted while it waited for readiness adds the rest of its ``ready_timeout``).
+    spawn interrupted while it waited for readiness is closed by that reaper too).
     Without it the exit would end the reaper's thread mid-ladder and leave the server running."""
     _native.drain_at_exit([s._native for s in list(_OPEN)])
 

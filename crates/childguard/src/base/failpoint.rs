@@ -35,7 +35,8 @@ pub enum Point {
     KillProcessGroup,
     /// `kill(2)` to the child (`process/sigchld.rs`, the portable mechanism).
     Kill,
-    /// Starting the background reaper thread (`reaper.rs`: `pthread_create`).
+    /// Starting the event loop's thread, which the background reaper, the capture drain and
+    /// the cgroup watches run on (`core/event_loop.rs`: `pthread_create`).
     ReaperStart,
     /// Writing a cgroup's `cgroup.kill` (`containment/kill.rs`, and the guardian): armed with
     /// `ENOENT`, the host looks like a kernel before 5.14, and the freeze fallback runs. The
@@ -197,7 +198,7 @@ static READY_WAIT_DELAY: ArmedDelay = ArmedDelay::new();
 
 /// From now on every spawn with a readiness condition sleeps `delay` between starting the
 /// capture and starting its wait (`None`: no pause), as a spawning thread preempted there on
-/// a loaded machine does, while the child writes and the capture thread reads. For
+/// a loaded machine does, while the child writes and the event loop reads. For
 /// `tests/ready_watch.rs`, a test process of its own.
 #[cfg(feature = "failpoints")]
 pub fn set_ready_wait_delay(delay: Option<std::time::Duration>) {

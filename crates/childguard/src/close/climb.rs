@@ -9,7 +9,7 @@ use crate::base::signal::Signal;
 use crate::close::ladder::{Ladder, Rung};
 use crate::close::release::{self, Release};
 use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal};
-use crate::core::poll::later;
+use crate::core::wait::later;
 use crate::process::Process;
 
 /// Where a close stands on its ladder.
@@ -291,35 +291,6 @@ impl Climb {
         }
     }
 
-    /// Blocks until `process` is gone or the ladder is used up. Returns whether it is gone.
-    /// No sleep-polling: each wait is a `poll` on pidfds (or the `SIGCHLD` notifier) — and the
-    /// notify socket, if any — bounded by the current deadline.
-    pub(crate) fn run_blocking(&mut self, process: &mut Process) -> io::Result<bool> {
-        self.run_blocking_with(process, wait_with_notify)
-    }
-
-    /// [`run_blocking`](Climb::run_blocking) with the wait between steps done by `wait`, given
-    /// the process, the notify socket's fd (to watch too, if it can) and the deadline; it must
-    /// return by the deadline, and may return earlier (the loop re-checks):
-    /// [`ChildHandle::output`](crate::ChildHandle::output) reads the child's pipes meanwhile.
-    /// What came on the notify socket is read by the next step ([`Climb::hear`]).
-    pub(crate) fn run_blocking_with(
-        &mut self,
-        process: &mut Process,
-        mut wait: impl FnMut(&Process, Option<BorrowedFd<'_>>, Instant) -> io::Result<()>,
-    ) -> io::Result<bool> {
-        self.release_inline();
-        loop {
-            if process.is_gone()? {
-                return Ok(true);
-            }
-            if !self.advance(process, Instant::now())? {
-                return Ok(false);
-            }
-            wait(process, self.notify_fd(), self.deadline)?;
-        }
-    }
-
     /// Fills the signal, exit and ending parts of `report`. The signals move into the report:
     /// a climb handed to the reaper afterwards reports nothing more.
     pub(crate) fn record(&mut self, process: &Process, report: &mut CloseReport) {
@@ -345,23 +316,4 @@ impl Climb {
             (None, _) => Ending::Eof,
         };
     }
-}
-
-/// The blocking wait between steps: the child's fds (or the `SIGCHLD` notifier) and the
-/// notify socket, until `deadline`.
-pub(crate) fn wait_with_notify(
-    process: &Process,
-    notify: Option<BorrowedFd<'_>>,
-    deadline: Instant,
-) -> io::Result<()> {
-    let Some(notify) = notify else {
-        return process.wait_until(deadline);
-    };
-    // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
-    let until = if process.is_running() && !process.uses_pidfd() {
-        deadline.min(Instant::now() + crate::core::poll::EXIT_CHECK)
-    } else {
-        deadline
-    };
-    crate::core::poll::poll_readable(notify, &process.wait_fds(), until).map(drop)
 }

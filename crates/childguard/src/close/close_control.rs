@@ -14,8 +14,14 @@ use std::time::{Duration, Instant};
 
 use crate::close::climb::Climb;
 use crate::close::ladder::{Ladder, Rung};
-use crate::core::poll::{poll_readable, EXIT_CHECK};
+use crate::core::wait::{self, Interrupt, Woke};
 use crate::process::Process;
+
+/// A wait of the climb done another way than [`Process::wait_with`] (the `output()` drain
+/// reads the child's pipes meanwhile): given the process, the notify socket's fd, the deadline
+/// and the interrupt; it must return by the deadline and may return earlier.
+pub(crate) type Waiter<'a> =
+    dyn FnMut(&Process, Option<BorrowedFd<'_>>, Instant, Option<&Interrupt>) -> io::Result<()> + 'a;
 
 /// What a blocking close is told while it climbs ([`ChildHandle::close_with`]).
 ///
@@ -41,6 +47,10 @@ pub struct CloseControl<'a> {
     skip: Option<(BorrowedFd<'a>, Box<dyn FnMut() -> bool + 'a>)>,
     on_rung: Option<Box<dyn FnMut(usize, Rung) + 'a>>,
     hand_off: Option<(Duration, Box<dyn FnMut() -> bool + 'a>)>,
+    interrupt: Option<Interrupt>,
+    /// The interrupt check's error, once it ended a wait of the climb.
+    interrupted: Option<io::Error>,
+    waiter: Option<Box<Waiter<'a>>>,
 }
 
 impl<'a> CloseControl<'a> {
@@ -107,6 +117,40 @@ impl<'a> CloseControl<'a> {
         self
     }
 
+    /// Calls `interrupt`'s check while the close waits — at least every
+    /// [`INTERRUPT_CHECK_EVERY`](crate::INTERRUPT_CHECK_EVERY), and at once when a signal
+    /// interrupts the wait (`EINTR`). When the check returns an error, the closing thread
+    /// stops waiting and what is left of the close — the rungs still to come, on their
+    /// schedule, and the reap — goes to the background [`reaper`](crate::reaper), as with
+    /// [`hand_off_when`](CloseControl::hand_off_when). `close_with` then returns at once with
+    /// [`ErrorKind::Interrupted`](crate::ErrorKind::Interrupted), the check's error as its
+    /// source and the report so far ([`Error::close_report`](crate::Error::close_report):
+    /// `handed_to_reaper`). Nothing is left unreaped: call
+    /// [`reaper::drain`](crate::reaper::drain) before exiting if the rest must happen in this
+    /// process.
+    ///
+    /// The Python binding passes `PyErr_CheckSignals` here: Ctrl-C during `close()` raises
+    /// `KeyboardInterrupt` within 0.1 s.
+    pub fn interrupt(mut self, interrupt: Interrupt) -> CloseControl<'a> {
+        self.interrupt = Some(interrupt);
+        self
+    }
+
+    /// Every wait of the climb done by `waiter` instead (see [`Waiter`]).
+    pub(crate) fn waiter(
+        mut self,
+        waiter: impl FnMut(&Process, Option<BorrowedFd<'_>>, Instant, Option<&Interrupt>) -> io::Result<()>
+            + 'a,
+    ) -> CloseControl<'a> {
+        self.waiter = Some(Box::new(waiter));
+        self
+    }
+
+    /// The interrupt check's error, if it ended the climb's waiting.
+    pub(crate) fn take_interrupted(&mut self) -> Option<io::Error> {
+        self.interrupted.take()
+    }
+
     /// Whether [`hand_off_when`](CloseControl::hand_off_when)'s `stop` says to stop waiting
     /// now (`false` without one).
     pub(crate) fn hands_off(&mut self) -> bool {
@@ -116,46 +160,66 @@ impl<'a> CloseControl<'a> {
     /// `deadline`, or sooner, so that `stop` is asked every `every`.
     fn wake_by(&self, deadline: Instant) -> Instant {
         match &self.hand_off {
-            Some((every, _)) => deadline.min(crate::core::poll::later(Instant::now(), *every)),
+            Some((every, _)) => deadline.min(crate::core::wait::later(Instant::now(), *every)),
             None => deadline,
         }
     }
 
-    /// The callback for [`Climb::run_blocking_controlled`].
+    /// The callback for [`Climb::run_blocking`].
     pub(crate) fn announce(&mut self, index: usize, rung: Rung) {
         if let Some(f) = self.on_rung.as_mut() {
             f(index, rung);
         }
     }
 
-    /// One wait of a controlled climb: until `deadline`, the child's exit, a datagram on the
+    /// One wait of the blocking climb: until `deadline`, the child's exit, a datagram on the
     /// `NOTIFY_SOCKET` (read by the climb's next step), or `fd` readable (a skip goes to
-    /// `climb`) — and no longer than `hand_off_when`'s period. Returns early on any of them;
-    /// the climb loop re-checks.
+    /// `climb`) — and no longer than `hand_off_when`'s period — in one [`Process::wait_with`].
+    /// Returns early on any of them; the climb loop re-checks. `Ok(false)`: the interrupt
+    /// check ended the wait (its error is kept for [`CloseControl::take_interrupted`]): stop
+    /// waiting, hand the rest to the reaper.
     pub(crate) fn wait(
         &mut self,
         climb: &mut Climb,
         process: &Process,
         deadline: Instant,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let deadline = self.wake_by(deadline);
-        let Some((fd, woke)) = self.skip.as_mut() else {
-            return crate::close::climb::wait_with_notify(process, climb.notify_fd(), deadline);
+        let interrupt = self.interrupt.as_ref();
+        let waited = match self.waiter.as_mut() {
+            Some(waiter) => waiter(process, climb.notify_fd(), deadline, interrupt).map(|()| None),
+            None => {
+                let skip_fd = self.skip.as_ref().map(|(fd, _)| *fd);
+                let (pair, one);
+                // The caller's fd first (index 0), then the notify socket: no allocation.
+                let extra: &[BorrowedFd<'_>] = match (skip_fd, climb.notify_fd()) {
+                    (Some(a), Some(b)) => {
+                        pair = [a, b];
+                        &pair
+                    }
+                    (Some(a), None) | (None, Some(a)) => {
+                        one = [a];
+                        &one
+                    }
+                    (None, None) => &[],
+                };
+                process.wait_with(extra, deadline, interrupt).map(Some)
+            }
         };
-        // Without a pidfd the child's exit is a SIGCHLD, which no fd shows: re-check soon.
-        let until = if process.is_running() && !process.uses_pidfd() {
-            deadline.min(Instant::now() + EXIT_CHECK)
-        } else {
-            deadline
+        let woke = match waited {
+            Ok(woke) => woke,
+            Err(e) if wait::is_interrupt(&e) => {
+                self.interrupted = Some(e);
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
         };
-        let mut others = process.wait_fds();
-        others.extend(climb.notify_fd());
-        let skip = poll_readable(*fd, &others, until)? && woke();
-        drop(others);
-        if skip {
-            climb.skip(Instant::now());
+        if let (Some(Woke::Readable(readable)), Some((_, woke))) = (woke, self.skip.as_mut()) {
+            if readable.contains(0) && woke() {
+                climb.skip(Instant::now());
+            }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -169,6 +233,7 @@ impl fmt::Debug for CloseControl<'_> {
                 "hand_off_every",
                 &self.hand_off.as_ref().map(|(every, _)| *every),
             )
+            .field("interrupt", &self.interrupt.is_some())
             .finish()
     }
 }
@@ -177,13 +242,15 @@ impl fmt::Debug for CloseControl<'_> {
 /// step; the climb itself knows nothing of the control (issue 21 item 5: no circle between
 /// `climb` and `close_control`).
 impl Climb {
-    /// [`run_blocking`](Climb::run_blocking) as [`ChildHandle::close_with`] drives it: each
-    /// wait is `control`'s (it also watches the caller's fd and the `NOTIFY_SOCKET`, if any),
-    /// `control` hears of each rung before it is sent, and may stop the waiting before each
-    /// wait ([`CloseControl::hand_off_when`]): `Ok(false)` then, the ladder not used up.
-    ///
-    /// [`ChildHandle::close_with`]: crate::ChildHandle::close_with
-    pub(crate) fn run_blocking_controlled(
+    /// The one driver of the blocking climb (`close()`, `close_with`, the drop, `output()`,
+    /// the CLI and the C API all come here): blocks until `process` is gone (`Ok(true)`) or the
+    /// ladder is used up (`Ok(false)`). No sleep-polling: each wait is one
+    /// [`Wait`](crate::core::wait::Wait) on the child's pidfds (or the `SIGCHLD` generation),
+    /// the notify socket and `control`'s fd, bounded by the current deadline; `control` hears
+    /// of each rung before it is sent, and may stop the waiting before each wait
+    /// ([`CloseControl::hand_off_when`]) or during one (its interrupt): `Ok(false)` then, the
+    /// ladder not used up, which makes `Closing::finish` hand the climb to the reaper.
+    pub(crate) fn run_blocking(
         &mut self,
         process: &mut Process,
         control: &mut CloseControl<'_>,
@@ -197,13 +264,14 @@ impl Climb {
             if !self.advance_announcing(process, Instant::now(), &mut announce)? {
                 return Ok(false);
             }
-            // Asked after the due rungs went out and before the wait: `Ok(false)` with rungs
-            // still to come makes `Closing::finish` hand the climb to the reaper.
+            // Asked after the due rungs went out and before the wait.
             if control.hands_off() {
                 return Ok(false);
             }
             let deadline = self.deadline();
-            control.wait(self, process, deadline)?;
+            if !control.wait(self, process, deadline)? {
+                return Ok(false);
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! and the short-lived helper thread that sends the kill and makes the call, so that the
 //! thread climbing the ladder never blocks in it.
 //!
-//! Timeline of a release (the climbing thread is a blocking close or the reaper thread):
+//! Timeline of a release (the climbing thread is a blocking close or the event loop's, for the reaper):
 //! 1. Before the kill, [`plan`] sizes the child: cheap tests first (age, CPU clock), then
 //!    `/proc/PID/statm` (≥ [`RELEASE_MIN_RESIDENT`]) and `/proc/meminfo` (transparent huge
 //!    pages, see [`plan`]).
@@ -46,7 +46,57 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::close::report::MemoryRelease;
+use crate::core::per_process::PerProcess;
 use crate::process::Process;
+
+mod cpus;
+use cpus::{place_apart, Pinned};
+
+/// The most helper threads in flight at once in the whole process (2). A `SIGKILL` rung that
+/// finds them all busy goes without a release (the report says why): the release only speeds
+/// the kill up, and this keeps the library's thread count from growing with the number of
+/// children closed at once (see [`crate::MAX_BACKGROUND_THREADS`]). Two, not one: a helper
+/// may stay in a slow `process_mrelease` for a while after its child is reaped.
+pub(crate) const MAX_RELEASE_HELPERS: usize = 2;
+
+/// Helpers of this process in flight (per process: a child made by `fork()` has none of its
+/// parent's threads).
+static HELPERS: PerProcess<std::sync::atomic::AtomicUsize> = PerProcess::new();
+
+fn helpers() -> &'static std::sync::atomic::AtomicUsize {
+    match HELPERS.get() {
+        Some(h) => h,
+        None => match HELPERS.publish(std::sync::atomic::AtomicUsize::new(0)) {
+            Ok(h) | Err((_, h)) => h,
+        },
+    }
+}
+
+/// One of the [`MAX_RELEASE_HELPERS`] places, given back when dropped (by the helper thread as
+/// it ends, or here if no thread could be started).
+struct HelperPlace(&'static std::sync::atomic::AtomicUsize);
+
+impl HelperPlace {
+    fn take() -> Option<HelperPlace> {
+        let count = helpers();
+        let mut now = count.load(Ordering::SeqCst);
+        loop {
+            if now >= MAX_RELEASE_HELPERS {
+                return None;
+            }
+            match count.compare_exchange(now, now + 1, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return Some(HelperPlace(count)),
+                Err(seen) => now = seen,
+            }
+        }
+    }
+}
+
+impl Drop for HelperPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// The resident size from which a `SIGKILL` rung asks for `process_mrelease` (64 MiB).
 pub(crate) const RELEASE_MIN_RESIDENT: u64 = 64 << 20;
@@ -62,7 +112,7 @@ pub(crate) const RELEASE_MIN_CPU: Duration = Duration::from_micros(500);
 
 /// How long the climbing thread waits for the helper thread to be spinning before it sends
 /// the rung's `SIGKILL` (1 ms; a fresh thread's first run took 30–120 µs here). Bounds the
-/// stall of the shared reaper thread per release, and how late a `SIGKILL` rung can be.
+/// stall of the event loop (the reaper's jobs, every captured pipe) per release, and how late a `SIGKILL` rung can be.
 pub(crate) const HANDOFF: Duration = Duration::from_millis(1);
 
 /// How long the helper spins on `process_mrelease` without giving its CPU away (1 ms: the
@@ -221,6 +271,11 @@ impl Release {
     /// `pid` must be the caller's own child, not yet reaped, and only the caller may reap it
     /// before the kill: [`place_apart`] names it by pid.
     pub(crate) fn kill_and_release(pidfd: BorrowedFd<'_>, pid: u32) -> Release {
+        let Some(place) = HelperPlace::take() else {
+            return Release::skipped(format!(
+                "{MAX_RELEASE_HELPERS} releases in flight already (MAX_RELEASE_HELPERS)"
+            ));
+        };
         let copy = match pidfd.try_clone_to_owned() {
             Ok(copy) => copy,
             Err(e) => return Release::skipped(format!("no copy of the pidfd for it: {e}")),
@@ -233,6 +288,7 @@ impl Release {
             .name("childguard-mrelease".into())
             .stack_size(64 << 10)
             .spawn(move || {
+                let _place = place;
                 if let Some(cpus) = helper_cpus {
                     cpus.apply_to_this_thread();
                 }
@@ -330,97 +386,6 @@ fn release_when_dying(pidfd: OwnedFd, abandoned: &AtomicBool, tx: mpsc::Sender<M
     let took = started.elapsed();
     drop(pidfd);
     let _ = tx.send(Message::Done(outcome, took));
-}
-
-/// Puts the dying child and the helper thread on different CPUs (the `exit_mm` race, module
-/// docs): pins the child to the CPU the calling thread runs on, and returns the CPUs the
-/// helper may use (all of ours but that one). Does nothing where that is impossible: one CPU
-/// (then there is no second CPU to share the teardown with anyway), a cpuset that keeps the
-/// child off our CPU, a child of another user (`EPERM`). Each costs only the speed-up.
-///
-/// Race avoided (pid reuse): the child is named by pid, which is safe only because it is our
-/// child and not yet reaped, and the caller is the only one that reaps it: until then no
-/// other process can get its pid. The affinity set on the child is undone if the kill is
-/// refused ([`Release::kill_refused`]); after the kill it dies with it.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn place_apart(pid: u32) -> (Option<Pinned>, Option<HelperCpus>) {
-    use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
-    let here = sched_getcpu();
-    let Ok(mut others) = sched_getaffinity(None) else {
-        return (None, None);
-    };
-    others.unset(here);
-    if others.count() == 0 {
-        return (None, None);
-    }
-    let helper = Some(HelperCpus(others));
-    let Ok(child) = crate::process::pid(pid) else {
-        return (None, helper);
-    };
-    let Ok(was) = sched_getaffinity(Some(child)) else {
-        return (None, helper);
-    };
-    let mut only_here = CpuSet::new();
-    only_here.set(here);
-    match sched_setaffinity(Some(child), &only_here) {
-        Ok(()) => (Some(Pinned { child, was }), helper),
-        Err(_) => (None, helper),
-    }
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn place_apart(_pid: u32) -> (Option<Pinned>, Option<HelperCpus>) {
-    (None, None)
-}
-
-/// A child pinned by [`place_apart`], and its affinity before.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-#[derive(Debug)]
-struct Pinned {
-    child: rustix::process::Pid,
-    was: rustix::thread::CpuSet,
-}
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-impl Pinned {
-    fn restore(self) {
-        // Best effort: a child that cannot get its mask back keeps running on one CPU, which
-        // is slower but correct.
-        let _ = rustix::thread::sched_setaffinity(Some(self.child), &self.was);
-    }
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-#[derive(Debug)]
-enum Pinned {}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-impl Pinned {
-    fn restore(self) {
-        match self {}
-    }
-}
-
-/// The CPUs [`place_apart`] leaves to the helper thread.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-struct HelperCpus(rustix::thread::CpuSet);
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-impl HelperCpus {
-    fn apply_to_this_thread(self) {
-        // Best effort, as for the child's pin.
-        let _ = rustix::thread::sched_setaffinity(None, &self.0);
-    }
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-enum HelperCpus {}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-impl HelperCpus {
-    fn apply_to_this_thread(self) {
-        match self {}
-    }
 }
 
 /// Names the harmless `process_mrelease` failures.

@@ -1,4 +1,13 @@
-//! The core: what every waiting layer above shares. Issue 21 puts the one event loop
-//! (`event_loop.rs`) and the one wait primitive (`wait.rs`) here.
+//! The core: the one event loop that carries every background watch of the library
+//! ([`event_loop`]), its deadline heap ([`timers`]) and its one inotify instance
+//! ([`inotify`], Linux); and the one wait primitive ([`wait`]) every blocking wait of the
+//! library goes through.
 
-pub(crate) mod poll;
+pub(crate) mod bell;
+pub(crate) mod event_loop;
+#[cfg(target_os = "linux")]
+pub(crate) mod inotify;
+pub(crate) mod per_process;
+pub(crate) mod sigchld;
+mod timers;
+pub(crate) mod wait;

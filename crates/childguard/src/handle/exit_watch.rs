@@ -13,8 +13,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::process::ExitStatus;
 use std::time::Instant;
 
+use crate::core::wait::{Interrupt, Wait, Woke};
 use crate::error::{Error, ErrorKind, Result};
-use crate::process::{sigchld, WaitOn};
+use crate::process::WaitOn;
 use crate::ChildHandle;
 
 /// What to wait on for the child's exit, made by [`ChildHandle::watch_exit`]; owns what it
@@ -80,7 +81,8 @@ impl ChildHandle {
                 // zombie) must turn the handle's waits to `SIGCHLD`, or every watch made from
                 // now on would wake at once: a busy loop. `note_readable` tells the look below.
                 let readable = process.pidfd().map(|fd| {
-                    crate::process::pidfd::poll_until(&[fd], Instant::now()).unwrap_or(false)
+                    let woke = Wait::until(Instant::now()).fds(&[fd]).run();
+                    matches!(woke, Ok(Woke::Readable(_)))
                 });
                 if readable == Some(true) {
                     process.note_readable();
@@ -114,7 +116,7 @@ impl ChildHandle {
 
 /// The notifier's generation, for a child whose exit only a `SIGCHLD` shows.
 fn sigchld_generation(program: Option<&str>) -> Result<u64> {
-    sigchld::notifier()
+    crate::core::sigchld::notifier()
         .map(|n| n.generation())
         .map_err(|e| Error::new(ErrorKind::Wait, program, e))
 }
@@ -126,22 +128,41 @@ impl ExitWatch {
     }
 
     /// Blocks until the child may have exited, or `deadline`. Returns whether something
-    /// changed (`false`: the deadline passed, or a signal interrupted the wait); spurious
-    /// wake-ups are allowed: look with [`ChildHandle::watch_exit`] again. Returns at once if
-    /// the child had exited when the watch was made. Needs no handle, so another thread may
+    /// changed (`false`: the deadline passed); spurious wake-ups are allowed: look with
+    /// [`ChildHandle::watch_exit`] again. A signal (`EINTR`) does not end it. Returns at once
+    /// if the child had exited when the watch was made. Needs no handle, so another thread may
     /// use (or close) the handle meanwhile; the wait then simply runs to its deadline or the
     /// exit, whichever comes first — bound it by how soon you want to notice.
     pub fn wait_until(&self, deadline: Instant) -> io::Result<bool> {
-        match &self.on {
-            On::Nothing => Ok(true),
+        self.wait(deadline, None)
+    }
+
+    /// [`wait_until`](ExitWatch::wait_until), calling `interrupt`'s check at least every
+    /// [`INTERRUPT_CHECK_EVERY`](crate::INTERRUPT_CHECK_EVERY) and on each `EINTR`: an `Err`
+    /// from it ends the wait with that error (kind [`io::ErrorKind::Interrupted`], its source
+    /// the check's error). The child is left as it is: still running.
+    pub fn wait_until_interruptible(
+        &self,
+        deadline: Instant,
+        interrupt: &Interrupt,
+    ) -> io::Result<bool> {
+        self.wait(deadline, Some(interrupt))
+    }
+
+    fn wait(&self, deadline: Instant, interrupt: Option<&Interrupt>) -> io::Result<bool> {
+        let woke = match &self.on {
+            On::Nothing => return Ok(true),
             #[cfg(target_os = "linux")]
-            On::Pidfd(fd) => crate::process::pidfd::poll_until(&[fd.as_fd()], deadline),
-            On::Sigchld(seen) => {
-                let notifier = sigchld::notifier()?;
-                notifier.wait_change_from(*seen, deadline);
-                Ok(notifier.generation() != *seen)
-            }
-        }
+            On::Pidfd(fd) => Wait::until(deadline)
+                .fds(&[fd.as_fd()])
+                .interrupt(interrupt)
+                .run()?,
+            On::Sigchld(seen) => Wait::until(deadline)
+                .sigchld(Some(*seen))
+                .interrupt(interrupt)
+                .run()?,
+        };
+        Ok(woke != Woke::Deadline)
     }
 }
 

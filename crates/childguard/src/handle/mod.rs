@@ -4,6 +4,7 @@
 mod api_marks;
 pub(crate) mod detach;
 pub(crate) mod exit_watch;
+mod interruptible;
 pub(crate) mod on_drop;
 pub(crate) mod output;
 pub(crate) mod readiness;
@@ -22,7 +23,8 @@ use crate::close::climb::Climb;
 use crate::close::close_control::CloseControl;
 use crate::close::ladder::{Ladder, Rung};
 use crate::close::report::{CloseReport, Ending};
-use crate::core::poll::later;
+use crate::core::wait::later;
+use crate::core::wait::Interrupt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::on_drop::OnDrop;
 use crate::handle::readiness::notify::NotifySocket;
@@ -83,7 +85,7 @@ pub enum Reap {
     #[default]
     Blocking,
     /// `close()`/`drop` shut the socket down, send the first due rung, and return; the shared
-    /// reaper thread sends the rest and reaps. See [`reaper`](crate::reaper).
+    /// reaper (on the event loop) sends the rest and reaps. See [`reaper`](crate::reaper).
     Background,
 }
 
@@ -114,6 +116,8 @@ pub struct Builder {
     notify_extend_max: Duration,
     notify_owner: Option<(u32, u32)>,
     notify_access: NotifyAccess,
+    /// [`Builder::interrupt`] (`interruptible.rs`).
+    pub(crate) interrupt: Option<Interrupt>,
 }
 
 /// The default of [`Builder::connect_timeout`].
@@ -257,7 +261,7 @@ impl Builder {
     /// makes the call — so the exit, and the close, come sooner (~0.55× the plain `waitpid`
     /// time at 8 GiB here). The close still returns at the rung's deadline or the exit,
     /// whichever comes first, however long the call takes (the helper finishes it alone), and
-    /// the shared reaper thread is held up by at most 1 ms per release. Skipped when the
+    /// the event loop (the shared reaper) is held up by at most 1 ms per release. Skipped when the
     /// system holds transparent huge pages of at least half the child's size (their teardown
     /// is not sped up), and where the close must return at once (an async task, before a
     /// `Reap::Background` drop returns). The outcome is in [`CloseReport::memory_release`].
@@ -396,6 +400,7 @@ impl Builder {
                         notify_access: self.notify_access,
                         activating,
                         stdout_is_socket,
+                        interrupt: self.interrupt.clone(),
                     },
                     &mut self.command,
                     &mut self.capture,
@@ -536,13 +541,23 @@ impl Builder {
         if let Some((dir, listener)) = pending {
             let connected = match handle.process.as_mut() {
                 Some(process) => {
-                    activation::connect(listener, dir.path(), process, self.connect_timeout)
+                    let interrupt = self.interrupt.as_ref();
+                    activation::connect(
+                        listener,
+                        dir.path(),
+                        process,
+                        self.connect_timeout,
+                        interrupt,
+                    )
                 }
                 None => Err(io::Error::other("no child to connect to")),
             };
             handle.socket_dir = Some(dir);
             match connected {
                 Ok(stream) => handle.socket = Some(stream),
+                Err(e) if crate::core::wait::is_interrupt(&e) => {
+                    return Err(handle.interrupted_at_spawn(e));
+                }
                 Err(e) => {
                     let tail = handle.abandon();
                     return Err(fail(ErrorKind::Connect, e).with_output_tail(tail));
@@ -648,7 +663,7 @@ pub struct ChildHandle {
     socket_dir: Option<SocketDir>,
     /// The stdio pipes the Command asked for (see [`crate::spawn::stdio`]).
     pipes: Pipes,
-    /// [`Builder::capture`]: the handle's side of the shared capture thread.
+    /// [`Builder::capture`]: the handle's side of the capture (drained by the event loop).
     capture: Option<Captured>,
     /// `Containment::BestEffort` fell back to the process group: why.
     containment_fallback: Option<String>,
@@ -681,6 +696,7 @@ impl ChildHandle {
             notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,
             notify_owner: None,
             notify_access: NotifyAccess::default(),
+            interrupt: None,
         }
     }
 
@@ -800,7 +816,7 @@ impl ChildHandle {
     pub fn kill(&mut self, signal: Signal, grace: Duration) -> Result<Option<ExitStatus>> {
         match self.send_kill(signal)? {
             Err(status) => Ok(Some(status)),
-            Ok(sent_at) => self.wait_until(later(sent_at, grace)),
+            Ok(sent_at) => self.wait_until(later(sent_at, grace), None),
         }
     }
 
@@ -837,22 +853,7 @@ impl ChildHandle {
     /// Waits up to `timeout` for the child to exit, woken by its pidfd (or `SIGCHLD`) the
     /// moment it does. `Ok(None)`: still running. Reaps like [`try_wait`](ChildHandle::try_wait).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
-        self.wait_until(later(Instant::now(), timeout))
-    }
-
-    fn wait_until(&mut self, deadline: Instant) -> Result<Option<ExitStatus>> {
-        loop {
-            if let Some(status) = self.try_wait()? {
-                return Ok(Some(status));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            let process = self.process.as_ref().ok_or_else(no_child)?;
-            process
-                .wait_until(deadline)
-                .map_err(|e| Error::new(ErrorKind::Wait, self.program.as_deref(), e))?;
-        }
+        self.wait_until(later(Instant::now(), timeout), None)
     }
 
     /// Shuts the socket down, closes it, climbs the ladder and reaps the child (see the close
@@ -899,12 +900,11 @@ impl ChildHandle {
         // EXTEND_TIMEOUT_USEC= and STOPPING=1, here and in the reaper alike.
         let climbed = match closing.earlier_exit.take() {
             Some(e) => Err(e),
-            None if reap == Reap::Blocking => {
-                climb.run_blocking_controlled(&mut process, &mut control)
-            }
+            None if reap == Reap::Blocking => climb.run_blocking(&mut process, &mut control),
             None => climb_ladder(&mut climb, &mut process, reap),
         };
-        closing.finish(Some((process, climb)), climbed)
+        let finished = closing.finish(Some((process, climb)), climbed);
+        crate::handle::interruptible::after_close(finished, control.take_interrupted())
     }
 
     /// Steps 0–2 of the close path (note an earlier exit, shutdown, close), shared with the
@@ -1138,7 +1138,7 @@ fn remove_socket_dir(dir: Option<SocketDir>, report: &mut CloseReport) {
 /// Steps 3 and 4: the EOF wait and the rungs. Returns whether the child (and its group) is gone.
 fn climb_ladder(climb: &mut Climb, process: &mut Process, reap: Reap) -> io::Result<bool> {
     match reap {
-        Reap::Blocking => climb.run_blocking(process),
+        Reap::Blocking => climb.run_blocking(process, &mut CloseControl::new()),
         Reap::Background => {
             if process.is_gone()? {
                 return Ok(true);

@@ -9,10 +9,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
-
+use crate::close::close_control::CloseControl;
 use crate::close::report::CloseReport;
-use crate::core::poll::later;
+use crate::core::wait::later;
+use crate::core::wait::{Interrupt, Wait, Woke};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::no_child;
 use crate::process::Process;
@@ -38,10 +38,6 @@ impl Output {
         self.report.status
     }
 }
-
-/// On the portable mechanism (no pidfd), the child's exit is no fd we can poll alongside the
-/// pipes: while it runs and a pipe is open, we look at it again at least this often.
-const PORTABLE_EXIT_CHECK: Duration = Duration::from_millis(10);
 
 impl ChildHandle {
     /// Reads the child's piped stdout and stderr until it exits or `timeout` passes, then
@@ -84,7 +80,7 @@ impl ChildHandle {
                 break false;
             }
             let process = self.process().ok_or_else(no_child)?;
-            drain.wait(process, deadline).map_err(fail)?;
+            drain.wait(process, deadline, None).map_err(fail)?;
         };
         if exited {
             drain.read_what_is_there(deadline).map_err(fail)?;
@@ -97,10 +93,12 @@ impl ChildHandle {
             (None, None) => Ok(true),
             // The drain watches the pipes and the pidfd, not the notify socket: what came on
             // it is read by the climb's next step, before any rung is sent (`Climb::hear`).
-            (None, Some((process, climb))) => climb
-                .run_blocking_with(process, |process, _notify, until| {
-                    drain.wait(process, until)
+            (None, Some((process, climb))) => climb.run_blocking(
+                process,
+                &mut CloseControl::new().waiter(|process, _notify, until, interrupt| {
+                    drain.wait(process, until, interrupt)
                 }),
+            ),
         };
         let report = closing.finish(child, climbed)?;
         // The child is gone (or handed on): take what it left, bounded as step 3.
@@ -155,67 +153,57 @@ struct Drain {
 }
 
 impl Drain {
-    fn open(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
-        self.streams
-            .iter()
-            .filter_map(|s| s.fd.as_ref())
-            .map(AsFd::as_fd)
+    /// Calls `f` with the open pipes' fds, in stream order (on the stack: no allocation).
+    fn with_open<R>(&self, f: impl FnOnce(&[BorrowedFd<'_>]) -> R) -> R {
+        match (self.streams[0].fd.as_ref(), self.streams[1].fd.as_ref()) {
+            (Some(a), Some(b)) => f(&[a.as_fd(), b.as_fd()]),
+            (Some(a), None) | (None, Some(a)) => f(&[a.as_fd()]),
+            (None, None) => f(&[]),
+        }
     }
 
-    /// Waits until a pipe is readable, the child's state may have changed, or `deadline`;
-    /// reads what the pipes have. Returns by `deadline` (spurious returns allowed).
-    fn wait(&mut self, process: &Process, deadline: Instant) -> io::Result<()> {
-        if self.open().next().is_none() {
-            return process.wait_until(deadline);
-        }
-        let mut left = deadline.saturating_duration_since(Instant::now());
-        if process.is_running() && !process.uses_pidfd() {
-            left = left.min(PORTABLE_EXIT_CHECK);
-        }
-        self.poll_and_read(&process.wait_fds(), left).map(drop)
+    /// Waits until a pipe is readable, the child's state may have changed, or `deadline`
+    /// (one [`Process::wait_with`]: on the portable path it reads the `SIGCHLD` generation
+    /// between short polls of the pipes); reads what the pipes have. Returns by `deadline`
+    /// (spurious returns allowed).
+    fn wait(
+        &mut self,
+        process: &Process,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> io::Result<()> {
+        let woke = self.with_open(|pipes| process.wait_with(pipes, deadline, interrupt))?;
+        self.read_woken(woke).map(drop)
     }
 
     /// Reads until both pipes are at EOF or have nothing to read, or `deadline` passes.
     fn read_what_is_there(&mut self, deadline: Instant) -> io::Result<()> {
-        while self.open().next().is_some() && Instant::now() < deadline {
-            if !self.poll_and_read(&[], Duration::ZERO)? {
+        while self.with_open(|pipes| !pipes.is_empty()) && Instant::now() < deadline {
+            let woke = self.with_open(|pipes| Wait::until(Instant::now()).fds(pipes).run())?;
+            if !self.read_woken(woke)? {
                 return Ok(());
             }
         }
         Ok(())
     }
 
-    /// One `poll(2)` on the open pipes and `extra` fds for up to `timeout`, then one read of
-    /// each pipe that is readable (or hung up). Returns whether a pipe was.
-    fn poll_and_read(&mut self, extra: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<bool> {
-        let ready = {
-            let mut fds: Vec<PollFd<'_>> = self
-                .open()
-                .chain(extra.iter().copied())
-                .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
-                .collect();
-            let timeout = Timespec::try_from(timeout).unwrap_or(Timespec {
-                tv_sec: i64::MAX,
-                tv_nsec: 0,
-            });
-            match poll(&mut fds, Some(&timeout)) {
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-            let mut ready = [false; 2];
-            let mut polled = fds.iter();
-            for (slot, stream) in ready.iter_mut().zip(&self.streams) {
-                if stream.fd.is_some() {
-                    *slot = polled.next().is_some_and(|fd| !fd.revents().is_empty());
-                }
-            }
-            ready
+    /// One read of each pipe the wait found readable (or hung up); the open pipes are the
+    /// first fds of the wait, in stream order. Returns whether a pipe was.
+    fn read_woken(&mut self, woke: Woke) -> io::Result<bool> {
+        let Woke::Readable(readable) = woke else {
+            return Ok(false);
         };
-        for (stream, ready) in self.streams.iter_mut().zip(ready) {
-            if ready {
-                stream.read_once()?;
+        let mut index = 0;
+        let mut any = false;
+        for stream in &mut self.streams {
+            if stream.fd.is_some() {
+                if readable.contains(index) {
+                    stream.read_once()?;
+                    any = true;
+                }
+                index += 1;
             }
         }
-        Ok(ready.contains(&true))
+        Ok(any)
     }
 }

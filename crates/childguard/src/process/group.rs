@@ -237,19 +237,6 @@ impl Survivors {
     pub(crate) fn wake_by(&self, deadline: Instant) -> Instant {
         deadline
     }
-
-    /// Waits until a known survivor exits or `deadline` passes (sooner for members without a
-    /// pidfd, see [`Survivors::wake_by`]).
-    #[cfg(target_os = "linux")]
-    pub(crate) fn wait_until(&self, deadline: Instant) -> io::Result<()> {
-        super::pidfd::poll_until(&self.fds(), self.wake_by(deadline)).map(drop)
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    pub(crate) fn wait_until(&self, deadline: Instant) -> io::Result<()> {
-        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-        Ok(())
-    }
 }
 
 /// A pidfd is readable once its process has exited.

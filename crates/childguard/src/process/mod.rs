@@ -20,7 +20,6 @@ pub(crate) mod pidfd;
 pub(crate) mod sigchld;
 // Moved here by the layering (issue 21 item 5): below everything that observes a child.
 pub(crate) mod containment;
-pub(crate) mod per_process;
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -29,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::base::signal::Signal;
+use crate::core::wait::{Interrupt, Wait, Woke};
 #[cfg(target_os = "linux")]
 use crate::process::containment::create::Cgroup;
 use crate::process::containment::CgroupReport;
@@ -145,13 +145,13 @@ impl Process {
                 Err(unusable) => Some(unusable),
             }
         };
-        sigchld::notifier()?;
+        crate::core::sigchld::notifier()?;
         Ok(Mechanism::Sigchld(fallback))
     }
 
     #[cfg(not(target_os = "linux"))]
     fn mechanism_for(_pid: u32, _portable: bool) -> io::Result<Mechanism> {
-        sigchld::notifier()?;
+        crate::core::sigchld::notifier()?;
         Ok(Mechanism::Sigchld(None))
     }
 
@@ -386,7 +386,7 @@ impl Process {
                 Mechanism::Pidfd(fd) => {
                     if self.held_by_tracer {
                         // Read first: a SIGCHLD after this read wakes our next wait.
-                        self.sigchld_seen = sigchld::notifier()?.generation();
+                        self.sigchld_seen = crate::core::sigchld::notifier()?.generation();
                     }
                     let observed = fd.observe_exit(reap);
                     let readable = self.readable_seen.swap(false, Ordering::Relaxed);
@@ -399,7 +399,7 @@ impl Process {
                         // from now on. The generation is read before the second look, so a
                         // SIGCHLD that comes between that look and our sleep is not missed.
                         self.held_by_tracer = true;
-                        self.sigchld_seen = sigchld::notifier()?.generation();
+                        self.sigchld_seen = crate::core::sigchld::notifier()?.generation();
                         fd.observe_exit(reap)
                     } else {
                         observed
@@ -407,7 +407,7 @@ impl Process {
                 }
                 Mechanism::Sigchld(_) => {
                     // Read the generation first: a SIGCHLD after this read wakes our next wait.
-                    self.sigchld_seen = sigchld::notifier()?.generation();
+                    self.sigchld_seen = crate::core::sigchld::notifier()?.generation();
                     sigchld::observe_exit(self.pid, reap)
                 }
             };
@@ -505,28 +505,63 @@ impl Process {
         self.survivors.pids()
     }
 
-    /// Blocks until something we wait for may have changed, or `deadline` passes.
-    /// Spurious wake-ups are allowed; callers re-check with [`Process::is_gone`].
-    pub(crate) fn wait_until(&self, deadline: Instant) -> io::Result<()> {
+    /// Blocks until something we wait for may have changed, `deadline` passes, or `interrupt`
+    /// ends the wait (its error). Spurious wake-ups are allowed; callers re-check with
+    /// [`Process::is_gone`].
+    pub(crate) fn wait_until(
+        &self,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> io::Result<()> {
+        self.wait_with(&[], deadline, interrupt).map(drop)
+    }
+
+    /// [`Process::wait_until`], also woken by any of `extra` turning readable: those come
+    /// first in the [`Woke::Readable`] it returns (index `i` is `extra[i]`). The one wait of a
+    /// child, through [`Wait`]: the leader's pidfd alone (the common case) takes no allocation.
+    pub(crate) fn wait_with(
+        &self,
+        extra: &[BorrowedFd<'_>],
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> io::Result<Woke> {
         #[cfg(target_os = "linux")]
-        if self.cgroup.is_some() && (self.uses_pidfd() || !self.is_running()) {
-            return pidfd::poll_until(&self.wait_fds(), deadline).map(drop);
-        }
-        if !self.is_running() {
-            return self.survivors.wait_until(deadline);
+        let by_fds = self.cgroup.is_some() && (self.uses_pidfd() || !self.is_running());
+        #[cfg(not(target_os = "linux"))]
+        let by_fds = false;
+        if by_fds || !self.is_running() {
+            // The cgroup's watch (and the leader's pidfd while it runs), or the survivors'
+            // pidfds — looked at in `/proc` now and then for those without one (`wake_by`).
+            let deadline = if by_fds {
+                deadline
+            } else {
+                self.survivors.wake_by(deadline)
+            };
+            let mut fds = extra.to_vec();
+            fds.extend(self.wait_fds());
+            return Wait::until(deadline).fds(&fds).interrupt(interrupt).run();
         }
         match &self.mechanism {
             #[cfg(target_os = "linux")]
             Mechanism::Pidfd(fd) if !self.held_by_tracer => {
-                if fd.wait_readable(deadline)? {
+                let woke = if extra.is_empty() {
+                    let one = [fd.as_fd()];
+                    Wait::until(deadline).fds(&one).interrupt(interrupt).run()?
+                } else {
+                    let mut fds = extra.to_vec();
+                    fds.push(fd.as_fd());
+                    Wait::until(deadline).fds(&fds).interrupt(interrupt).run()?
+                };
+                if matches!(woke, Woke::Readable(r) if r.contains(extra.len())) {
                     self.note_readable();
                 }
-                Ok(())
+                Ok(woke)
             }
-            _ => {
-                sigchld::notifier()?.wait_change_from(self.sigchld_seen, deadline);
-                Ok(())
-            }
+            _ => Wait::until(deadline)
+                .fds(extra)
+                .sigchld(Some(self.sigchld_seen))
+                .interrupt(interrupt)
+                .run(),
         }
     }
 
@@ -650,7 +685,7 @@ impl Process {
 pub(crate) enum WaitOn<'a> {
     /// Any of these fds turning readable (pidfds; empty: only the deadline wakes).
     Fds(Vec<BorrowedFd<'a>>),
-    /// A `SIGCHLD` after this [`sigchld::Notifier`] generation.
+    /// A `SIGCHLD` after this [`crate::core::sigchld::Notifier`] generation.
     Sigchld(u64),
 }
 
@@ -716,7 +751,7 @@ mod tests {
                 let deadline = Instant::now() + Duration::from_secs(10);
                 while process.check_exit().expect(&case).is_none() {
                     assert!(Instant::now() < deadline, "{case}: `true` did not exit");
-                    process.wait_until(deadline).expect(&case);
+                    process.wait_until(deadline, None).expect(&case);
                 }
                 let state = proc_state(pid);
                 if leads_group {

@@ -8,9 +8,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::ExitStatus;
 use std::sync::OnceLock;
-use std::time::Instant;
 
-use rustix::event::{poll, PollFd, PollFlags};
 use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags, WaitId};
 
 use crate::base::signal::Signal;
@@ -97,41 +95,5 @@ impl PidFd {
     pub(crate) fn observe_exit(&self, reap: bool) -> io::Result<Option<ExitStatus>> {
         crate::failpoint::check(Point::WaitidPidfd)?;
         super::observe_exit(WaitId::PidFd(self.0.as_fd()), reap)
-    }
-
-    /// `poll(2)` until the pidfd is readable (the child exited) or `deadline` passes. Returns
-    /// whether it is readable.
-    pub(crate) fn wait_readable(&self, deadline: Instant) -> io::Result<bool> {
-        poll_until(&[self.0.as_fd()], deadline)
-    }
-}
-
-/// Polls `fds` for readability until one is readable or `deadline` passes; returns whether
-/// one is. EINTR counts as a wake-up (the caller re-checks).
-pub(crate) fn poll_until(fds: &[BorrowedFd<'_>], deadline: Instant) -> io::Result<bool> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    // The kernel lets a poll timeout fire late by 0.1% of its length (0.5% when niced; at
-    // least the 50 µs timer slack): 1 ms late on a 1 s rung. Aim that much early instead;
-    // every caller re-polls until the deadline has really passed, so the remainder is short.
-    let left = left - left / 200;
-    let timeout = rustix::event::Timespec::try_from(left).unwrap_or(rustix::event::Timespec {
-        tv_sec: i64::MAX,
-        tv_nsec: 0,
-    });
-    // One pidfd is the common case (a child that leads no group): no allocation for it.
-    let polled = match fds {
-        [fd] => poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&timeout)),
-        _ => {
-            let mut pollfds: Vec<PollFd<'_>> = fds
-                .iter()
-                .map(|fd| PollFd::new(fd, PollFlags::IN))
-                .collect();
-            poll(&mut pollfds, Some(&timeout))
-        }
-    };
-    match polled {
-        Ok(n) => Ok(n > 0),
-        Err(rustix::io::Errno::INTR) => Ok(false),
-        Err(e) => Err(e.into()),
     }
 }

@@ -45,6 +45,7 @@ use rustix::event::{poll, PollFd, PollFlags};
 
 use crate::base::socket_dir::make_private_dir;
 use crate::base::socket_dir::{base_dir, check_path_fits};
+use crate::core::wait::Interrupt;
 use crate::error::ErrorKind;
 use crate::process::Process;
 use crate::sys::ActivationExec;
@@ -178,6 +179,7 @@ pub(crate) fn connect(
     path: &Path,
     process: &mut Process,
     timeout: Duration,
+    interrupt: Option<&Interrupt>,
 ) -> io::Result<UnixStream> {
     let started = Instant::now();
     // `Duration::MAX` means "no bound": saturate instead of overflowing the Instant.
@@ -193,14 +195,14 @@ pub(crate) fn connect(
             Err(e) if is_retryable(&e) => {}
             Err(e) => return Err(e),
         }
-        pause(process, &mut backoff, deadline, || {
+        pause(process, &mut backoff, deadline, interrupt, || {
             format!("could not connect to {} within {timeout:?}", path.display())
         })?;
     };
     // Accepted once our listener's queue is empty: only the server can take it off.
     while has_pending_connection(&listener)? {
         ensure_running(process, path)?;
-        pause(process, &mut backoff, deadline, || {
+        pause(process, &mut backoff, deadline, interrupt, || {
             format!(
                 "the server did not accept a connection on {} within {timeout:?} \
                  (is it socket-activatable? it must accept on fd 3 when LISTEN_FDS is set)",
@@ -235,18 +237,20 @@ fn ensure_running(process: &mut Process, path: &Path) -> io::Result<()> {
     ))
 }
 
-/// Sleeps for the current backoff (doubling it, up to 20 ms), woken early by the child's exit.
+/// Sleeps for the current backoff (doubling it, up to 20 ms), woken early by the child's exit;
+/// the interrupt's error ends it (and the connect).
 fn pause(
     process: &Process,
     backoff: &mut Duration,
     deadline: Instant,
+    interrupt: Option<&Interrupt>,
     timed_out: impl FnOnce() -> String,
 ) -> io::Result<()> {
     let now = Instant::now();
     if now >= deadline {
         return Err(io::Error::new(io::ErrorKind::TimedOut, timed_out()));
     }
-    process.wait_until((now + *backoff).min(deadline))?;
+    process.wait_until((now + *backoff).min(deadline), interrupt)?;
     *backoff = (*backoff * 2).min(Duration::from_millis(20));
     Ok(())
 }

@@ -7,13 +7,13 @@
 //!
 //! Race avoided (`fork()` without `exec`): in a child made by `fork()` the spawner thread does
 //! not exist, and a request sent to it would wait forever for its reply. The spawner belongs
-//! to the process that started it ([`crate::process::per_process`]); a forked child starts its own.
+//! to the process that started it ([`crate::core::per_process`]); a forked child starts its own.
 
 use std::io;
 use std::process::{Child, Command};
 use std::sync::mpsc;
 
-use crate::process::per_process::PerProcess;
+use crate::core::per_process::PerProcess;
 
 type Request = (Command, mpsc::Sender<io::Result<Child>>);
 

@@ -19,7 +19,6 @@ use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::ptr;
 
-
 /// The calling thread's `errno` (right after a failed call).
 fn errno() -> i32 {
     io::Error::last_os_error()

@@ -59,7 +59,7 @@ fn unknown_signal(signo: i32) -> io::Error {
 
 /// A value made once and never freed, published through an atomic pointer: readers get a
 /// `&'static T` without taking a lock. The one lock-free building block of
-/// [`crate::process::per_process`]: after `fork()` a lock that a thread of the parent held at that
+/// [`crate::core::per_process`]: after `fork()` a lock that a thread of the parent held at that
 /// moment stays locked forever in the child, so nothing a forked child must use to find out
 /// that it is a forked child may be a lock.
 pub(crate) struct Published<T: 'static>(std::sync::atomic::AtomicPtr<T>);

@@ -54,7 +54,7 @@ impl ChildHandle {
         match self.send_kill(signal)? {
             Err(status) => Ok(Some(status)),
             Ok(sent_at) => {
-                self.wait_until_async(crate::core::poll::later(sent_at, grace))
+                self.wait_until_async(crate::core::wait::later(sent_at, grace))
                     .await
             }
         }
@@ -64,7 +64,7 @@ impl ChildHandle {
     /// the exit, woken by the pidfd (or `SIGCHLD`) the moment it happens. `Ok(None)`: still
     /// running. Reaps like [`try_wait`](ChildHandle::try_wait).
     pub async fn wait_timeout_async(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
-        self.wait_until_async(crate::core::poll::later(Instant::now(), timeout))
+        self.wait_until_async(crate::core::wait::later(Instant::now(), timeout))
             .await
     }
 

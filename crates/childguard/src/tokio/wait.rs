@@ -6,7 +6,7 @@ use std::os::fd::BorrowedFd;
 use std::task::Poll;
 use std::time::Instant;
 
-use crate::process::{sigchld, Process, WaitOn};
+use crate::process::{Process, WaitOn};
 use crate::sys;
 
 /// Waits, without blocking the thread, until something `process` waits for may have changed
@@ -53,7 +53,7 @@ pub(super) async fn wait_change(
             .await
         }
         WaitOn::Sigchld(seen) => {
-            let notifier = sigchld::notifier()?;
+            let notifier = crate::core::sigchld::notifier()?;
             poll_fn(|cx| {
                 if sleep.as_mut().poll(cx).is_ready() || also_ready(cx) {
                     return Poll::Ready(Ok(()));

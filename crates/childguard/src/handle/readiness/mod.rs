@@ -77,7 +77,9 @@ use std::time::{Duration, Instant};
 pub use connect::ConnectTo;
 
 use crate::close::climb::Listener;
-use crate::core::poll::{later, EXIT_CHECK};
+use crate::core::wait::later;
+use crate::core::wait::EXIT_CHECK;
+use crate::core::wait::{self, Interrupt};
 use crate::error::{Error, ErrorKind};
 use crate::spawn::capture::Capture;
 use crate::ChildHandle;
@@ -256,6 +258,19 @@ pub(crate) enum NotReady {
     TimedOut,
     /// Waiting failed (or a `Connect` failure no retry fixes).
     Failed(io::Error),
+    /// The caller's [`Interrupt`] check ended the wait (its error).
+    Interrupted(io::Error),
+}
+
+impl NotReady {
+    /// A failed wait: [`NotReady::Interrupted`] if the interrupt check ended it.
+    fn from_wait(e: io::Error) -> NotReady {
+        if wait::is_interrupt(&e) {
+            NotReady::Interrupted(e)
+        } else {
+            NotReady::Failed(e)
+        }
+    }
 }
 
 impl ChildHandle {
@@ -266,16 +281,21 @@ impl ChildHandle {
         ready: &Ready,
         timeout: Duration,
         extend_max: Duration,
+        interrupt: Option<&Interrupt>,
     ) -> Result<(), NotReady> {
         crate::failpoint::before_ready_wait();
         let deadline = later(Instant::now(), timeout);
         match ready {
             Ready::Accepted => Ok(()),
-            Ready::Connect(to) => self.await_connect(to, deadline),
-            Ready::Output(_) => self.await_line(deadline),
-            Ready::Notify => self.await_notify(deadline, later(deadline, extend_max)),
-            Ready::Any(parts) => self.await_combination(parts, false, deadline, extend_max),
-            Ready::All(parts) => self.await_combination(parts, true, deadline, extend_max),
+            Ready::Connect(to) => self.await_connect(to, deadline, interrupt),
+            Ready::Output(_) => self.await_line(deadline, interrupt),
+            Ready::Notify => self.await_notify(deadline, later(deadline, extend_max), interrupt),
+            Ready::Any(parts) => {
+                self.await_combination(parts, false, deadline, extend_max, interrupt)
+            }
+            Ready::All(parts) => {
+                self.await_combination(parts, true, deadline, extend_max, interrupt)
+            }
         }
     }
 
@@ -287,6 +307,7 @@ impl ChildHandle {
         all: bool,
         deadline: Instant,
         extend_max: Duration,
+        interrupt: Option<&Interrupt>,
     ) -> Result<(), NotReady> {
         let hard = later(deadline, extend_max);
         let mut deadline = deadline;
@@ -307,7 +328,7 @@ impl ChildHandle {
             }
             for (part, seen) in parts.iter().zip(seen.iter_mut()) {
                 if !*seen {
-                    *seen = self.holds_now(part, deadline)?;
+                    *seen = self.holds_now(part, deadline, interrupt)?;
                 }
             }
             let done = if all {
@@ -324,22 +345,27 @@ impl ChildHandle {
                 return Err(NotReady::TimedOut);
             }
             let until = deadline.min(now + pause);
+            // One wait on the child and the notify socket (if any), the interrupt checked.
             if let Some(process) = self.process() {
                 #[cfg(target_os = "linux")]
-                if let Some(notify) = self.notify_ref() {
-                    notify::poll_with(notify.fd(), &process.wait_fds(), until)
-                        .map_err(NotReady::Failed)?;
-                    pause = (pause * 2).min(connect::MAX_PAUSE);
-                    continue;
-                }
-                process.wait_until(until).map_err(NotReady::Failed)?;
+                let notify_fd = self.notify_ref().map(notify::NotifySocket::fd);
+                #[cfg(not(target_os = "linux"))]
+                let notify_fd = None;
+                process
+                    .wait_with(notify_fd.as_slice(), until, interrupt)
+                    .map_err(NotReady::from_wait)?;
             }
             pause = (pause * 2).min(connect::MAX_PAUSE);
         }
     }
 
     /// Whether one single condition holds now (never waits longer than a connect attempt).
-    fn holds_now(&mut self, part: &Ready, deadline: Instant) -> Result<bool, NotReady> {
+    fn holds_now(
+        &mut self,
+        part: &Ready,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> Result<bool, NotReady> {
         match part {
             Ready::Accepted => Ok(true),
             Ready::Connect(to) => to.try_once(deadline).map_err(NotReady::Failed),
@@ -351,6 +377,8 @@ impl ChildHandle {
                 let Some(captured) = self.take_capture() else {
                     return Err(NotReady::Failed(io::Error::other("no capture to watch")));
                 };
+                // A look, no wait: the interrupt is the caller's combination loop's to check.
+                let _ = interrupt;
                 let seen = captured.wait_for_line(Instant::now(), EXIT_CHECK, || false);
                 self.put_capture(captured);
                 Ok(seen)
@@ -372,7 +400,12 @@ impl ChildHandle {
         }
     }
 
-    fn await_connect(&mut self, to: &ConnectTo, deadline: Instant) -> Result<(), NotReady> {
+    fn await_connect(
+        &mut self,
+        to: &ConnectTo,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> Result<(), NotReady> {
         let mut pause = connect::FIRST_PAUSE;
         loop {
             if to.try_once(deadline).map_err(NotReady::Failed)? {
@@ -386,20 +419,31 @@ impl ChildHandle {
             // Sleeps in the pidfd poll: the child's exit ends the pause at once.
             if let Some(process) = self.process() {
                 process
-                    .wait_until(deadline.min(now + pause))
-                    .map_err(NotReady::Failed)?;
+                    .wait_until(deadline.min(now + pause), interrupt)
+                    .map_err(NotReady::from_wait)?;
             }
             pause = (pause * 2).min(connect::MAX_PAUSE);
         }
     }
 
-    fn await_line(&mut self, deadline: Instant) -> Result<(), NotReady> {
+    fn await_line(
+        &mut self,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> Result<(), NotReady> {
         let Some(captured) = self.take_capture() else {
             return Err(NotReady::Failed(io::Error::other("no capture to watch")));
         };
         let mut exited = Ok(());
+        // `stop` is asked every EXIT_CHECK (5 ms): the interrupt check rides on it (rate-limited
+        // by the `Interrupt` itself to one call per INTERRUPT_CHECK_EVERY).
         let seen = captured.wait_for_line(deadline, EXIT_CHECK, || {
             exited = self.exited();
+            if exited.is_ok() {
+                if let Some(Err(e)) = interrupt.map(|i| i.check(false)) {
+                    exited = Err(NotReady::Interrupted(e));
+                }
+            }
             exited.is_err()
         });
         self.put_capture(captured);
@@ -415,13 +459,20 @@ impl ChildHandle {
                 return Err(NotReady::TimedOut);
             }
             if let Some(process) = self.process() {
-                process.wait_until(deadline).map_err(NotReady::Failed)?;
+                process
+                    .wait_until(deadline, interrupt)
+                    .map_err(NotReady::from_wait)?;
             }
         }
     }
 
     #[cfg(target_os = "linux")]
-    fn await_notify(&mut self, deadline: Instant, hard: Instant) -> Result<(), NotReady> {
+    fn await_notify(
+        &mut self,
+        deadline: Instant,
+        hard: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> Result<(), NotReady> {
         let mut deadline = deadline;
         loop {
             let Some(notify) = self.notify_mut() else {
@@ -444,17 +495,21 @@ impl ChildHandle {
             let (Some(notify), Some(process)) = (self.notify_ref(), self.process()) else {
                 return Err(NotReady::Failed(io::Error::other("no notify socket")));
             };
-            let until = if process.uses_pidfd() {
-                deadline
-            } else {
-                deadline.min(now + EXIT_CHECK)
-            };
-            notify::poll_with(notify.fd(), &process.wait_fds(), until).map_err(NotReady::Failed)?;
+            // Without a pidfd the child's exit is a SIGCHLD: the wait reads its generation
+            // between short polls of the socket (`wait::SIGCHLD_SLICE`).
+            process
+                .wait_with(&[notify.fd()], deadline, interrupt)
+                .map_err(NotReady::from_wait)?;
         }
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn await_notify(&mut self, _deadline: Instant, _hard: Instant) -> Result<(), NotReady> {
+    fn await_notify(
+        &mut self,
+        _deadline: Instant,
+        _hard: Instant,
+        _interrupt: Option<&Interrupt>,
+    ) -> Result<(), NotReady> {
         Err(NotReady::Failed(io::Error::new(
             io::ErrorKind::Unsupported,
             "Ready::Notify needs Linux (SO_PASSCRED)",
@@ -469,6 +524,8 @@ pub(crate) struct Pending {
     ready: Ready,
     timeout: Duration,
     extend_max: Duration,
+    /// The caller's [`Builder::interrupt`](crate::Builder::interrupt), checked by every wait.
+    interrupt: Option<Interrupt>,
     #[cfg(target_os = "linux")]
     notify: Option<notify::Prepared>,
 }
@@ -484,6 +541,7 @@ pub(crate) struct Setup<'a> {
     pub(crate) notify_access: NotifyAccess,
     pub(crate) activating: bool,
     pub(crate) stdout_is_socket: bool,
+    pub(crate) interrupt: Option<Interrupt>,
 }
 
 impl Pending {
@@ -573,6 +631,7 @@ impl Pending {
             ready: setup.ready,
             timeout: setup.timeout,
             extend_max: setup.extend_max,
+            interrupt: setup.interrupt,
             #[cfg(target_os = "linux")]
             notify,
         })
@@ -606,10 +665,19 @@ impl Pending {
 
     /// Waits for the condition. On failure the child is closed — reaped if it exited, else
     /// with its ladder (a `KILL` if waiting itself failed) — and the error says why, with the
-    /// output tail and the close report.
+    /// output tail and the close report. Interrupted ([`Builder::interrupt`]): the error
+    /// ([`ErrorKind::Interrupted`]) comes back at once, and the child's ladder is climbed by
+    /// the background reaper (shut down, the first due rung sent here, the rest there).
+    ///
+    /// [`Builder::interrupt`]: crate::Builder::interrupt
     pub(crate) fn await_on(self, mut handle: ChildHandle) -> Result<ChildHandle, Error> {
         let began = Instant::now();
-        let outcome = handle.await_ready(&self.ready, self.timeout, self.extend_max);
+        let outcome = handle.await_ready(
+            &self.ready,
+            self.timeout,
+            self.extend_max,
+            self.interrupt.as_ref(),
+        );
         let pid = handle.id();
         let not_ready = match outcome {
             Ok(()) => {
@@ -620,6 +688,16 @@ impl Pending {
                     Ok(()),
                 );
                 return Ok(handle);
+            }
+            Err(NotReady::Interrupted(e)) => {
+                let why = e.to_string();
+                crate::base::trace::readiness(
+                    pid,
+                    || self.ready.describe(),
+                    began.elapsed(),
+                    Err(&why),
+                );
+                return Err(handle.interrupted_at_spawn(e));
             }
             Err(e) => e,
         };
@@ -649,7 +727,10 @@ impl Pending {
                     ignored_on_notify(&handle)
                 ),
             ),
-            NotReady::Failed(e) => (e.kind(), format!("waiting for {what}: {e}")),
+            // (Interrupted returned above.)
+            NotReady::Failed(e) | NotReady::Interrupted(e) => {
+                (e.kind(), format!("waiting for {what}: {e}"))
+            }
         };
         crate::base::trace::readiness(pid, || what.clone(), began.elapsed(), Err(&message));
         let closed = match not_ready {

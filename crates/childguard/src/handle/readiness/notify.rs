@@ -229,7 +229,7 @@ impl NotifySocket {
                     Ok(usec) => {
                         let wait = Duration::from_micros(usec);
                         self.extensions.push((now, wait));
-                        extended = Some(crate::core::poll::later(now, wait));
+                        extended = Some(crate::core::wait::later(now, wait));
                     }
                     Err(_) => {
                         self.ignore(format!("EXTEND_TIMEOUT_USEC={value:?} from pid {sender}"))
@@ -288,15 +288,6 @@ impl NotifySocket {
         }
         report
     }
-}
-
-/// Waits for the next change: the socket readable, `other` fds readable, or `deadline`.
-pub(crate) fn poll_with(
-    notify: BorrowedFd<'_>,
-    other: &[BorrowedFd<'_>],
-    deadline: Instant,
-) -> io::Result<()> {
-    crate::core::poll::poll_readable(notify, other, deadline).map(drop)
 }
 
 #[cfg(test)]

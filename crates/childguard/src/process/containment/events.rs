@@ -1,31 +1,33 @@
-//! `cgroup.events` (`populated 0|1`, `frozen 0|1`) and an inotify watch on it.
+//! `cgroup.events` (`populated 0|1`, `frozen 0|1`) and a watch on it.
 //!
 //! The kernel notifies `cgroup.events` (`kernfs_notify`: inotify `IN_MODIFY`, and `POLLPRI`
-//! on an open copy) each time one of its values changes. We wait on an inotify fd rather than
-//! on `POLLPRI`: the inotify fd is plainly *readable* when something changed, so every driver
-//! that waits for readable fds — `poll` in the blocking close, the reaper's epoll set, tokio's
-//! `AsyncFd` — can wait on it unchanged (a kernfs file is always `POLLIN`-ready, which would
-//! make an epoll `EPOLLIN` registration spin).
+//! on an open copy) each time one of its values changes. We wait on a plainly *readable* fd
+//! rather than on `POLLPRI`, so that every driver that waits for readable fds — `poll` in the
+//! blocking close, the event loop's epoll set, tokio's `AsyncFd` — can wait on it unchanged (a
+//! kernfs file is always `POLLIN`-ready, which would make an epoll `EPOLLIN` registration
+//! spin). That fd is the watch's bell in the event loop's one inotify instance
+//! ([`crate::core::inotify`]): a wd per cgroup, never an instance per cgroup (spawn #129 used
+//! to fail with `EMFILE` on `fs.inotify.max_user_instances`).
 //!
-//! Race avoided (lost wake-up): the watch is drained *before* the file is read, so a change
-//! after the read leaves the inotify fd readable and wakes the next wait; a change between
-//! drain and read is seen by the read itself.
+//! Race avoided (lost wake-up): the bell is emptied *before* the file is read, so a change
+//! after the read rings it again and wakes the next wait; a change between emptying and read
+//! is seen by the read itself.
 
 use std::io;
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::inotify;
 use rustix::fs::{Mode, OFlags};
+
+use crate::core::inotify::FileWatch;
 
 use super::explain::explain;
 
-/// `cgroup.events`, opened, and an inotify fd watching it.
+/// `cgroup.events`, opened, and a watch on it in the loop's inotify instance.
 #[derive(Debug)]
 pub(crate) struct Watch {
     events: OwnedFd,
-    inotify: OwnedFd,
+    watch: FileWatch,
 }
 
 /// The values of `cgroup.events`.
@@ -38,34 +40,34 @@ pub(crate) struct Events {
 }
 
 impl Watch {
-    /// Opens `dir/cgroup.events` and watches it (close-on-exec, non-blocking).
+    /// Opens `dir/cgroup.events` and watches it (close-on-exec, non-blocking), starting the
+    /// event loop if need be.
     pub(crate) fn open(dir: &Path) -> io::Result<Watch> {
         let path = dir.join("cgroup.events");
         let events = rustix::fs::open(&path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| explain(&path, "opening", e.into()))?;
-        let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
-            .map_err(|e| explain(&path, "inotify_init1", e.into()))?;
-        inotify::add_watch(&inotify, &path, inotify::WatchFlags::MODIFY)
-            .map_err(|e| explain(&path, "watching with inotify", e.into()))?;
-        Ok(Watch { events, inotify })
+        let watch = crate::core::event_loop::watch_modify(&path)
+            .map_err(|e| explain(&path, "watching with inotify", e))?;
+        Ok(Watch { events, watch })
     }
 
     /// The fd that turns readable when `cgroup.events` changes.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.inotify.as_fd()
+        self.watch.fd()
     }
 
-    /// Drains the watch, then reads the current values (see the lost wake-up above).
+    /// Waits until `cgroup.events` may have changed since the last [`Watch::read`], or
+    /// `deadline` (the one wait primitive, on the watch's bell).
+    pub(crate) fn wait(&self, deadline: std::time::Instant) -> io::Result<()> {
+        crate::core::wait::Wait::until(deadline)
+            .fds(&[self.fd()])
+            .run()
+            .map(drop)
+    }
+
+    /// Empties the bell, then reads the current values (see the lost wake-up above).
     pub(crate) fn read(&self) -> io::Result<Events> {
-        let mut buf = [MaybeUninit::<u8>::uninit(); 256];
-        loop {
-            match rustix::io::read(&self.inotify, &mut buf[..]) {
-                Ok((filled, _)) if !filled.is_empty() => continue,
-                Ok(_) | Err(rustix::io::Errno::AGAIN) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        self.watch.clear()?;
         let mut text = [0u8; 128];
         let n = rustix::io::pread(&self.events, &mut text[..], 0)?;
         parse(&text[..n]).ok_or_else(|| {

@@ -60,7 +60,7 @@ fn wait_frozen(cgroup: &Cgroup) -> io::Result<()> {
         if events.frozen || !events.populated || Instant::now() >= deadline {
             return Ok(());
         }
-        crate::process::pidfd::poll_until(&[cgroup.watch().fd()], deadline)?;
+        cgroup.watch().wait(deadline)?;
     }
 }
 
@@ -104,7 +104,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(10);
         while cgroup.watch().read().unwrap().populated {
             assert!(Instant::now() < deadline, "cgroup not empty after 10 s");
-            crate::process::pidfd::poll_until(&[cgroup.watch().fd()], deadline).unwrap();
+            cgroup.watch().wait(deadline).unwrap();
         }
     }
 

@@ -118,7 +118,7 @@ fn wait_empty(cgroup: &Cgroup, deadline: Instant) -> io::Result<()> {
                 ),
             ));
         }
-        crate::process::pidfd::poll_until(&[cgroup.watch().fd()], deadline)?;
+        cgroup.watch().wait(deadline)?;
     }
 }
 

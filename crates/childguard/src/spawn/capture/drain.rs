@@ -1,38 +1,39 @@
-//! The capture thread: one for the whole program, reading every captured pipe of every handle.
+//! The capture drain: every captured pipe of every handle, read by the event loop
+//! ([`crate::core::event_loop`]) — no thread of its own.
 //!
-//! It blocks in one `poll(2)` over all pipes plus a wake socket (no timeout: every change
-//! arrives as readability), reads what is there (non-blocking read ends, so a read never
-//! blocks the other pipes), and feeds it to each handle's [`Shared`] state. A pipe leaves the
-//! set at EOF — when the child and every descendant holding it are gone — and is closed then.
+//! Each pipe's read end is an io source of the loop (non-blocking, so a read never blocks the
+//! other sources); what is read goes to the handle's [`Shared`] state (tail, line assembly,
+//! the readiness watch), and complete lines a user looks at are queued for the callback
+//! thread ([`super::dispatch`]) — never passed on here, so a slow, blocking or re-entrant
+//! `on_line` or passthrough write never delays the reading of any pipe. A pipe leaves the loop
+//! at EOF — when the child and every descendant holding it are gone — and is closed then.
 
-use std::io::{self, Read, Write};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use rustix::event::{poll, PollFd, PollFlags};
+use super::dispatch::Sink;
+use super::{OutputStream, Shared};
+use crate::core::event_loop::{self, IoId, Ops};
 
-use super::{OutputStream, Shared, Sink};
-use crate::process::per_process::PerProcess;
-
-/// One captured pipe.
+/// One captured pipe (its fd is the loop's).
 struct Entry {
-    fd: OwnedFd,
     stream: OutputStream,
     shared: Arc<Shared>,
-    /// Dropped if its callback panicked.
     sink: Option<Arc<Sink>>,
 }
 
-pub(super) struct Drain {
-    inbox: Mutex<Vec<Entry>>,
-    wake_tx: UnixStream,
+thread_local! {
+    /// On the loop thread: every captured pipe, by its io source.
+    static ENTRIES: RefCell<HashMap<IoId, Entry>> = RefCell::default();
+    /// On the loop thread: the read buffer.
+    static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// On the loop thread: the sync handler is in place.
+    static SYNCING: Cell<bool> = const { Cell::new(false) };
 }
-
-/// This process's capture thread, once it runs. Per process ([`crate::process::per_process`]): a child
-/// made by `fork()` without `exec` inherits the parent's, whose thread it does not have (its
-/// pipes would never be read, its syncs never answered), and starts its own.
-static DRAIN: PerProcess<Drain> = PerProcess::new();
 
 /// Reads per readable pipe per round, at most: enough for throughput, few enough that one
 /// chatty server does not starve the others.
@@ -48,39 +49,25 @@ const CHUNK: usize = 1 << 20;
 /// pause must not keep the closing thread waiting).
 const SYNC_MAX: usize = 16 << 20;
 
-/// The capture thread, started on first use; a failed start is tried again on the next use
-/// (see [`PerProcess::get_or_start`]).
-pub(super) fn start() -> io::Result<&'static Drain> {
-    DRAIN.get_or_start(
-        "childguard-capture",
-        || {
-            let (wake_tx, wake_rx) = UnixStream::pair()?;
-            wake_tx.set_nonblocking(true)?;
-            wake_rx.set_nonblocking(true)?;
-            let fresh = Drain {
-                inbox: Mutex::new(Vec::new()),
-                wake_tx,
-            };
-            Ok((fresh, wake_rx))
-        },
-        run,
-    )
+/// The event loop, started if need be; a failed start is tried again on the next use.
+pub(super) fn start() -> io::Result<()> {
+    event_loop::get().map(drop)
 }
 
-/// Wakes the thread (a sync was asked for). One pending byte is enough: a full socket is fine.
+/// Wakes the loop (a sync was asked for).
 pub(super) fn wake() {
-    if let Some(d) = DRAIN.get() {
-        let _ = (&d.wake_tx).write(&[1]);
+    if let Some(lp) = event_loop::running() {
+        lp.wake();
     }
 }
 
-/// Hands `streams` of one handle to the thread.
+/// Hands `streams` of one handle to the loop.
 pub(super) fn register(
     streams: Vec<(OutputStream, OwnedFd)>,
     shared: &Arc<Shared>,
     sink: Option<Arc<Sink>>,
 ) -> io::Result<()> {
-    let d = start()?;
+    let lp = event_loop::get()?;
     let mut entries = Vec::with_capacity(streams.len());
     for (stream, fd) in streams {
         // Our read end is ours alone (std made it close-on-exec; the child has the write end),
@@ -89,109 +76,128 @@ pub(super) fn register(
         rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)?;
         #[cfg(any(target_os = "linux", target_os = "android"))]
         let _ = rustix::pipe::fcntl_setpipe_size(&fd, CHUNK);
-        entries.push(Entry {
-            fd,
+        let entry = Entry {
             stream,
             shared: Arc::clone(shared),
             sink: sink.clone(),
-        });
+        };
+        entries.push((fd, entry));
     }
-    d.inbox
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .extend(entries);
-    wake();
+    lp.post(move |ops| {
+        if !SYNCING.replace(true) {
+            ops.on_wake(serve_syncs);
+        }
+        for (fd, entry) in entries {
+            add(ops, fd, entry);
+        }
+    });
     Ok(())
 }
 
-fn run(d: &'static Drain, mut wake_rx: UnixStream) {
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        entries.append(&mut d.inbox.lock().unwrap_or_else(|p| p.into_inner()));
-        let readable: Vec<bool> = {
-            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(entries.len() + 1);
-            fds.push(PollFd::new(&wake_rx, PollFlags::IN));
-            fds.extend(entries.iter().map(|e| PollFd::new(&e.fd, PollFlags::IN)));
-            match poll(&mut fds, None) {
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                // Only EINVAL/ENOMEM are possible here: wait for the next wake-up rather than
-                // spin (each sync waiter has its own deadline).
-                Err(_) => {
-                    let _ = rustix::event::poll(&mut fds[..1], None);
-                }
-            }
-            fds.iter().map(|fd| !fd.revents().is_empty()).collect()
-        };
-        if readable[0] {
-            let mut sink = [0u8; 256];
-            while matches!(wake_rx.read(&mut sink), Ok(n) if n > 0) {}
+/// On the loop thread: makes `fd` a source. Refused (epoll's `ENOMEM`, `ENOSPC`): tried again
+/// in 100 ms — the pipe is never dropped, which would leave the server a broken pipe.
+fn add(ops: &mut Ops, fd: OwnedFd, entry: Entry) {
+    match ops.add_io(fd, Box::new(on_readable)) {
+        Ok(id) => {
+            ENTRIES.with(|e| e.borrow_mut().insert(id, entry));
         }
-        // Syncs asked for before this round's reads: once the reads below emptied the pipes,
-        // everything written before the ask has been read.
-        let pending: Vec<Option<u64>> = entries.iter().map(|e| e.shared.sync_pending()).collect();
-        let mut at_eof = vec![false; entries.len()];
-        for (i, entry) in entries.iter_mut().enumerate() {
-            let limit = if pending[i].is_some() {
-                SYNC_MAX / buf.len()
-            } else if readable[i + 1] {
-                READS_PER_ROUND
-            } else {
-                continue;
-            };
-            at_eof[i] = read_some(entry, &mut buf, limit);
+        Err((fd, _)) => {
+            let at = Instant::now() + Duration::from_millis(100);
+            ops.add_timer(at, move |ops| add(ops, fd, entry));
         }
-        for (entry, asked) in entries.iter().zip(&pending) {
-            if let Some(asked) = asked {
-                entry.shared.mark_synced(*asked);
-            }
-        }
-        let mut i = 0;
-        entries.retain(|_| {
-            i += 1;
-            !at_eof[i - 1]
-        });
     }
 }
 
-/// Up to `limit` non-blocking reads of `entry`, fed to its handle. Returns whether it hit EOF
-/// (or an error that ends it: the pipe is then dropped like one at EOF).
-fn read_some(entry: &mut Entry, buf: &mut [u8], limit: usize) -> bool {
+/// On the loop thread: the pipe `id` is readable (or at EOF).
+fn on_readable(ops: &mut Ops, id: IoId) {
+    read_from(ops, id, READS_PER_ROUND);
+}
+
+/// Up to `limit` reads of the pipe `id`; at EOF it leaves the loop and closes.
+fn read_from(ops: &mut Ops, id: IoId, limit: usize) {
+    let Some(fd) = ops.fd(id) else { return };
+    let eof = ENTRIES.with(|entries| {
+        let mut entries = entries.borrow_mut();
+        let Some(entry) = entries.get_mut(&id) else {
+            return false;
+        };
+        BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            if buf.len() < CHUNK {
+                buf.resize(CHUNK, 0);
+            }
+            read_some(fd, entry, &mut buf, limit)
+        })
+    });
+    if eof {
+        // Race avoided (an fd outliving the close): the pipe is closed *before* a waiter hears
+        // of its EOF, so a close whose sync ended on that EOF returns with the pipe gone.
+        drop(ops.remove_io(id));
+        if let Some(entry) = ENTRIES.with(|e| e.borrow_mut().remove(&id)) {
+            entry.shared.mark_eof(entry.stream);
+        }
+    }
+}
+
+/// On every wake-up of the loop: syncs asked for before it. Once the reads below emptied the
+/// pipes, everything written before the ask has been read.
+///
+/// Race avoided (lost sync): a sync counts its ask *before* it wakes the loop, and the loop
+/// reads its wake socket empty before it runs this: an ask this round does not see comes with
+/// a wake-up not yet read.
+fn serve_syncs(ops: &mut Ops) {
+    let pending: Vec<(IoId, Arc<Shared>, u64)> = ENTRIES.with(|e| {
+        e.borrow()
+            .iter()
+            .filter_map(|(id, entry)| {
+                let asked = entry.shared.sync_pending()?;
+                Some((*id, Arc::clone(&entry.shared), asked))
+            })
+            .collect()
+    });
+    for (id, _, _) in &pending {
+        read_from(ops, *id, SYNC_MAX / CHUNK);
+    }
+    for (_, shared, asked) in pending {
+        shared.mark_synced(asked);
+    }
+}
+
+/// Up to `limit` non-blocking reads of `fd`, fed to its handle. Returns whether it hit EOF
+/// (or an error that ends it: the pipe is then dropped like one at EOF); the caller closes the
+/// pipe, then marks the stream's EOF.
+fn read_some(
+    fd: std::os::fd::BorrowedFd<'_>,
+    entry: &mut Entry,
+    buf: &mut [u8],
+    limit: usize,
+) -> bool {
+    let collect = entry.sink.as_ref().is_some_and(|s| s.wants_lines());
     for _ in 0..limit.max(1) {
-        match rustix::io::read(entry.fd.as_fd(), &mut *buf) {
+        match rustix::io::read(fd.as_fd(), &mut *buf) {
             Ok(0) => {
-                let lines = entry.shared.last_line(entry.stream, entry.sink.is_some());
-                pass(entry, &lines);
-                entry.shared.mark_eof(entry.stream);
+                let lines = entry.shared.last_line(entry.stream, collect);
+                pass(entry, lines);
                 return true;
             }
             Ok(n) => {
-                let lines = entry
-                    .shared
-                    .feed(entry.stream, &buf[..n], entry.sink.is_some());
-                pass(entry, &lines);
+                let lines = entry.shared.feed(entry.stream, &buf[..n], collect);
+                pass(entry, lines);
                 if n < buf.len() {
                     return false; // the pipe is empty now (a pipe read returns all it has)
                 }
             }
             Err(rustix::io::Errno::AGAIN) => return false,
             Err(rustix::io::Errno::INTR) => {}
-            Err(_) => {
-                entry.shared.mark_eof(entry.stream);
-                return true;
-            }
+            Err(_) => return true,
         }
     }
     false
 }
 
-fn pass(entry: &mut Entry, lines: &[Vec<u8>]) {
-    if lines.is_empty() {
-        return;
-    }
-    if let Some(sink) = &entry.sink {
-        if !sink.pass(entry.stream, lines) {
-            entry.sink = None;
-        }
+/// Queues `lines` for the callback thread (never calls anything of the user's here).
+fn pass(entry: &Entry, lines: Vec<Vec<u8>>) {
+    if let (Some(sink), false) = (&entry.sink, lines.is_empty()) {
+        sink.enqueue(entry.stream, lines);
     }
 }

@@ -1,13 +1,16 @@
-//! Output capture: the server's stdout/stderr drained continuously by one shared thread, kept
-//! as a bounded [`Tail`], optionally passed on line by line.
+//! Output capture: the server's stdout/stderr drained continuously by the event loop, kept
+//! as a bounded [`Tail`], optionally passed on line by line by the callback thread.
 //!
-//! Why a shared thread: a pipe holds 64 KiB on Linux; a server whose log nobody reads blocks
-//! in `write` once it is full, and a test harness that reads it only on failure hangs the very
-//! server it tests. One thread ([`drain`]) `poll`s every captured pipe of every handle in the
-//! program, so the cost is one thread in all, never one per child.
+//! Why drained continuously: a pipe holds 64 KiB on Linux; a server whose log nobody reads
+//! blocks in `write` once it is full, and a test harness that reads it only on failure hangs
+//! the very server it tests. Every captured pipe of every handle in the program is an io
+//! source of the one event loop ([`drain`]), so the cost is no thread per child; the user's
+//! callbacks run on one thread of their own ([`dispatch`]), never on the loop.
 
+mod dispatch;
 mod drain;
 mod lines;
+mod listen;
 mod tail;
 #[cfg(test)]
 mod tests;
@@ -17,14 +20,16 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use dispatch::Sink;
+pub use dispatch::{CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES};
 pub use lines::MAX_LINE_BYTES;
 use lines::{Assembler, Out, Watch};
 pub(crate) use tail::Tail;
 
 use crate::close::report::CloseReport;
+use crate::core::bell::Bell;
 use crate::spawn::stdio::Pipes;
 
 /// One of the child's two output streams.
@@ -52,14 +57,14 @@ pub const DEFAULT_TAIL_BYTES: usize = 64 << 10;
 /// The default of [`Capture::tail_lines`].
 pub const DEFAULT_TAIL_LINES: usize = 1000;
 
-type LineFn = dyn Fn(OutputStream, &[u8]) + Send + Sync;
+pub(crate) type LineFn = dyn Fn(OutputStream, &[u8]) + Send + Sync;
 
 /// Which of the server's output to capture, how much to keep, and where lines go. Given to
 /// [`Builder::capture`](crate::Builder::capture).
 ///
 /// What happens: `spawn()` makes each captured stream a pipe (overriding the `Command`'s
-/// setting for it), and from the fork on one thread shared by all handles reads it as data
-/// arrives. The server therefore never blocks on its log, whoever reads what. Complete lines
+/// setting for it), and from the fork on the library's event loop (one thread shared by all
+/// handles and everything else the library watches) reads it as data arrives. The server therefore never blocks on its log, whoever reads what. Complete lines
 /// from both streams go, in the order read, into a tail kept within [`tail_bytes`] and
 /// [`tail_lines`] (the oldest go first); the tail is in
 /// [`ChildHandle::output_tail`](crate::ChildHandle::output_tail), in every error that happens
@@ -154,16 +159,28 @@ impl Capture {
     /// report's [`notes`](crate::CloseReport::notes) count the cut lines per stream. A cut
     /// may fall inside a UTF-8 character.
     ///
-    /// It runs on the shared capture thread: keep it quick, since while it runs no captured
-    /// pipe of any handle is read. A panic in it is caught, and that handle's lines are no
+    /// It runs on the library's callback thread, one for all handles, never on the thread that
+    /// reads the pipes: a slow or blocking `f` never stops the reading of any pipe (no server
+    /// blocks on a full pipe, [`Ready::output`](crate::Ready::output) and the tail go on), but
+    /// it delays the callbacks of every handle. Lines wait for `f` in a queue per handle of at
+    /// most [`CALLBACK_QUEUE_BYTES`] and [`CALLBACK_QUEUE_LINES`]; when `f` falls that far
+    /// behind, further lines are not passed on (the tail still keeps them), and the close
+    /// report's [`notes`](crate::CloseReport::notes) count them per stream. Lines may still
+    /// come after the close returned (those queued before it).
+    ///
+    /// `f` may close or spawn handles, its own handle among them: nothing the library does
+    /// waits for the callback thread. A panic in it is caught, and that handle's lines are no
     /// longer passed on.
     pub fn on_line(mut self, f: impl Fn(OutputStream, &[u8]) + Send + Sync + 'static) -> Capture {
         self.on_line = Some(Arc::new(f));
         self
     }
 
-    /// Writes every line to our own stderr as `[program pid] line` (default off). A blocked
-    /// stderr of ours blocks the capture thread, as a slow [`on_line`](Capture::on_line) would.
+    /// Writes every line to our own stderr as `[program pid] line` (default off). The writes
+    /// are made on the callback thread, as [`on_line`](Capture::on_line) is called: a stderr of
+    /// ours that nobody drains (`… 2>&1 | less`, paused) blocks that thread only — the pipes are
+    /// still read and the closes still return; the lines that find the queue full are not
+    /// written, and counted in the close report's notes.
     pub fn passthrough(mut self, on: bool) -> Capture {
         self.passthrough = on;
         self
@@ -186,13 +203,16 @@ impl Capture {
             command.stderr(Stdio::piped());
         }
         // Started before the fork: failing to start is then a clean spawn error.
-        drain::start().map(drop)
+        if self.on_line.is_some() || self.passthrough {
+            dispatch::start()?;
+        }
+        drain::start()
     }
 
-    /// After the fork: moves the captured pipes out of `pipes` into the capture thread.
+    /// After the fork: moves the captured pipes out of `pipes` into the event loop.
     /// `watch`: the text a readiness condition waits for, watched from the first line on.
     ///
-    /// Race avoided: the watch is in place before the capture thread can read a byte. Set
+    /// Race avoided: the watch is in place before the event loop can read a byte. Set
     /// later (when the readiness wait starts), it could only look back through the tail, and a
     /// line the thread read before that and the tail no longer holds (a small or zero tail,
     /// or more output after it) was missed: the spawn waited until its readiness timeout for
@@ -213,14 +233,14 @@ impl Capture {
                 synced: 0,
                 watch: watch.map(Watch::new),
             }),
-            changed: Condvar::new(),
+            bells: Mutex::new(Vec::new()),
             sync_asked: AtomicU64::new(0),
         });
         let sink = (self.on_line.is_some() || self.passthrough).then(|| {
-            Arc::new(Sink {
-                on_line: self.on_line.clone(),
-                prefix: self.passthrough.then(|| format!("[{program} {pid}] ")),
-            })
+            Arc::new(Sink::new(
+                self.on_line.clone(),
+                self.passthrough.then(|| format!("[{program} {pid}] ")),
+            ))
         });
         let mut streams: Vec<(OutputStream, OwnedFd)> = Vec::new();
         if self.stdout {
@@ -239,22 +259,25 @@ impl Capture {
                 state.open[stream.index()] = true;
             }
         }
-        drain::register(streams, &shared, sink)?;
-        Ok(Captured { shared })
+        drain::register(streams, &shared, sink.clone())?;
+        Ok(Captured { shared, sink })
     }
 }
 
-/// Where lines go besides the tail.
-pub(crate) struct Sink {
-    on_line: Option<Arc<LineFn>>,
-    /// `[program pid] `: pass lines on to our stderr with this prefix.
-    prefix: Option<String>,
-}
-
 /// A handle's side of its capture.
-#[derive(Debug)]
 pub(crate) struct Captured {
     shared: Arc<Shared>,
+    /// Where its lines go besides the tail (for the count of those dropped).
+    sink: Option<Arc<Sink>>,
+}
+
+impl fmt::Debug for Captured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Captured")
+            .field("shared", &self.shared)
+            .field("sink", &self.sink.is_some())
+            .finish()
+    }
 }
 
 impl Captured {
@@ -284,10 +307,25 @@ impl Captured {
     }
 
     /// Into the close report: the tail ([`Captured::tail_text`]) and, in its notes, the
-    /// lines cut at [`MAX_LINE_BYTES`].
+    /// lines cut at [`MAX_LINE_BYTES`] and those not passed on because the callback fell
+    /// behind.
     pub(crate) fn report_into(&self, report: &mut CloseReport) {
         report.output_tail = Some(self.tail_text());
         report.notes.extend(self.cut_notes());
+        report.notes.extend(self.dropped_note());
+    }
+
+    fn dropped_note(&self) -> Option<String> {
+        let [out, err] = self.sink.as_ref()?.dropped();
+        (out + err > 0).then(|| {
+            format!(
+                "on_line/passthrough fell behind: {out} stdout and {err} stderr line(s) not \
+                 passed on (the queue holds {} KiB, {} lines: CALLBACK_QUEUE_BYTES, \
+                 CALLBACK_QUEUE_LINES)",
+                CALLBACK_QUEUE_BYTES >> 10,
+                CALLBACK_QUEUE_LINES
+            )
+        })
     }
 
     fn cut_notes(&self) -> Vec<String> {
@@ -308,73 +346,15 @@ impl Captured {
             })
             .collect()
     }
-
-    /// Waits until the capture thread has read everything the pipes hold *now* (or they are
-    /// at EOF), or `deadline` passes. Called once the child is gone, so that the tail ends with
-    /// the last thing it wrote, whoever wins the race between its exit and our read.
-    pub(crate) fn sync(&self, deadline: Instant) {
-        let asked = self.shared.sync_asked.fetch_add(1, Ordering::SeqCst) + 1;
-        drain::wake();
-        let mut state = self.shared.lock();
-        while state.synced < asked && state.open.contains(&true) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            state = match self.shared.changed.wait_timeout(state, left) {
-                Ok((s, _)) => s,
-                Err(p) => p.into_inner().0,
-            };
-        }
-    }
-
-    /// Waits until a line containing the watched text (given to [`Capture::start`]) was read
-    /// (`Ok(true)`), both streams are at EOF (`Ok(false)`), or `deadline` passes (`Ok(false)`);
-    /// `stop` is asked between waits (e.g. "has the child exited?") and ends the wait when it
-    /// says so. A capture started without a watch never sees its line (`false` at once).
-    pub(crate) fn wait_for_line(
-        &self,
-        deadline: Instant,
-        slice: std::time::Duration,
-        mut stop: impl FnMut() -> bool,
-    ) -> bool {
-        let mut state = self.shared.lock();
-        if state.watch.is_none() {
-            return false;
-        }
-        loop {
-            if state.watch.as_ref().is_some_and(|w| w.seen) {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline || !state.open.contains(&true) {
-                return false;
-            }
-            drop(state);
-            if stop() {
-                return false;
-            }
-            state = self.shared.lock();
-            if state.watch.as_ref().is_some_and(|w| w.seen) {
-                return true;
-            }
-            let left = deadline
-                .saturating_duration_since(Instant::now())
-                .min(slice);
-            state = match self.shared.changed.wait_timeout(state, left) {
-                Ok((s, _)) => s,
-                Err(p) => p.into_inner().0,
-            };
-        }
-    }
 }
 
-/// What the capture thread and the handle share.
+/// What the event loop (the capture drain) and the handle share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Notified on every change a waiter may care for: a sync done, a watched line, an EOF.
-    changed: Condvar,
+    /// The bells of the threads waiting ([`Captured::sync`], [`Captured::wait_for_line`]),
+    /// rung on every change a waiter may care for: a sync done, a watched line, an EOF.
+    bells: Mutex<Vec<Arc<Bell>>>,
     /// Syncs asked for by the handle (see [`Captured::sync`]).
     sync_asked: AtomicU64,
 }
@@ -399,7 +379,7 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The capture thread's input: `chunk` read from `stream`. Returns the complete lines (and
+    /// The drain's input (on the loop thread): `chunk` read from `stream`. Returns the complete lines (and
     /// pieces of cut ones), for the sink, when `collect` (copies are made only then).
     fn feed(&self, stream: OutputStream, chunk: &[u8], collect: bool) -> Vec<Vec<u8>> {
         self.assemble(stream, collect, |asm, out| {
@@ -459,7 +439,7 @@ impl Shared {
         let (lines, seen) = (out.lines, out.seen);
         drop(state);
         if seen {
-            self.changed.notify_all();
+            self.changed();
         }
         lines
     }
@@ -467,42 +447,18 @@ impl Shared {
     /// `stream` is done: a sync or a line watch waiting on it returns.
     fn mark_eof(&self, stream: OutputStream) {
         self.lock().open[stream.index()] = false;
-        self.changed.notify_all();
+        self.changed();
     }
 
     fn mark_synced(&self, asked: u64) {
         let mut state = self.lock();
         state.synced = state.synced.max(asked);
         drop(state);
-        self.changed.notify_all();
+        self.changed();
     }
 
     fn sync_pending(&self) -> Option<u64> {
         let asked = self.sync_asked.load(Ordering::SeqCst);
         (asked > self.lock().synced).then_some(asked)
-    }
-}
-
-impl Sink {
-    /// Passes `lines` on; `false` if the callback panicked (then it gets no more lines).
-    fn pass(&self, stream: OutputStream, lines: &[Vec<u8>]) -> bool {
-        if let Some(prefix) = &self.prefix {
-            use io::Write;
-            let mut err = io::stderr().lock();
-            for line in lines {
-                let _ = err.write_all(prefix.as_bytes());
-                let _ = err.write_all(line);
-                let _ = err.write_all(b"\n");
-            }
-        }
-        if let Some(f) = &self.on_line {
-            let call = std::panic::AssertUnwindSafe(|| {
-                for line in lines {
-                    f(stream, line);
-                }
-            });
-            return std::panic::catch_unwind(call).is_ok();
-        }
-        true
     }
 }

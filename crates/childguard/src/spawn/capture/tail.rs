@@ -16,7 +16,7 @@ use super::OutputStream;
 /// goes on after it.
 ///
 /// The byte bound is kept on every push (it is the memory bound); the line bound is applied
-/// when the tail is read ([`Tail::text`]), so the capture thread never counts newlines in a
+/// when the tail is read ([`Tail::text`]), so the event loop never counts newlines in a
 /// log nobody reads: on 100 MB of log that counting was a fifth of the thread's time.
 #[derive(Debug)]
 pub(crate) struct Tail {
@@ -78,7 +78,7 @@ impl Tail {
 
     /// Appends `lines`, complete lines each ending in `\n` (the whole of `lines` ends in one),
     /// as [`push_line`](Tail::push_line) would one by one, but touching only the part that can
-    /// stay: the capture thread's fast path for a chunk of log nobody watches line by line.
+    /// stay: the drain's fast path for a chunk of log nobody watches line by line.
     pub(crate) fn push_lines(&mut self, stream: OutputStream, lines: &[u8]) {
         debug_assert_eq!(lines.last(), Some(&b'\n'));
         if self.keeps_nothing() {

@@ -12,7 +12,7 @@ fn shared(tail_bytes: usize, watch: Option<&str>) -> Shared {
             synced: 0,
             watch: watch.map(Watch::new),
         }),
-        changed: Condvar::new(),
+        bells: Mutex::new(Vec::new()),
         sync_asked: AtomicU64::new(0),
     }
 }
@@ -40,6 +40,7 @@ fn the_tail_is_the_output_as_written_whatever_the_reads_and_whoever_looks() {
             }
             let captured = Captured {
                 shared: Arc::new(s),
+                sink: None,
             };
             assert!(
                 captured.tail_text().as_bytes() == text,
@@ -96,6 +97,7 @@ fn the_lines_still_held_follow_the_tail_each_on_a_line_of_its_own() {
     s.feed(OutputStream::Stderr, b"err-partial", false);
     let captured = Captured {
         shared: Arc::new(s),
+        sink: None,
     };
     assert_eq!(captured.tail_text(), "done\nout-partial\nerr-partial");
 }

@@ -20,7 +20,7 @@
 //! `cgguard/<host pid>`. After the fork it runs only async-signal-safe code ([`serve`]): raw
 //! system calls, no allocation (its table and buffers are `mmap`ed), no lock.
 //!
-//! One per process ([`crate::process::per_process`]): a child made by `fork()` without `exec` that
+//! One per process ([`crate::core::per_process`]): a child made by `fork()` without `exec` that
 //! contains children of its own starts its own guardian; the parent's is never used by it
 //! (its copies of the parent's registrations are forgotten, never dismissed).
 //!
@@ -99,7 +99,7 @@ use rustix::net::{
     SocketType,
 };
 
-use crate::process::per_process::PerProcess;
+use crate::core::per_process::PerProcess;
 use table::Table;
 
 /// How long a start waits for the guardian's hello (it is up within milliseconds; this bound

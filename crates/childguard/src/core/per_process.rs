@@ -1,5 +1,6 @@
-//! Process-wide values that belong to the process that made them: the spawner, the reaper and
-//! the `SIGCHLD` notifier, each served by a thread of its own.
+//! Process-wide values that belong to the process that made them: the event loop (reaper,
+//! capture drain, cgroup watches), the callback thread, the spawner and the `SIGCHLD` notifier,
+//! each served by a thread of its own.
 //!
 //! Race avoided (`fork()` without `exec`): a child made by `fork()` gets a copy of every
 //! global, but only the thread that forked. A global that points at a thread of the parent
