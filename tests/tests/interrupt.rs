@@ -3,27 +3,34 @@
 //! fails only once the precondition it names holds (the server wrote its pid), so no test
 //! depends on when a thread or timer runs.
 
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, CloseControl, ErrorKind, Interrupt, Ready};
 use childguard_tests::{exited_within, is_alive, ladder, pidfd, proc_state, scratch, sh};
 
-/// An interrupt that fires once `path` holds a complete pid line, and that pid.
-fn fires_once_pid_written(path: std::path::PathBuf) -> Interrupt {
-    Interrupt::new(move || match std::fs::read_to_string(&path) {
-        Ok(text) if text.ends_with('\n') => Err(std::io::Error::other("test interrupt")),
-        _ => Ok(()),
-    })
-}
+/// The server's pid and a pidfd pinning it, taken by the interrupt's check before it fires.
+type Pinned = Arc<Mutex<Option<(u32, OwnedFd)>>>;
 
-fn read_pid(path: &std::path::Path) -> u32 {
-    std::fs::read_to_string(path)
-        .expect("the pid file")
-        .trim()
-        .parse()
-        .expect("a pid")
+/// An interrupt that fires once `path` holds a complete pid line; it pins that pid first
+/// (`Pinned`): the interrupted spawn's server is closed and reaped at once, its pid then free
+/// for another process.
+fn fires_once_pid_written(path: std::path::PathBuf) -> (Interrupt, Pinned) {
+    let pinned: Pinned = Arc::default();
+    let keep = Arc::clone(&pinned);
+    let interrupt = Interrupt::new(move || match std::fs::read_to_string(&path) {
+        Ok(text) if text.ends_with('\n') => {
+            let pid: u32 = text.trim().parse().expect("a pid");
+            keep.lock()
+                .unwrap()
+                .get_or_insert_with(|| (pid, pidfd(pid)));
+            Err(std::io::Error::other("test interrupt"))
+        }
+        _ => Ok(()),
+    });
+    (interrupt, pinned)
 }
 
 /// The process `pid` (our child, pinned by `pin`) exits and is reaped (no `/proc` entry, or a
@@ -55,12 +62,13 @@ fn an_interrupted_spawn_returns_at_once_and_its_server_is_closed_in_the_backgrou
             "echo $$ > {p}.tmp && mv {p}.tmp {p} && exec sleep 1000",
             p = pidfile.display()
         );
+        let (interrupt, pinned) = fires_once_pid_written(pidfile.clone());
         let started = Instant::now();
         let err = ChildHandle::builder(sh(&script))
             .ladder(ladder("TERM:2s,KILL:5s"))
             .ready(ready.clone())
             .ready_timeout(Duration::from_secs(120))
-            .interrupt(fires_once_pid_written(pidfile.clone()))
+            .interrupt(interrupt)
             .spawn()
             .expect_err("the spawn was not interrupted");
         let took = started.elapsed();
@@ -69,8 +77,11 @@ fn an_interrupted_spawn_returns_at_once_and_its_server_is_closed_in_the_backgrou
         assert!(took < Duration::from_secs(60), "{ready:?}: took {took:?}");
         let report = err.close_report().expect("the close report");
         assert!(report.handed_to_reaper, "{ready:?}: {report}");
-        let pid = read_pid(&pidfile);
-        let pin = pidfd(pid);
+        let (pid, pin) = pinned
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the check pinned the server");
         assert_ends_and_is_reaped(&pin, pid, "the interrupted spawn's server");
         let _ = std::fs::remove_file(&pidfile);
     }

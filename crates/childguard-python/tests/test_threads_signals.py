@@ -269,13 +269,18 @@ def test_sigint_during_spawn_ready_closes_the_server_at_once(tmp_path: Path, rea
     pidfile = tmp_path / "pid"
     sent: List[float] = []
     pids: List[int] = []
+    pidfds: List[int] = []
 
     def interrupt() -> None:
         deadline = time.monotonic() + 30
         while not pidfile.exists() or not pidfile.read_text().endswith("\n"):
             assert time.monotonic() < deadline, "the server never started"
             time.sleep(0.002)
-        pids.append(int(pidfile.read_text()))
+        pid = int(pidfile.read_text())
+        # Pinned before the SIGINT: the interrupted spawn's server is closed and reaped at
+        # once, and its pid then free for another process.
+        pidfds.append(os.pidfd_open(pid))
+        pids.append(pid)
         # The spawn is past the fork (the server wrote its pid). A SIGINT before the wait's
         # first check is seen by that check: no race on where the main thread is.
         sent.append(time.monotonic())
@@ -296,8 +301,7 @@ def test_sigint_during_spawn_ready_closes_the_server_at_once(tmp_path: Path, rea
     print(f"KeyboardInterrupt {(raised - sent[0]) * 1000:.1f} ms after SIGINT during "
           f"spawn(ready={ready}, ready_timeout=120)")
     assert raised - sent[0] < INTERRUPT_BOUND
-    pid = pids[0]
-    pidfd = os.pidfd_open(pid)
+    pid, pidfd = pids[0], pidfds[0]
     try:
         # Closed in the background at once: the TERM rung ends it, the reaper reaps it.
         assert_ends(pidfd, pid, 30, "the server outlived the interrupted spawn")

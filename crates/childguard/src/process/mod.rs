@@ -544,14 +544,9 @@ impl Process {
         match &self.mechanism {
             #[cfg(target_os = "linux")]
             Mechanism::Pidfd(fd) if !self.held_by_tracer => {
-                let woke = if extra.is_empty() {
-                    let one = [fd.as_fd()];
-                    Wait::until(deadline).fds(&one).interrupt(interrupt).run()?
-                } else {
-                    let mut fds = extra.to_vec();
-                    fds.push(fd.as_fd());
-                    Wait::until(deadline).fds(&fds).interrupt(interrupt).run()?
-                };
+                let woke = joined(extra, &[fd.as_fd()], |fds| {
+                    Wait::until(deadline).fds(fds).interrupt(interrupt).run()
+                })?;
                 if matches!(woke, Woke::Readable(r) if r.contains(extra.len())) {
                     self.note_readable();
                 }
@@ -679,6 +674,23 @@ impl Process {
     }
 }
 
+/// Calls `f` with `a` then `b` in one slice: on the stack for up to three fds (the pidfd with
+/// a notify socket, or with two output pipes), so the common waits allocate nothing.
+#[cfg(target_os = "linux")]
+fn joined<'f, R>(
+    a: &[BorrowedFd<'f>],
+    b: &[BorrowedFd<'f>],
+    f: impl FnOnce(&[BorrowedFd<'f>]) -> R,
+) -> R {
+    match (a, b) {
+        ([], _) => f(b),
+        (_, []) => f(a),
+        ([x], [y]) => f(&[*x, *y]),
+        ([x, y], [z]) | ([x], [y, z]) => f(&[*x, *y, *z]),
+        _ => f(&a.iter().chain(b).copied().collect::<Vec<_>>()),
+    }
+}
+
 /// What a change in the child's state wakes, as told by [`Process::wait_on`].
 #[derive(Debug)]
 #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
@@ -763,6 +775,33 @@ mod tests {
                 assert!(process.reap().expect(&case).is_some_and(|s| s.success()));
                 assert_eq!(proc_state(pid), None, "{case}: not reaped after reap()");
                 drop(child); // std's Child does not wait on drop: nothing reaps twice.
+            }
+        }
+    }
+
+    /// `joined` keeps the order (extra fds first: their indices are the caller's) for every
+    /// split, on the stack or not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn joined_lists_a_then_b_whatever_their_lengths() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let pairs: Vec<_> = (0..3)
+            .map(|_| std::os::unix::net::UnixStream::pair().unwrap())
+            .collect();
+        let fds: Vec<BorrowedFd<'_>> = pairs
+            .iter()
+            .flat_map(|(a, b)| [a.as_fd(), b.as_fd()])
+            .collect();
+        let raw = |fds: &[BorrowedFd<'_>]| fds.iter().map(|f| f.as_raw_fd()).collect::<Vec<_>>();
+        for total in 0..=fds.len() {
+            for split in 0..=total {
+                let (a, b) = fds[..total].split_at(split);
+                assert_eq!(
+                    joined(a, b, raw),
+                    raw(&fds[..total]),
+                    "{split}+{}",
+                    total - split
+                );
             }
         }
     }
