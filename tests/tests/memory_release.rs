@@ -25,7 +25,28 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn serial(huge_page_test: bool) -> Serial {
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     failpoint::ignore_system_huge_pages(!huge_page_test);
+    wait_for_no_release_helpers();
     Serial { _guard: guard }
+}
+
+/// An earlier test's `process_mrelease` helpers may outlive its close (a helper finishes its
+/// call after the child is reaped; a delayed one sleeps first): at most `MAX_RELEASE_HELPERS`
+/// run at once, so a test starting beside them would find its own release skipped. Waits until
+/// this process has no `childguard-mrelease` thread (its comm is cut to 15 bytes).
+fn wait_for_no_release_helpers() {
+    let helpers = || {
+        std::fs::read_dir("/proc/self/task")
+            .expect("/proc/self/task")
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim_end() == "childguard-mrel")
+            .count()
+    };
+    let gone = eventually(Duration::from_secs(60), || helpers() == 0);
+    assert!(
+        gone,
+        "{} memory-release helper threads of earlier tests still run after 60 s",
+        helpers()
+    );
 }
 
 struct Serial {
