@@ -3,6 +3,7 @@
 
 use std::io;
 use std::process::ExitStatus;
+#[cfg(target_os = "linux")]
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 

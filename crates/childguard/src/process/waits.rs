@@ -6,7 +6,9 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::{Life, Mechanism, Process};
+#[cfg(target_os = "linux")]
+use super::Life;
+use super::{Mechanism, Process};
 use crate::core::wait::{Interrupt, Wait, Woke};
 
 impl Process {

@@ -6,9 +6,11 @@ use std::io;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
+use super::connect;
 use super::connect::ConnectTo;
+#[cfg(target_os = "linux")]
+use super::notify;
 use super::ready::Ready;
-use super::{connect, notify};
 use crate::core::wait::later;
 use crate::core::wait::EXIT_CHECK;
 use crate::core::wait::{self, Interrupt};
