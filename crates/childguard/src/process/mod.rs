@@ -20,15 +20,19 @@ pub(crate) mod pidfd;
 pub(crate) mod sigchld;
 // Moved here by the layering (issue 21 item 5): below everything that observes a child.
 pub(crate) mod containment;
+mod exit;
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
+mod waits;
+
+pub(crate) use waits::WaitOn;
 
 use std::io;
-use std::os::fd::BorrowedFd;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::base::signal::Signal;
-use crate::core::wait::{Interrupt, Wait, Woke};
 #[cfg(target_os = "linux")]
 use crate::process::containment::create::Cgroup;
 use crate::process::containment::CgroupReport;
@@ -363,100 +367,6 @@ impl Process {
         Vec::new()
     }
 
-    /// Removes a contained child's cgroup once it is empty (after the leader exited).
-    fn remove_cgroup_if_empty(&mut self) -> io::Result<()> {
-        #[cfg(target_os = "linux")]
-        if let Some((cgroup, _)) = &mut self.cgroup {
-            if !cgroup.is_removed() && !cgroup.watch().read()?.populated {
-                cgroup.remove()?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Non-blocking: has the leader exited? A group leader is left a zombie (`WNOWAIT`), so
-    /// that its group id stays ours while we may still signal the group; a child that leads no
-    /// group is reaped by the same `waitid` that sees it exited, as `try_wait` would: nothing
-    /// uses its pid after that, and a close makes one system call fewer.
-    pub(crate) fn check_exit(&mut self) -> io::Result<Option<ExitStatus>> {
-        if self.is_running() {
-            let reap = !self.leads_group;
-            let observed = match &self.mechanism {
-                #[cfg(target_os = "linux")]
-                Mechanism::Pidfd(fd) => {
-                    if self.held_by_tracer {
-                        // Read first: a SIGCHLD after this read wakes our next wait.
-                        self.sigchld_seen = crate::core::sigchld::notifier()?.generation();
-                    }
-                    let observed = fd.observe_exit(reap);
-                    let readable = self.readable_seen.swap(false, Ordering::Relaxed);
-                    if matches!(observed, Ok(None)) && readable && !self.held_by_tracer {
-                        // Race (a traced child): the pidfd turns readable when the child
-                        // exits, but a tracer is told first, and until it waits for the zombie
-                        // (or detaches, or exits) our waitid finds nothing. Polling the pidfd
-                        // again would return at once: a busy loop until the deadline. The
-                        // tracer's wait sends us — the real parent — SIGCHLD, so wait for that
-                        // from now on. The generation is read before the second look, so a
-                        // SIGCHLD that comes between that look and our sleep is not missed.
-                        self.held_by_tracer = true;
-                        self.sigchld_seen = crate::core::sigchld::notifier()?.generation();
-                        fd.observe_exit(reap)
-                    } else {
-                        observed
-                    }
-                }
-                Mechanism::Sigchld(_) => {
-                    // Read the generation first: a SIGCHLD after this read wakes our next wait.
-                    self.sigchld_seen = crate::core::sigchld::notifier()?.generation();
-                    sigchld::observe_exit(self.pid, reap)
-                }
-            };
-            match observed {
-                Ok(Some(status)) if reap => self.mark_exited(Life::Reaped(status)),
-                Ok(Some(status)) => self.mark_exited(Life::Exited(status)),
-                Ok(None) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.mark_exited(Life::Lost),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(self.status())
-    }
-
-    fn mark_exited(&mut self, life: Life) {
-        match life {
-            Life::Exited(status) => crate::base::trace::exited(self.pid, Some(status)),
-            Life::Reaped(status) => {
-                crate::base::trace::exited(self.pid, Some(status));
-                crate::base::trace::reaped(self.pid);
-            }
-            Life::Lost => crate::base::trace::exited(self.pid, None),
-            Life::Running => {}
-        }
-        self.life = life;
-        self.exited_at.get_or_insert_with(Instant::now);
-    }
-
-    /// Is everything we must wait for gone: the leader exited and, when it leads a group, no
-    /// other member of the group is left?
-    pub(crate) fn is_gone(&mut self) -> io::Result<bool> {
-        self.check_exit()?;
-        if self.is_running() {
-            return Ok(false);
-        }
-        #[cfg(target_os = "linux")]
-        if self.cgroup.is_some() {
-            // Contained: over when the cgroup is empty, wherever its members went.
-            return Ok(!self.cgroup_populated()?);
-        }
-        if !self.leads_group || !self.holds_group_id() {
-            return Ok(true);
-        }
-        // A listing that fails is not an error: the members we know are still watched, and
-        // `survivors_unlisted` tells the report that others may exist.
-        self.survivors.refresh(self.pid);
-        Ok(self.survivors.is_empty())
-    }
-
     /// Whether, with the ladder used up and the leader exited, something is still to wait
     /// for: a contained child's cgroup that has members (D state). The reaper waits for it to
     /// empty and removes it; without containment the leader is released at once.
@@ -504,145 +414,6 @@ impl Process {
         }
         self.survivors.pids()
     }
-
-    /// Blocks until something we wait for may have changed, `deadline` passes, or `interrupt`
-    /// ends the wait (its error). Spurious wake-ups are allowed; callers re-check with
-    /// [`Process::is_gone`].
-    pub(crate) fn wait_until(
-        &self,
-        deadline: Instant,
-        interrupt: Option<&Interrupt>,
-    ) -> io::Result<()> {
-        self.wait_with(&[], deadline, interrupt).map(drop)
-    }
-
-    /// [`Process::wait_until`], also woken by any of `extra` turning readable: those come
-    /// first in the [`Woke::Readable`] it returns (index `i` is `extra[i]`). The one wait of a
-    /// child, through [`Wait`]: the leader's pidfd alone (the common case) takes no allocation.
-    pub(crate) fn wait_with(
-        &self,
-        extra: &[BorrowedFd<'_>],
-        deadline: Instant,
-        interrupt: Option<&Interrupt>,
-    ) -> io::Result<Woke> {
-        #[cfg(target_os = "linux")]
-        let by_fds = self.cgroup.is_some() && (self.uses_pidfd() || !self.is_running());
-        #[cfg(not(target_os = "linux"))]
-        let by_fds = false;
-        if by_fds || !self.is_running() {
-            // The cgroup's watch (and the leader's pidfd while it runs), or the survivors'
-            // pidfds — looked at in `/proc` now and then for those without one (`wake_by`).
-            let deadline = if by_fds {
-                deadline
-            } else {
-                self.survivors.wake_by(deadline)
-            };
-            let mut fds = extra.to_vec();
-            fds.extend(self.wait_fds());
-            return Wait::until(deadline).fds(&fds).interrupt(interrupt).run();
-        }
-        match &self.mechanism {
-            #[cfg(target_os = "linux")]
-            Mechanism::Pidfd(fd) if !self.held_by_tracer => {
-                let woke = joined(extra, &[fd.as_fd()], |fds| {
-                    Wait::until(deadline).fds(fds).interrupt(interrupt).run()
-                })?;
-                if matches!(woke, Woke::Readable(r) if r.contains(extra.len())) {
-                    self.note_readable();
-                }
-                Ok(woke)
-            }
-            _ => Wait::until(deadline)
-                .fds(extra)
-                .sigchld(Some(self.sigchld_seen))
-                .interrupt(interrupt)
-                .run(),
-        }
-    }
-
-    /// The leader's pidfd was seen readable (it exited, or a tracer holds its zombie): the
-    /// next [`Process::check_exit`] tells which.
-    pub(crate) fn note_readable(&self) {
-        if self.is_running() {
-            self.readable_seen.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether a change arrives as `SIGCHLD` rather than on an fd (the portable mechanism, or
-    /// a zombie a tracer holds).
-    pub(crate) fn waits_on_sigchld(&self) -> bool {
-        matches!(self.wait_on(), WaitOn::Sigchld(_))
-    }
-
-    /// The leader's pidfd (Linux), while it has not been reaped.
-    pub(crate) fn pidfd(&self) -> Option<BorrowedFd<'_>> {
-        match (&self.mechanism, self.life) {
-            #[cfg(target_os = "linux")]
-            (Mechanism::Pidfd(fd), Life::Running | Life::Exited(_)) => Some(fd.as_fd()),
-            _ => None,
-        }
-    }
-
-    /// The fds that become readable when what we wait for changes: the leader's pidfd while
-    /// it runs, then the survivors' pidfds. Empty for the portable mechanism, whose changes
-    /// arrive as `SIGCHLD` instead.
-    pub(crate) fn wait_fds(&self) -> Vec<BorrowedFd<'_>> {
-        #[cfg(target_os = "linux")]
-        if let Some((cgroup, _)) = &self.cgroup {
-            // The leader's exit (it is reaped or kept a zombie), then the cgroup emptying.
-            let mut fds = Vec::with_capacity(2);
-            if let (true, false, Some(pidfd)) =
-                (self.is_running(), self.held_by_tracer, self.pidfd())
-            {
-                fds.push(pidfd);
-            }
-            fds.push(cgroup.watch().fd());
-            return fds;
-        }
-        if !self.is_running() {
-            return self.survivors.fds();
-        }
-        match &self.mechanism {
-            #[cfg(target_os = "linux")]
-            Mechanism::Pidfd(fd) if !self.held_by_tracer => vec![fd.as_fd()],
-            _ => Vec::new(),
-        }
-    }
-
-    /// What [`Process::wait_until`] would block on, for drivers that wait without blocking (the
-    /// tokio face): fds that turn readable, or a `SIGCHLD` after the generation last seen.
-    pub(crate) fn wait_on(&self) -> WaitOn<'_> {
-        let on_sigchld = matches!(self.mechanism, Mechanism::Sigchld(_)) || self.held_by_tracer;
-        if on_sigchld && self.is_running() {
-            WaitOn::Sigchld(self.sigchld_seen)
-        } else {
-            WaitOn::Fds(self.wait_fds())
-        }
-    }
-
-    /// Reaps the exited leader (frees its pid), if [`Process::check_exit`] left it a zombie.
-    /// Call only after it exited.
-    pub(crate) fn reap(&mut self) -> io::Result<Option<ExitStatus>> {
-        if let Life::Exited(status) = self.life {
-            let reaped = match &self.mechanism {
-                #[cfg(target_os = "linux")]
-                Mechanism::Pidfd(fd) => fd.observe_exit(true),
-                Mechanism::Sigchld(_) => sigchld::observe_exit(self.pid, true),
-            };
-            self.life = match reaped {
-                Ok(_) => {
-                    crate::base::trace::reaped(self.pid);
-                    Life::Reaped(status)
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Life::Lost,
-                Err(e) => return Err(e),
-            };
-        }
-        // A cgroup that cannot be removed (the server made cgroups inside it) is not an error
-        // of the reap: the report shows it as not removed.
-        let _ = self.remove_cgroup_if_empty();
-        Ok(self.status())
-    }
 }
 
 impl Process {
@@ -672,33 +443,6 @@ impl Process {
             held_by_tracer: self.held_by_tracer,
         })
     }
-}
-
-/// Calls `f` with `a` then `b` in one slice: on the stack for up to three fds (the pidfd with
-/// a notify socket, or with two output pipes), so the common waits allocate nothing.
-#[cfg(target_os = "linux")]
-fn joined<'f, R>(
-    a: &[BorrowedFd<'f>],
-    b: &[BorrowedFd<'f>],
-    f: impl FnOnce(&[BorrowedFd<'f>]) -> R,
-) -> R {
-    match (a, b) {
-        ([], _) => f(b),
-        (_, []) => f(a),
-        ([x], [y]) => f(&[*x, *y]),
-        ([x, y], [z]) | ([x], [y, z]) => f(&[*x, *y, *z]),
-        _ => f(&a.iter().chain(b).copied().collect::<Vec<_>>()),
-    }
-}
-
-/// What a change in the child's state wakes, as told by [`Process::wait_on`].
-#[derive(Debug)]
-#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-pub(crate) enum WaitOn<'a> {
-    /// Any of these fds turning readable (pidfds; empty: only the deadline wakes).
-    Fds(Vec<BorrowedFd<'a>>),
-    /// A `SIGCHLD` after this [`crate::core::sigchld::Notifier`] generation.
-    Sigchld(u64),
 }
 
 /// `waitid(id, WEXITED | WNOHANG)`, plus `WNOWAIT` unless `reap`: the exit status if the
@@ -735,74 +479,4 @@ pub(crate) fn exit_status(s: &rustix::process::WaitIdStatus) -> Option<ExitStatu
 pub(crate) fn pid(pid: u32) -> io::Result<rustix::process::Pid> {
     rustix::process::Pid::from_raw(pid as i32)
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
-    use std::os::unix::process::CommandExt;
-
-    fn proc_state(pid: u32) -> Option<char> {
-        group::stat(pid).map(|s| s.state)
-    }
-
-    #[test]
-    fn a_lone_child_is_reaped_by_the_check_that_sees_it_exit_a_group_leader_stays_a_zombie() {
-        for portable in [false, true] {
-            for leads_group in [false, true] {
-                let case = format!("portable={portable} leads_group={leads_group}");
-                let mut cmd = std::process::Command::new("true");
-                if leads_group {
-                    cmd.process_group(0);
-                }
-                let spawn_began = Instant::now();
-                let child = cmd.spawn().expect("spawning true");
-                let pid = child.id();
-                let mut process =
-                    Process::adopt(pid, spawn_began, leads_group, portable).expect(&case);
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while process.check_exit().expect(&case).is_none() {
-                    assert!(Instant::now() < deadline, "{case}: `true` did not exit");
-                    process.wait_until(deadline, None).expect(&case);
-                }
-                let state = proc_state(pid);
-                if leads_group {
-                    assert_eq!(state, Some('Z'), "{case}: the leader must stay a zombie");
-                    assert!(process.pidfd().is_some() || portable, "{case}");
-                } else {
-                    assert_eq!(state, None, "{case}: seen exited but not reaped");
-                }
-                assert!(process.reap().expect(&case).is_some_and(|s| s.success()));
-                assert_eq!(proc_state(pid), None, "{case}: not reaped after reap()");
-                drop(child); // std's Child does not wait on drop: nothing reaps twice.
-            }
-        }
-    }
-
-    /// `joined` keeps the order (extra fds first: their indices are the caller's) for every
-    /// split, on the stack or not.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn joined_lists_a_then_b_whatever_their_lengths() {
-        use std::os::fd::{AsFd, AsRawFd};
-        let pairs: Vec<_> = (0..3)
-            .map(|_| std::os::unix::net::UnixStream::pair().unwrap())
-            .collect();
-        let fds: Vec<BorrowedFd<'_>> = pairs
-            .iter()
-            .flat_map(|(a, b)| [a.as_fd(), b.as_fd()])
-            .collect();
-        let raw = |fds: &[BorrowedFd<'_>]| fds.iter().map(|f| f.as_raw_fd()).collect::<Vec<_>>();
-        for total in 0..=fds.len() {
-            for split in 0..=total {
-                let (a, b) = fds[..total].split_at(split);
-                assert_eq!(
-                    joined(a, b, raw),
-                    raw(&fds[..total]),
-                    "{split}+{}",
-                    total - split
-                );
-            }
-        }
-    }
 }

@@ -1,0 +1,356 @@
+//! The child's side of a spawn between `fork` and `exec`: the `Command::pre_exec` hook and
+//! every async-signal-safe call it makes (cgroup placement, parent-death signal, fd marking,
+//! the socket-activation `execve`).
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use super::signal::ignore_sigpipe;
+use crate::base::signal::Signal;
+
+/// What the child does between `fork` and `exec`. Built before the fork; the closure that
+/// applies it only makes async-signal-safe system calls and never allocates.
+#[derive(Debug)]
+pub(crate) struct ChildSetup {
+    /// `PR_SET_PDEATHSIG` signal and the pid the child must still have as parent afterwards.
+    pub death_signal: Option<(Signal, u32)>,
+    /// Every fd from this one up is marked close-on-exec: 3 normally, 4 with socket activation.
+    pub first_private_fd: i32,
+    /// Socket activation: the hook places the listener on fd 3 and `execve`s itself.
+    pub activation: Option<ActivationExec>,
+    /// Containment: the child moves itself into its cgroup first of all.
+    pub placement: Option<Placement>,
+    /// Start the program with `SIGPIPE` ignored (std has just reset it to the default).
+    pub ignore_sigpipe: bool,
+}
+
+/// The fds, opened before the fork and close-on-exec, through which the child joins its
+/// cgroup (see `containment`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placement {
+    /// The new cgroup's `cgroup.procs`, opened write-only by the parent. The kernel checks
+    /// a migration against the credentials the file was *opened* with (Linux ≥ 5.16), so the
+    /// write works after std applied `CommandExt::uid`/`gid`, which it does before our hook.
+    pub procs: i32,
+    /// Write end of a pipe: on failure the child writes its errno there, so the parent can
+    /// tell a placement error (ErrorKind::Containment) from an exec error.
+    pub report: i32,
+    /// `Containment::BestEffort`: after a failed write, the child does not fail: it makes a
+    /// process group of its own (what an uncontained best-effort child gets) and goes on to
+    /// exec; the parent finds the errno in `report` once `spawn` returned (std returns only
+    /// after the exec, so the errno, written before it, is there to read: no race).
+    pub fall_back: bool,
+}
+
+/// Registers [`ChildSetup`] with `Command::pre_exec`.
+///
+/// std runs it in the child after it has placed our socket on fds 0 and 1, right before
+/// `execvp`. Errors returned here make `spawn()` fail with that error, and std reaps the child.
+pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
+    let hook = move || -> io::Result<()> {
+        if let Some(placement) = setup.placement {
+            // First, so that nothing this child does (or starts) happens outside its cgroup.
+            if let Err(e) = write_raw(placement.procs, b"0") {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let _ = write_raw(placement.report, &errno.to_ne_bytes());
+                if !placement.fall_back {
+                    return Err(e);
+                }
+                lead_own_process_group()?;
+            }
+        }
+        if let Some((signal, parent)) = setup.death_signal {
+            set_parent_death_signal(signal)?;
+            // The parent may have died between fork and prctl; the death signal would then
+            // never come. getppid() tells: after the parent's death we were reparented.
+            if parent_pid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+        }
+        if setup.ignore_sigpipe {
+            // After std's reset to SIG_DFL, which runs before this hook.
+            ignore_sigpipe()?;
+        }
+        mark_cloexec_from(setup.first_private_fd);
+        match setup.activation.as_mut() {
+            // Returns only if execve failed; std then reports that error from `spawn()`.
+            Some(exec) => Err(exec.exec()),
+            None => Ok(()),
+        }
+    };
+    // SAFETY: the hook runs between fork and exec in a possibly multi-threaded parent's child:
+    // it only calls write (to fds the parent opened and keeps open until spawn returns), setpgid, prctl,
+    // getppid, signal, close_range/fcntl, getrlimit and (activation) getpid, dup2,
+    // execve and close, which are async-signal-safe; it takes no lock and does not allocate
+    // (io::Error from an OS code is not boxed; ActivationExec writes into buffers it owns).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// `write(2)` of all of `bytes` (at most a few) to the fd number `fd`, without allocating:
+/// async-signal-safe, for the child between fork and exec.
+fn write_raw(fd: i32, bytes: &[u8]) -> io::Result<()> {
+    loop {
+        // SAFETY: `bytes` is a valid buffer for its length; `fd` is an fd number the parent
+        // opened and holds across the fork, so the child's copy is open (a closed one would
+        // only fail with EBADF).
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n == bytes.len() as isize {
+            return Ok(());
+        }
+        if n >= 0 {
+            // A cgroup file takes the whole (tiny) write or fails; a pipe of ≤ PIPE_BUF too.
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// `prctl(2)` `PR_SET_PDEATHSIG`: deliver `signal` to us when the thread that forked us exits.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn set_parent_death_signal(signal: Signal) -> io::Result<()> {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number; the extra arguments are unused zeros.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            signal.as_raw() as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn set_parent_death_signal(_signal: Signal) -> io::Result<()> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// `setpgid(2)` `(0, 0)`: the calling process leads a new process group of its own
+/// (async-signal-safe, for the child between fork and exec).
+fn lead_own_process_group() -> io::Result<()> {
+    // SAFETY: setpgid(0, 0) only changes the calling process's group; it has no memory
+    // arguments.
+    if unsafe { libc::setpgid(0, 0) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `getppid(2)`.
+fn parent_pid() -> u32 {
+    // SAFETY: getppid has no preconditions and cannot fail.
+    unsafe { libc::getppid() as u32 }
+}
+
+/// Marks every fd `>= first` close-on-exec, so only 0, 1, 2 (and the activation fd) reach the
+/// program. Marking rather than closing keeps std's own exec-error pipe working until `exec`.
+fn mark_cloexec_from(first: i32) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // `close_range(2)` with CLOSE_RANGE_CLOEXEC (Linux 5.11): one call for the whole table.
+        // SAFETY: the syscall takes two fd numbers and a flag and touches only our fd table.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                first as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+    // Fallback: `fcntl(2)` F_SETFD over the fd table up to RLIMIT_NOFILE (capped: a table that
+    // large would take seconds to walk; fds above the cap are only in use if a program raised
+    // its limit and opened that many fds without O_CLOEXEC).
+    let limit = open_files_limit().min(1 << 16);
+    for fd in first..limit {
+        // SAFETY: F_GETFD/F_SETFD on an fd number that may or may not be open: fcntl fails
+        // with EBADF for a closed one, which we skip.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
+/// `getrlimit(2)` RLIMIT_NOFILE soft limit, as an fd bound.
+fn open_files_limit() -> i32 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit buffer for the duration of the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if rc != 0 || lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur > i32::MAX as libc::rlim_t {
+        return i32::MAX;
+    }
+    lim.rlim_cur as i32
+}
+
+/// The fd a socket-activated program finds its listening socket on (`SD_LISTEN_FDS_START`).
+const LISTEN_FD: i32 = 3;
+
+/// `LISTEN_PID=` followed by room for any pid (`u32::MAX` has 10 digits) and the NUL.
+const LISTEN_PID_PREFIX: &[u8] = b"LISTEN_PID=";
+const LISTEN_PID_LEN: usize = LISTEN_PID_PREFIX.len() + 10 + 1;
+
+/// A complete `execve(2)` for a socket-activated child, built before the fork.
+///
+/// Why not let std exec: `LISTEN_PID` must be the child's own pid, known only after the fork,
+/// and std builds the environment before it. So every C string and pointer array is allocated
+/// here, in the parent; the child only writes its pid's digits into a buffer reserved for them,
+/// moves the listener to fd 3, and calls `execve` on these arrays.
+#[derive(Debug)]
+pub(crate) struct ActivationExec {
+    program: CString,
+    /// Owns the strings `argv_ptrs` points into.
+    _argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    /// Owns the strings `env_ptrs` points into (all but the `LISTEN_PID` slot).
+    _env: Vec<CString>,
+    env_ptrs: Vec<*const libc::c_char>,
+    /// `LISTEN_PID=` + digits + NUL, filled in by the child.
+    listen_pid: Box<[u8; LISTEN_PID_LEN]>,
+    /// Index of the `LISTEN_PID` entry in `env_ptrs`.
+    pid_slot: usize,
+    /// Our listening socket's fd number (close-on-exec; the child moves it to fd 3).
+    listener: i32,
+}
+
+// SAFETY: the raw pointers point only into heap buffers owned by this same struct (the CStrings
+// and the boxed LISTEN_PID buffer), which do not move when the struct moves. They are never
+// dereferenced in the parent; the forked child (one thread) passes them to execve.
+unsafe impl Send for ActivationExec {}
+// SAFETY: as above; `&ActivationExec` gives no access to the pointers at all.
+unsafe impl Sync for ActivationExec {}
+
+impl ActivationExec {
+    /// `program` is the resolved path to exec, `argv` starts with argv\[0\], `env` holds every
+    /// `KEY=VALUE` except `LISTEN_PID` (added here), `listener` is our listening socket.
+    pub(crate) fn new(
+        program: CString,
+        argv: Vec<CString>,
+        env: Vec<CString>,
+        listener: i32,
+    ) -> ActivationExec {
+        let mut listen_pid = Box::new([0u8; LISTEN_PID_LEN]);
+        listen_pid[..LISTEN_PID_PREFIX.len()].copy_from_slice(LISTEN_PID_PREFIX);
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+        let pid_slot = env_ptrs.len();
+        env_ptrs.push(listen_pid.as_ptr().cast());
+        env_ptrs.push(std::ptr::null());
+        ActivationExec {
+            program,
+            _argv: argv,
+            argv_ptrs,
+            _env: env,
+            env_ptrs,
+            listen_pid,
+            pid_slot,
+            listener,
+        }
+    }
+
+    /// In the child: writes `LISTEN_PID`, puts the listener on fd 3 (inheritable) and execs.
+    /// Returns only on failure, with fd 3 restored to what it was (it may be std's own
+    /// exec-error pipe, through which this error is then reported).
+    fn exec(&mut self) -> io::Error {
+        write_pid_digits(&mut self.listen_pid[LISTEN_PID_PREFIX.len()..], own_pid());
+        // Re-derive the pointer after writing through `&mut`.
+        self.env_ptrs[self.pid_slot] = self.listen_pid.as_ptr().cast();
+        let saved = match place_on_listen_fd(self.listener) {
+            Ok(saved) => saved,
+            Err(e) => return e,
+        };
+        // SAFETY: `program` is a NUL-terminated path; `argv_ptrs` and `env_ptrs` are
+        // null-terminated arrays of pointers to NUL-terminated strings owned by `self`, alive
+        // for the call. execve replaces the process image or returns -1.
+        unsafe {
+            libc::execve(
+                self.program.as_ptr(),
+                self.argv_ptrs.as_ptr(),
+                self.env_ptrs.as_ptr(),
+            )
+        };
+        let err = io::Error::last_os_error();
+        if let Some(saved) = saved {
+            // SAFETY: dup2/close on fd numbers we own in this (single-threaded) child.
+            unsafe {
+                libc::dup2(saved, LISTEN_FD);
+                libc::close(saved);
+            }
+        }
+        err
+    }
+}
+
+/// `getpid(2)`.
+fn own_pid() -> u32 {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// Writes `pid` in decimal followed by a NUL into `out` (at least 11 bytes), without allocating.
+fn write_pid_digits(out: &mut [u8], pid: u32) {
+    let mut digits = [0u8; 10];
+    let mut n = pid;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        out[i] = *d;
+    }
+    out[len] = 0;
+}
+
+/// Makes `listener` available as fd 3 without close-on-exec. If fd 3 held something else, a
+/// close-on-exec copy of it is kept (returned) so it can be put back if `execve` fails.
+fn place_on_listen_fd(listener: i32) -> io::Result<Option<i32>> {
+    if listener == LISTEN_FD {
+        // SAFETY: F_SETFD on an fd we own; clears FD_CLOEXEC so the program inherits it.
+        let rc = unsafe { libc::fcntl(LISTEN_FD, libc::F_SETFD, 0) };
+        return if rc == 0 {
+            Ok(None)
+        } else {
+            Err(io::Error::last_os_error())
+        };
+    }
+    // SAFETY: F_DUPFD_CLOEXEC on fd 3, which may be closed (EBADF: nothing to keep).
+    let saved = unsafe { libc::fcntl(LISTEN_FD, libc::F_DUPFD_CLOEXEC, LISTEN_FD + 1) };
+    // SAFETY: dup2 onto fd 3 of the listener we own; dup2 leaves the new fd inheritable.
+    let rc = unsafe { libc::dup2(listener, LISTEN_FD) };
+    if rc == LISTEN_FD {
+        return Ok((saved >= 0).then_some(saved));
+    }
+    let err = io::Error::last_os_error();
+    if saved >= 0 {
+        // SAFETY: closing the copy made above, which nothing else refers to.
+        unsafe { libc::close(saved) };
+    }
+    Err(err)
+}
