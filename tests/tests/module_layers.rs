@@ -33,12 +33,6 @@ const MAX_LINES: usize = 500;
 /// Files (relative to `crates/childguard/src`) allowed over [`MAX_LINES`], each with the reason.
 const LONG_FILES: &[(&str, &str)] = &[
     (
-        "handle/mod.rs",
-        "builder, spawn, placement, every close path and the drop in one file; it is split \
-         into handle/{builder,spawn,close,drop}.rs after the issue-21 branches (event core, \
-         wait primitive, guardian) that edit it now are merged",
-    ),
-    (
         "sys/mod.rs",
         "every unsafe wrapper of the crate plus their unit tests; to be split by syscall \
          family (fd, signal, process, mount) once the event-core branch has added its own",
