@@ -2,7 +2,9 @@
 //! [`Reap`], on which thread — so that a drop never stalls a tokio executor, and an explicit
 //! [`Reap::Blocking`] is kept wherever blocking is harmless.
 
-use crate::handle::Reap;
+use crate::close::close_control::CloseControl;
+use crate::handle::builder::Reap;
+use crate::handle::ChildHandle;
 
 /// What the drop does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,5 +52,26 @@ pub(crate) fn decide(reap: Reap, chosen: bool) -> OnDrop {
     {
         let _ = (reap, chosen);
         OnDrop::AsConfigured
+    }
+}
+
+impl Drop for ChildHandle {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        match decide(self.reap, self.reap_chosen) {
+            OnDrop::AsConfigured => drop(self.close_path(CloseControl::new())),
+            #[cfg(feature = "tokio")]
+            OnDrop::Background => {
+                // Never block an executor thread: first due rung now, the rest in the reaper.
+                self.reap = Reap::Background;
+                drop(self.close_path(CloseControl::new()));
+            }
+            #[cfg(feature = "tokio")]
+            OnDrop::BlockInPlace => {
+                ::tokio::task::block_in_place(|| drop(self.close_path(CloseControl::new())));
+            }
+        }
     }
 }
