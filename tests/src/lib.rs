@@ -307,8 +307,12 @@ pub fn vm_rss_kib() -> u64 {
 /// `cg-supervisor`'s first two lines on stdout: its `CHILD <pid>` (the server it spawned) and
 /// the server's own first line (its ready line). The supervisor's stdout must be piped.
 pub fn supervised_child(sup: &mut std::process::Child) -> (u32, String) {
-    use std::io::BufRead;
     let mut out = std::io::BufReader::new(sup.stdout.take().expect("a piped stdout"));
+    next_supervised_child(&mut out)
+}
+
+/// The next line pair (`CHILD <pid>`, the server's ready line) on `cg-supervisor`'s stdout.
+pub fn next_supervised_child(out: &mut impl std::io::BufRead) -> (u32, String) {
     let (mut child, mut ready) = (String::new(), String::new());
     out.read_line(&mut child).unwrap();
     out.read_line(&mut ready).unwrap();
@@ -316,7 +320,7 @@ pub fn supervised_child(sup: &mut std::process::Child) -> (u32, String) {
         .trim()
         .strip_prefix("CHILD ")
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("cg-supervisor's first line is not `CHILD <pid>`: {child:?}"));
+        .unwrap_or_else(|| panic!("cg-supervisor's line is not `CHILD <pid>`: {child:?}"));
     (pid, ready)
 }
 

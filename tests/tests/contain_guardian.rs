@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use childguard::{ChildHandle, Containment, SocketMode};
 use childguard_tests::cgroups::{cgroup_mount, cgroup_of, guardians_of, own_cgroup_dir, serial};
-use childguard_tests::{bin, eventually, exited_within, pidfd, proc_ppid, proc_state};
+use childguard_tests::{
+    bin, eventually, exited_within, next_supervised_child, pidfd, proc_ppid, proc_state,
+};
 
 /// A `cg-supervisor` of contained `exit_with_parent` servers (slowserver with `server_args`),
 /// with `ours` flags; returns it with every server's pid and ready line once all are ready.
@@ -38,19 +40,10 @@ fn supervisor_of(
         .iter()
         .position(|a| *a == "--count")
         .map_or(1, |i| ours[i + 1].parse().unwrap());
-    use std::io::BufRead;
     let mut out = std::io::BufReader::new(sup.stdout.take().unwrap());
     let mut servers = Vec::new();
     for _ in 0..count {
-        let (mut child, mut ready) = (String::new(), String::new());
-        out.read_line(&mut child).unwrap();
-        out.read_line(&mut ready).unwrap();
-        let pid = child
-            .trim()
-            .strip_prefix("CHILD ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("cg-supervisor did not start its servers: {child:?}"));
-        servers.push((pid, ready));
+        servers.push(next_supervised_child(&mut out));
     }
     (sup, servers)
 }
@@ -297,18 +290,6 @@ impl Drop for Parent {
     }
 }
 
-/// The first line pair (`CHILD <pid>`, ready line) still to come on `out`.
-fn next_child(out: &mut impl std::io::BufRead) -> (u32, String) {
-    let (mut child, mut ready) = (String::new(), String::new());
-    out.read_line(&mut child).unwrap();
-    out.read_line(&mut ready).unwrap();
-    let pid = child
-        .trim()
-        .strip_prefix("CHILD ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("cg-supervisor did not start its server: {child:?}"));
-    (pid, ready)
-}
 
 #[test]
 fn a_guardian_killed_by_hand_is_replaced_at_the_next_spawn_and_its_cgroups_handed_over() {
@@ -331,7 +312,7 @@ fn a_guardian_killed_by_hand_is_replaced_at_the_next_spawn_and_its_cgroups_hande
         .spawn()
         .unwrap();
     let mut out = std::io::BufReader::new(sup.stdout.take().unwrap());
-    let (first, _) = next_child(&mut out);
+    let (first, _) = next_supervised_child(&mut out);
     let first_dir = cgroup_dir(first);
     let members = |dir: &PathBuf| -> Vec<(u32, OwnedFd)> {
         std::fs::read_to_string(dir.join("cgroup.procs"))
@@ -353,7 +334,7 @@ fn a_guardian_killed_by_hand_is_replaced_at_the_next_spawn_and_its_cgroups_hande
     // The next guarded spawn.
     use std::io::Write;
     sup.stdin.as_mut().unwrap().write_all(b"more\n").unwrap();
-    let (second, _) = next_child(&mut out);
+    let (second, _) = next_supervised_child(&mut out);
     let second_dir = cgroup_dir(second);
     pins.extend(members(&second_dir));
     let after = guardians_of(sup.id());
