@@ -118,6 +118,10 @@ fn detach_activated() {
         .socket(SocketMode::Activation { name: None })
         .runtime_dir(&rt)
         .ladder("KILL:1s".parse().unwrap())
+        // The spawn waits for python's first accept: the default 10 s ran out twice in 15 runs
+        // with the flake hunt's CPU hogs and a bench beside it ("did not accept a connection
+        // … within 10s"). A bound on a broken child only, as every wait here.
+        .connect_timeout(Duration::from_secs(120))
         .spawn()
         .expect("spawning the activated python server");
     let pid = handle.id().unwrap();
