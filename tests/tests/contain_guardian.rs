@@ -290,7 +290,6 @@ impl Drop for Parent {
     }
 }
 
-
 #[test]
 fn a_guardian_killed_by_hand_is_replaced_at_the_next_spawn_and_its_cgroups_handed_over() {
     let _serial = serial();
