@@ -106,8 +106,11 @@ def pidfd_exited(pidfd: int, timeout: float) -> bool:
 
 
 def proc_state(pid: int) -> Optional[str]:
+    """The State letter of /proc/PID/stat, or None once the process is gone. A process reaped
+    while we read its file makes the read fail with ESRCH (ProcessLookupError), not ENOENT:
+    gone as well."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return None
