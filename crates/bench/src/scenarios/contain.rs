@@ -234,8 +234,8 @@ fn descendants_of(root: u32) -> Vec<u32> {
     found
 }
 
-/// `(state, ppid)` from `/proc/PID/stat`.
-fn stat_of(pid: u32) -> Option<(char, u32)> {
+/// `(state, ppid)` from `/proc/PID/stat` (the scale scenario's leftover count reads it too).
+pub(crate) fn stat_of(pid: u32) -> Option<(char, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 2..];
     let mut fields = rest.split(' ');

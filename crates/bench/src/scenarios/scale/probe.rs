@@ -101,16 +101,7 @@ pub fn live_children() -> Result<Vec<u32>> {
     Ok(std::fs::read_dir("/proc")?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(
-            |&pid| matches!(stat_of(pid), Some((s, ppid)) if ppid == me && s != 'Z' && s != 'X'),
+            |&pid| matches!(crate::scenarios::contain::stat_of(pid), Some((s, ppid)) if ppid == me && s != 'Z' && s != 'X'),
         )
         .collect())
-}
-
-/// `(state, ppid)` from `/proc/PID/stat`.
-fn stat_of(pid: u32) -> Option<(char, u32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split(' ');
-    let state = fields.next()?.chars().next()?;
-    Some((state, fields.next()?.parse().ok()?))
 }
