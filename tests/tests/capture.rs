@@ -9,9 +9,13 @@ use childguard_tests::*;
 
 #[test]
 fn the_tail_keeps_the_last_lines_and_the_report_has_the_last_words() {
+    // `up` goes to stdout after the lines: the order of two pipes' reads is not the order of
+    // their writes (epoll may report the pipe written last first), so a line on stderr could
+    // be read before the last ones on stdout. `goodbye` is on stderr: it is written only after
+    // the TERM, which is sent once the tail shows everything before it was read.
     let script = "trap 'echo goodbye >&2; exit 0' TERM; i=0; \
                   while [ $i -lt 50 ]; do echo \"line $i\"; i=$((i+1)); done; \
-                  echo up >&2; while :; do sleep 0.05; done";
+                  echo up; while :; do sleep 0.05; done";
     let handle = ChildHandle::builder(sh(script))
         .capture(Capture::both().tail_lines(3))
         .ladder(ladder("TERM:10s,KILL:1s"))
