@@ -144,14 +144,14 @@ fn a_status_that_is_not_2xx_is_not_ready_and_the_timeout_quotes_it() {
     let began = Instant::now();
     let e = ChildHandle::builder(server(&format!("unix:{}", sock.display()), "503", "0"))
         .ready(Ready::http(&unix_url(&sock, "/")).unwrap())
-        .ready_timeout(Duration::from_millis(800))
+        .ready_timeout(Duration::from_secs(4))
         .ladder(ladder("KILL:1s"))
         .spawn()
         .expect_err("a 503 is not ready");
     assert_eq!(e.kind(), ErrorKind::Ready, "{e}");
     let text = e.to_string();
     assert!(
-        text.contains("not ready after 800ms")
+        text.contains("not ready after 4s")
             && text.contains("last attempt")
             && text.contains("HTTP/1.0 503 Chosen"),
         "{text}"
@@ -178,7 +178,7 @@ fn a_malformed_answer_is_not_ready_and_is_quoted() {
     let sock = dir.join("s.sock");
     let e = ChildHandle::builder(server(&format!("unix:{}", sock.display()), "garbage", "0"))
         .ready(Ready::http(&unix_url(&sock, "/")).unwrap())
-        .ready_timeout(Duration::from_millis(800))
+        .ready_timeout(Duration::from_secs(4))
         .ladder(ladder("KILL:1s"))
         .spawn()
         .expect_err("not HTTP is not ready");

@@ -104,7 +104,7 @@ fn with_a_probe_that_never_passes_fails_with_its_output() {
     let o = childguard(&[
         "with",
         "--ready-timeout",
-        "600ms",
+        "4s",
         "--ready",
         r#"exec:sh -c "echo nope-77; exit 1""#,
         "--ladder",
@@ -118,7 +118,7 @@ fn with_a_probe_that_never_passes_fails_with_its_output() {
     assert_eq!(o.status.code(), Some(125), "{}", err(&o));
     let e = err(&o);
     assert!(
-        e.contains("not ready after 600ms")
+        e.contains("not ready after 4s")
             && e.contains("exited with exit status: 1")
             && e.contains("nope-77"),
         "{e}"

@@ -54,7 +54,7 @@ def test_http_503_is_not_ready_and_the_error_quotes_it(tmp_path: Path) -> None:
     sock = tmp_path / "s.sock"
     with pytest.raises(childguard.ReadyError) as caught:
         childguard.spawn(server(sock, "503"), ready=childguard.Http(url_of(sock)),
-                         ready_timeout=0.8, ladder="KILL:1s", stdout=subprocess.DEVNULL)
+                         ready_timeout=4, ladder="KILL:1s", stdout=subprocess.DEVNULL)
     text = str(caught.value)
     assert "HTTP/1.0 503 Chosen" in text and "last attempt" in text, text
     sock.unlink()
@@ -74,7 +74,7 @@ def test_exec_probe_and_combinations(tmp_path: Path) -> None:
 def test_exec_that_never_passes_has_its_output_in_the_error(slowserver: str) -> None:
     probe = childguard.Exec(["sh", "-c", "echo py-probe-said-5; exit 6"])
     with pytest.raises(childguard.ReadyError) as caught:
-        childguard.spawn([slowserver, "--ignore-eof"], ready=probe, ready_timeout=0.6,
+        childguard.spawn([slowserver, "--ignore-eof"], ready=probe, ready_timeout=4,
                          ladder="KILL:1s", stdin=subprocess.DEVNULL)
     text = str(caught.value)
     assert "exit status: 6" in text and "py-probe-said-5" in text, text

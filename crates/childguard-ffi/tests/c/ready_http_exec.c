@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
     /* 503: not ready; the timeout's message quotes the answer. */
     b = http_server(script, "503");
     OK(cg_builder_ready_http(b, url, 0));
-    OK(cg_builder_ready_timeout(b, 500));
+    OK(cg_builder_ready_timeout(b, 4000));
     h = cg_spawn(b);
     CHECK(h == NULL, "a 503 was ready");
     CHECK(cg_last_error_code() == CG_ERR_READY, "code %d: %s", (int)cg_last_error_code(),
@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
     b = slowserver(server, idle);
     const char *failing[] = {"sh", "-c", "echo c-probe-said-9; exit 3", NULL};
     OK(cg_builder_ready_exec(b, failing));
-    OK(cg_builder_ready_timeout(b, 500));
+    OK(cg_builder_ready_timeout(b, 4000));
     h = cg_spawn(b);
     CHECK(h == NULL, "a failing probe was ready");
     CHECK(cg_last_error_code() == CG_ERR_READY, "code %d: %s", (int)cg_last_error_code(),

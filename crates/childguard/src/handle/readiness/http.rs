@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType};
 
-use super::probe::ReadyParseError;
+use super::probe::{bound_text, ReadyParseError};
 
 /// How long one attempt may take, from `connect` to the status line, by default: 1 s. A
 /// server that accepted (the kernel completes the handshake as soon as it `listen`s) but does
@@ -177,16 +177,10 @@ impl HttpCheck {
         deadline: Instant,
         mut wait: impl FnMut(&[BorrowedFd<'_>], &[BorrowedFd<'_>], Instant) -> Result<(), E>,
     ) -> Result<Answer, E> {
-        let until = deadline.min(crate::core::wait::later(
-            Instant::now(),
-            self.attempt_timeout,
-        ));
-        let late = || {
-            Answer::NotYet(format!(
-                "no status line within {}",
-                humantime::format_duration(self.attempt_timeout)
-            ))
-        };
+        let started = Instant::now();
+        let until = deadline.min(crate::core::wait::later(started, self.attempt_timeout));
+        let bound = || bound_text(started, self.attempt_timeout, until);
+        let late = || Answer::NotYet(format!("no status line within {}", bound()));
         let socket = match self.socket() {
             Ok(socket) => socket,
             Err(e) => {
@@ -207,7 +201,7 @@ impl HttpCheck {
             if Instant::now() >= until {
                 return Ok(Answer::NotListening(format!(
                     "connect not done within {}",
-                    humantime::format_duration(self.attempt_timeout)
+                    bound()
                 )));
             }
             wait(&[], &[socket.as_fd()], until)?;

@@ -93,3 +93,19 @@ impl Schedule {
         self.next = Some(later(now, self.pause));
     }
 }
+
+/// The bound that ended an attempt still waiting, for messages: `1s (the attempt timeout)`,
+/// or, when the ready timeout came first, `420ms (the ready timeout)`.
+pub(crate) fn bound_text(started: Instant, attempt_timeout: Duration, until: Instant) -> String {
+    let by_attempt = until >= later(started, attempt_timeout);
+    let (took, which) = if by_attempt {
+        (attempt_timeout, "the attempt timeout")
+    } else {
+        let ms = until.saturating_duration_since(started).as_millis();
+        (
+            Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)),
+            "the ready timeout",
+        )
+    };
+    format!("{} ({which})", humantime::format_duration(took))
+}

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::exec::{ExecCheck, ProbeSpawn};
 use super::http::{Answer, HttpCheck};
 use super::not_ready::NotReady;
-use super::probe::Schedule;
+use super::probe::{bound_text, Schedule};
 use super::ready::Ready;
 use crate::core::wait::{later, Interrupt, EXIT_CHECK};
 use crate::ChildHandle;
@@ -115,7 +115,8 @@ impl ChildHandle {
                 "starting the probe for {check}: {e}"
             )))
         })?;
-        let until = deadline.min(later(Instant::now(), check.timeout()));
+        let started = Instant::now();
+        let until = deadline.min(later(started, check.timeout()));
         let status = loop {
             match probe.try_wait() {
                 Ok(Some(status)) => break Some(status),
@@ -163,7 +164,7 @@ impl ChildHandle {
                 patient: true,
                 last: format!(
                     "still running after {}, killed{output}",
-                    humantime::format_duration(check.timeout())
+                    bound_text(started, check.timeout(), until)
                 ),
             },
         })
