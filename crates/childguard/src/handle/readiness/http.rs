@@ -21,6 +21,7 @@ use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType};
 
 use super::probe::{bound_text, ReadyParseError};
+use crate::core::wait::later;
 
 /// How long one attempt may take, from `connect` to the status line, by default: 1 s. A
 /// server that accepted (the kernel completes the handshake as soon as it `listen`s) but does
@@ -70,6 +71,10 @@ pub(crate) enum Answer {
     NotListening(String),
     /// Something answered, but not the status asked for (or not HTTP, or not in time): what.
     NotYet(String),
+    /// The ready timeout passed while the attempt still waited (connecting, or for the
+    /// answer): what it was waiting for. Says less than a finished attempt, so the timeout's
+    /// message keeps the one before it.
+    Cut(String),
     /// A failure no retry fixes (e.g. `EACCES` on the socket).
     Failed(std::io::Error),
 }
@@ -178,9 +183,17 @@ impl HttpCheck {
         mut wait: impl FnMut(&[BorrowedFd<'_>], &[BorrowedFd<'_>], Instant) -> Result<(), E>,
     ) -> Result<Answer, E> {
         let started = Instant::now();
-        let until = deadline.min(crate::core::wait::later(started, self.attempt_timeout));
+        let until = deadline.min(later(started, self.attempt_timeout));
         let bound = || bound_text(started, self.attempt_timeout, until);
-        let late = || Answer::NotYet(format!("no status line within {}", bound()));
+        let cut = until < later(started, self.attempt_timeout);
+        let late = || {
+            let what = format!("no status line within {}", bound());
+            if cut {
+                Answer::Cut(what)
+            } else {
+                Answer::NotYet(what)
+            }
+        };
         let socket = match self.socket() {
             Ok(socket) => socket,
             Err(e) => {
@@ -199,10 +212,12 @@ impl HttpCheck {
                 Err(e) => return Ok(self.connect_failed(e)),
             }
             if Instant::now() >= until {
-                return Ok(Answer::NotListening(format!(
-                    "connect not done within {}",
-                    bound()
-                )));
+                let what = format!("connect not done within {}", bound());
+                return Ok(if cut {
+                    Answer::Cut(what)
+                } else {
+                    Answer::NotListening(what)
+                });
             }
             wait(&[], &[socket.as_fd()], until)?;
         }

@@ -23,6 +23,9 @@ pub(super) enum Tried {
         patient: bool,
         last: String,
     },
+    /// The ready timeout passed while the attempt still waited: `last` is kept only if no
+    /// finished attempt said more.
+    Cut(String),
 }
 
 /// One HTTP or exec condition being retried: when its next attempt is due, and what its last
@@ -68,6 +71,13 @@ impl ChildHandle {
                 retrying.last = Some(format!("{}: {last}", part.describe_short()));
                 Ok(false)
             }
+            Tried::Cut(last) => {
+                retrying.schedule.done(Instant::now(), true);
+                if retrying.last.is_none() {
+                    retrying.last = Some(format!("{}: {last}", part.describe_short()));
+                }
+                Ok(false)
+            }
         }
     }
 
@@ -96,6 +106,7 @@ impl ChildHandle {
                 patient: true,
                 last,
             },
+            Answer::Cut(last) => Tried::Cut(last),
             Answer::Failed(e) => return Err(NotReady::Failed(e)),
         })
     }
@@ -160,13 +171,20 @@ impl ChildHandle {
                 patient: true,
                 last: format!("exited with {status}{output}"),
             },
-            None => Tried::NotYet {
-                patient: true,
-                last: format!(
+            None => {
+                let last = format!(
                     "still running after {}, killed{output}",
                     bound_text(started, check.timeout(), until)
-                ),
-            },
+                );
+                if until < later(started, check.timeout()) {
+                    Tried::Cut(last)
+                } else {
+                    Tried::NotYet {
+                        patient: true,
+                        last,
+                    }
+                }
+            }
         })
     }
 }

@@ -85,7 +85,7 @@ pub enum Ready {
     /// to 0.5 ms, as [`Ready::Connect`]; after an *answer that is not ready* (another status,
     /// not HTTP, reset, no status line in time) every 10 ms doubling to 100 ms, so a server
     /// answering `503` while it starts is not flooded. A timeout's error quotes the last
-    /// answer. A failure no retry fixes (`EACCES` on the socket) fails the spawn at once.
+    /// answer (an attempt the timeout cut short only if none finished). A failure no retry fixes (`EACCES` on the socket) fails the spawn at once.
     Http(HttpCheck),
     /// A probe command exits 0 ([`Ready::exec`]): `pg_isready -h /run/pg`, `redis-cli -s
     /// /run/r.sock ping`.
@@ -96,7 +96,7 @@ pub enum Ready {
     /// by its close (ladder `KILL:1s`, its own process group). The first attempt starts at
     /// once, the next 10 ms after one ends, the pause doubling to 100 ms. The server's exit or
     /// the caller's interrupt ends the wait at once (the probe running then is closed the
-    /// same way). A timeout's error quotes how the last probe ended and the end of its output
+    /// same way). A timeout's error quotes how the last finished probe ended and the end of its output
     /// (at most [`EXEC_OUTPUT_LINES`](crate::EXEC_OUTPUT_LINES) lines). A probe that cannot be
     /// started (no such program) fails the spawn at once.
     Exec(ExecCheck),
