@@ -109,3 +109,46 @@ pub(crate) fn bound_text(started: Instant, attempt_timeout: Duration, until: Ins
     };
     format!("{} ({which})", humantime::format_duration(took))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_double_within_a_kind_and_start_over_when_it_changes() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new();
+        assert!(s.due(t0), "the first attempt is due at once");
+        let pause = |s: &Schedule, at: Instant| s.next(at) - at;
+        s.done(t0, false);
+        assert_eq!(pause(&s, t0), QUICK.0);
+        assert!(!s.due(t0));
+        for expected in [200, 400, 500, 500] {
+            s.done(t0, false);
+            assert_eq!(pause(&s, t0), Duration::from_micros(expected));
+        }
+        s.done(t0, true);
+        assert_eq!(pause(&s, t0), PATIENT.0);
+        for expected in [20, 40, 80, 100, 100] {
+            s.done(t0, true);
+            assert_eq!(pause(&s, t0), Duration::from_millis(expected));
+        }
+        s.done(t0, false);
+        assert_eq!(pause(&s, t0), QUICK.0);
+        assert!(s.due(t0 + QUICK.0));
+    }
+
+    #[test]
+    fn the_bound_that_ended_an_attempt_is_named() {
+        let t0 = Instant::now();
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            bound_text(t0, second, t0 + second),
+            "1s (the attempt timeout)"
+        );
+        assert_eq!(
+            bound_text(t0, second, t0 + Duration::from_millis(420)),
+            "420ms (the ready timeout)"
+        );
+    }
+}
