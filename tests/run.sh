@@ -27,6 +27,7 @@ peers=(
     "cc              gcc"
     "pkg-config      pkg-config"
     "python3         python3"
+    "curl            curl"
 )
 
 present() {

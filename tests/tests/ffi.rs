@@ -370,3 +370,24 @@ fn c_cancel_interrupts_spawn_wait_and_close() {
     assert!(out.contains("close: cg_close_cancel: interrupted"), "{out}");
     assert!(out.contains("close: server gone"), "{out}");
 }
+
+#[test]
+fn c_ready_http_and_exec() {
+    let server = bin("cg-slowserver");
+    let script = workspace().join("tests/src/http_server.py");
+    let out = run_plain("ready_http_exec", &[&server, &script]);
+    for line in [
+        "http 200: ready",
+        "http status 503: ready",
+        "exec: ready",
+        "bad input refused",
+    ] {
+        assert!(out.contains(line), "{line:?} not in:\n{out}");
+    }
+    assert!(
+        out.contains("http 503: ") && out.contains("503 Chosen"),
+        "{out}"
+    );
+    assert!(out.contains("c-probe-said-9"), "{out}");
+    run_valgrind("ready_http_exec", &[&server, &script]);
+}

@@ -151,7 +151,11 @@ while CMD runs, fails the run at once (exit 125) with the tail of its output.
 
 Options (for the SERVER that follows them):
   --ready COND          notify (READY=1 on NOTIFY_SOCKET), tcp:HOST:PORT or unix:PATH (a
-                        connection is accepted), line:TEXT (an output line contains TEXT);
+                        connection is accepted), line:TEXT (an output line contains TEXT),
+                        http://HOST[:PORT]/PATH or http+unix://%2Fpath%2Fs.sock/PATH (a GET
+                        answers 2xx; http:STATUS:URL for exactly STATUS; no https),
+                        exec:'CMD ARG...' (the probe exits 0; split into words with ' and
+                        \" quotes, no shell: exec:'sh -c \"...\"' for one);
                         without it the server counts as ready once started. Given more than
                         once: ready when every one has held
   --ready-any COND      (repeatable) ready when the first of these holds, e.g. notify or
@@ -178,6 +182,10 @@ Examples:
       --unixsocket /tmp/r/redis.sock -- redis-cli -s /tmp/r/redis.sock ping
   childguard with --ready tcp:127.0.0.1:5432 --ladder @postgres -- \\
       postgres -D ./data -k /tmp -- pytest tests/
+  childguard with --ready exec:'pg_isready -h /tmp' --ladder @postgres -- \\
+      postgres -D ./data -k /tmp -- pytest tests/
+  childguard with --ready http://127.0.0.1:8000/ -- python3 -m http.server 8000 \\
+      --bind 127.0.0.1 -- curl -s http://127.0.0.1:8000/
   childguard with --ready tcp:127.0.0.1:5432 --ladder @postgres --end END -- \\
       runuser -u postgres -- postgres -D ./data -k /tmp END -- pytest tests/
 ";

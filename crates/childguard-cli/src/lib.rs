@@ -26,6 +26,7 @@ mod timeline;
 mod timeout;
 mod trigger;
 mod with;
+mod words;
 
 use std::ffi::OsString;
 

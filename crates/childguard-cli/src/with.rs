@@ -15,7 +15,9 @@
 //!
 //! Readiness is the library's ([`Ready`]): `notify` (`READY=1` on a private `NOTIFY_SOCKET`),
 //! `tcp:HOST:PORT` or `unix:PATH` (a connection is accepted), `line:TEXT` (a line of the
-//! server's output contains TEXT). `--ready` given more than once means every one
+//! server's output contains TEXT), `http://…` / `http+unix://…` / `http:STATUS:URL` (a `GET`
+//! answers 2xx, or STATUS), `exec:CMD` (the probe CMD, split into words by `words.rs`, exits
+//! 0). `--ready` given more than once means every one
 //! ([`Ready::all`]); `--ready-any`, the first that holds ([`Ready::any`]). Each server leads
 //! its own process group (so its ladder reaches its workers), gets the parent-death signal,
 //! and has its output captured and passed through (`[program pid] line` on stderr), so that a
@@ -28,7 +30,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use childguard::{Capture, ChildHandle, ConnectTo, Ladder, Ready};
+use childguard::{Capture, ChildHandle, ConnectTo, HttpCheck, Ladder, Ready};
 
 use crate::args::UsageError;
 use crate::duration;
@@ -234,7 +236,7 @@ fn readiness(mut all: Vec<Ready>, mut any: Vec<Ready>) -> Option<Ready> {
     }
 }
 
-/// `notify`, `tcp:HOST:PORT`, `unix:PATH` or `line:TEXT`.
+/// `notify`, `tcp:HOST:PORT`, `unix:PATH`, `line:TEXT`, `http:URL` or `exec:CMD`.
 fn parse_ready(text: &str) -> Result<Ready, UsageError> {
     let bad = |why: String| usage(format!("invalid value for --ready: {text:?}: {why}"));
     if text == "notify" {
@@ -253,9 +255,44 @@ fn parse_ready(text: &str) -> Result<Ready, UsageError> {
             Ok(Ready::Connect(ConnectTo::Unix(PathBuf::from(path))))
         }
         Some(("line", line)) if !line.is_empty() => Ok(Ready::Output(line.to_string())),
+        Some(("http" | "http+unix" | "https", _)) => parse_http(text).map_err(bad),
+        Some(("exec", command)) => {
+            let argv = crate::words::split(command).map_err(|e| bad(format!("exec:CMD: {e}")))?;
+            Ready::exec(argv).map_err(|e| bad(e.to_string()))
+        }
         _ => Err(bad(
-            "expected notify, tcp:HOST:PORT, unix:PATH or line:TEXT".into(),
+            "expected notify, tcp:HOST:PORT, unix:PATH, line:TEXT, http:URL or exec:CMD".into(),
         )),
+    }
+}
+
+/// `http://…` / `http+unix://…` (the URL is the condition), `http:URL`, or `http:STATUS:URL`
+/// (ready on exactly that status, not any 2xx).
+fn parse_http(text: &str) -> Result<Ready, String> {
+    let url_at = |t: &str| {
+        t.starts_with("http://") || t.starts_with("http+unix://") || t.starts_with("https://")
+    };
+    if url_at(text) {
+        return Ready::http(text).map_err(|e| e.to_string());
+    }
+    let rest = text.strip_prefix("http:").unwrap_or(text);
+    if url_at(rest) {
+        return Ready::http(rest).map_err(|e| e.to_string());
+    }
+    match rest.split_once(':') {
+        Some((status, url)) if url_at(url) => {
+            let status: u16 = status
+                .parse()
+                .ok()
+                .filter(|s| (100..=999).contains(s))
+                .ok_or_else(|| format!("status {status:?} is not an HTTP status (100-999)"))?;
+            let check = HttpCheck::parse(url).map_err(|e| e.to_string())?;
+            Ok(Ready::Http(check.status(status)))
+        }
+        _ => Err(
+            "expected http://HOST[:PORT]/PATH, http+unix://%2Fpath%2Fto.sock/PATH, or http:STATUS:URL"
+                .into(),
+        ),
     }
 }
 

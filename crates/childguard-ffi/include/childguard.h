@@ -373,6 +373,23 @@ enum cg_status cg_builder_ready_connect_tcp(struct cg_builder *builder, const ch
 // Readiness: a connection to the Unix stream socket at `path` (copied) is accepted.
 enum cg_status cg_builder_ready_connect_unix(struct cg_builder *builder, const char *path);
 
+// Readiness: an HTTP/1.1 `GET` of `url` (copied) answers with a 2xx status, or exactly
+// `status` when it is not 0. `url`: `http://HOST[:PORT]/PATH` (TCP; a name is resolved now)
+// or `http+unix://%2Frun%2Fapp.sock/PATH` (the Unix socket's path percent-encoded as the
+// host); `https://` is refused (no TLS). Each attempt is bounded (1 s); retried every
+// 0.1-0.5 ms while nothing listens, every 10-100 ms after an answer that is not ready; a
+// ready timeout's message quotes the last answer. `CG_ERR_INVALID_ARGUMENT` for a bad URL
+// or a `status` outside 100-999, the message naming it.
+enum cg_status cg_builder_ready_http(struct cg_builder *builder, const char *url, uint16_t status);
+
+// Readiness: the probe command `argv` (a NULL-terminated array, copied; `argv[0]` looked up
+// in `PATH`, no shell) exits 0 — e.g. `{"pg_isready", "-h", "/run/pg", NULL}`. Each run is
+// bounded (5 s, then it is killed and reaped), not in the server's cgroup; the first starts
+// at once, the next 10 ms after one fails, the pause doubling to 100 ms. A ready timeout's
+// message has the last run's exit and the end of its output; a probe that cannot be started
+// fails `cg_spawn` at once (`CG_ERR_READY`). `CG_ERR_INVALID_ARGUMENT` for an empty `argv`.
+enum cg_status cg_builder_ready_exec(struct cg_builder *builder, const char *const *argv);
+
 // Readiness, with `CG_SOCKET_ACTIVATION`: the server accepted our connection (any other mode
 // fails the spawn with `CG_ERR_CONFIG`).
 enum cg_status cg_builder_ready_accepted(struct cg_builder *builder);

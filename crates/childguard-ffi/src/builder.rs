@@ -6,7 +6,10 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use childguard::{Capture, ConnectTo, Containment, KillMode, Ladder, Ready, Signal, SocketMode};
+use childguard::{
+    Capture, ConnectTo, Containment, ExecCheck, HttpCheck, KillMode, Ladder, Ready, Signal,
+    SocketMode,
+};
 
 use crate::error::{cg_status, guard, guard_status, Failure};
 use crate::ptr;
@@ -458,6 +461,57 @@ pub extern "C" fn cg_builder_ready_connect_unix(
     with("cg_builder_ready_connect_unix", builder, |b| {
         let path = PathBuf::from(ptr::os_str(path, "path")?);
         b.ready = Some(Ready::Connect(ConnectTo::Unix(path)));
+        Ok(())
+    })
+}
+
+/// Readiness: an HTTP/1.1 `GET` of `url` (copied) answers with a 2xx status, or exactly
+/// `status` when it is not 0. `url`: `http://HOST[:PORT]/PATH` (TCP; a name is resolved now)
+/// or `http+unix://%2Frun%2Fapp.sock/PATH` (the Unix socket's path percent-encoded as the
+/// host); `https://` is refused (no TLS). Each attempt is bounded (1 s); retried every
+/// 0.1-0.5 ms while nothing listens, every 10-100 ms after an answer that is not ready; a
+/// ready timeout's message quotes the last answer. `CG_ERR_INVALID_ARGUMENT` for a bad URL
+/// or a `status` outside 100-999, the message naming it.
+#[no_mangle]
+pub extern "C" fn cg_builder_ready_http(
+    builder: *mut cg_builder,
+    url: *const c_char,
+    status: u16,
+) -> cg_status {
+    with("cg_builder_ready_http", builder, |b| {
+        let url = ptr::utf8(url, "url")?;
+        let mut check = HttpCheck::parse(url).map_err(|e| Failure::invalid(e.to_string()))?;
+        if status != 0 {
+            if !(100..=999).contains(&status) {
+                return Err(Failure::invalid(format!(
+                    "status {status} is not an HTTP status (100-999, or 0 for any 2xx)"
+                )));
+            }
+            check = check.status(status);
+        }
+        b.ready = Some(Ready::Http(check));
+        Ok(())
+    })
+}
+
+/// Readiness: the probe command `argv` (a NULL-terminated array, copied; `argv[0]` looked up
+/// in `PATH`, no shell) exits 0 — e.g. `{"pg_isready", "-h", "/run/pg", NULL}`. Each run is
+/// bounded (5 s, then it is killed and reaped), not in the server's cgroup; the first starts
+/// at once, the next 10 ms after one fails, the pause doubling to 100 ms. A ready timeout's
+/// message has the last run's exit and the end of its output; a probe that cannot be started
+/// fails `cg_spawn` at once (`CG_ERR_READY`). `CG_ERR_INVALID_ARGUMENT` for an empty `argv`.
+#[no_mangle]
+pub extern "C" fn cg_builder_ready_exec(
+    builder: *mut cg_builder,
+    argv: *const *const c_char,
+) -> cg_status {
+    with("cg_builder_ready_exec", builder, |b| {
+        let argv: Vec<OsString> = ptr::string_array(argv, "argv")?
+            .into_iter()
+            .map(|a| OsString::from_vec(a.into_bytes()))
+            .collect();
+        let check = ExecCheck::new(argv).map_err(|e| Failure::invalid(e.to_string()))?;
+        b.ready = Some(Ready::Exec(check));
         Ok(())
     })
 }

@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use childguard::{Capture, Containment, KillMode, Ladder, NotifyAccess, Ready, Signal, SocketMode};
+use childguard::{
+    Capture, Containment, ExecCheck, HttpCheck, KillMode, Ladder, NotifyAccess, Ready, Signal,
+    SocketMode,
+};
 use pyo3::prelude::*;
 
 use crate::errors::config_error;
@@ -35,9 +38,13 @@ pub fn seconds(py: Python<'_>, what: &str, value: Option<f64>) -> PyResult<Optio
 }
 
 /// `ready=`, as the Python layer passes it: `("notify",)`, `("output", text)`,
-/// `("connect_tcp", "ip:port")`, `("connect_unix", path)`, or `("any" | "all", [those])`.
+/// `("connect_tcp", "ip:port")`, `("connect_unix", path)`, `("http", url, status or None)`,
+/// `("exec", [argv])`, or `("any" | "all", [those])`.
 #[derive(Debug, FromPyObject)]
 pub enum ReadySpec {
+    Http(String, String, Option<u16>),
+    /// `("exec", [argv])` — and `("any" | "all", [])`, an empty list of either kind.
+    Argv(String, Vec<OsString>),
     List(String, Vec<ReadySpec>),
     Tagged(String, Option<OsString>),
     Bare((String,)),
@@ -64,6 +71,28 @@ fn condition(py: Python<'_>, spec: ReadySpec) -> PyResult<Ready> {
                     format!("ready: unknown list {other:?} (any, all)"),
                 )),
             };
+        }
+        ReadySpec::Http(tag, url, status) if tag == "http" => {
+            let check =
+                HttpCheck::parse(&url).map_err(|e| config_error(py, format!("ready=Http: {e}")))?;
+            return Ok(Ready::Http(match status {
+                Some(status) => check.status(status),
+                None => check,
+            }));
+        }
+        ReadySpec::Argv(tag, argv) if tag == "exec" => {
+            return ExecCheck::new(argv)
+                .map(Ready::Exec)
+                .map_err(|e| config_error(py, format!("ready=Exec: {e}")));
+        }
+        ReadySpec::Argv(tag, argv) if argv.is_empty() => {
+            return condition(py, ReadySpec::List(tag, Vec::new()));
+        }
+        ReadySpec::Http(tag, ..) | ReadySpec::Argv(tag, _) => {
+            return Err(config_error(
+                py,
+                format!("ready: unknown condition {tag:?}"),
+            ))
         }
         ReadySpec::Bare((tag,)) => (tag, None),
         ReadySpec::Tagged(tag, arg) => (tag, arg),

@@ -120,3 +120,31 @@ def test_postgres_notify_first_query_succeeds(pg_cluster):
     assert report.cgroup["members_left"] == 0, report.cgroup
     assert "database system is shut down" in report.output_tail, report.output_tail
     assert gone(report.pid)
+
+
+def test_postgres_ready_by_pg_isready_first_query_succeeds(pg_cluster):
+    """childguard.Exec: ready once `pg_isready` exits 0 (issue 23 item 3)."""
+    postgres = pg_tool("postgres")
+    isready = pg_tool("pg_isready")
+    psql = need("psql", [shutil.which("psql") or "", "/usr/bin/psql"], INSTALL)
+    run = pg_cluster / "run"
+    with childguard.spawn(
+        [postgres, "-D", "data", "-c", "listen_addresses=", "-c",
+         f"unix_socket_directories={run}", "-c", "fsync=off"],
+        cwd=pg_cluster,
+        user="postgres",
+        env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"},
+        ready=childguard.Exec([isready, "-h", run, "-U", "postgres"]),
+        ready_timeout=60,
+        capture="stderr",
+        ladder="@postgres",
+    ) as pg:
+        out = subprocess.run(
+            [psql, "-h", str(run), "-U", "postgres", "-d", "postgres", "-tAc", "select 40 + 2"],
+            env={**os.environ, "PGCONNECT_TIMEOUT": "5"}, capture_output=True, text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        assert out.returncode == 0, f"the first query failed: {out.stderr}\nlog: {pg.output_tail}"
+        assert out.stdout.strip() == "42"
+    assert pg.report.returncode == 0, pg.report
+

@@ -261,7 +261,7 @@ def test_sigint_during_aclose_leaves_the_rest_to_the_reaper(slowserver: str) -> 
         release(pidfd)
 
 
-@pytest.mark.parametrize("ready", ["output", "connect"])
+@pytest.mark.parametrize("ready", ["output", "connect", "http", "exec"])
 def test_sigint_during_spawn_ready_closes_the_server_at_once(tmp_path: Path, ready: str) -> None:
     """Interrupted during the readiness wait: KeyboardInterrupt within 0.1 s, and the server
     is closed by its ladder at once in the background (TERM ends it), long before the 120 s
@@ -289,8 +289,13 @@ def test_sigint_during_spawn_ready_closes_the_server_at_once(tmp_path: Path, rea
     timer = threading.Thread(target=interrupt, daemon=True)
     timer.start()
     script = f'echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 1000'
-    condition = (childguard.Output("never") if ready == "output"
-                 else childguard.Connect(str(tmp_path / "never.sock")))
+    never = str(tmp_path / "never.sock")
+    condition = {
+        "output": lambda: childguard.Output("never"),
+        "connect": lambda: childguard.Connect(never),
+        "http": lambda: childguard.Http("http+unix://" + never.replace("/", "%2F") + "/"),
+        "exec": lambda: childguard.Exec(["test", "-S", never]),
+    }[ready]()
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         childguard.spawn(["sh", "-c", script], ready=condition,

@@ -97,7 +97,9 @@ pub use handle::detach::DetachError;
 pub use handle::exit_watch::ExitWatch;
 pub use handle::output::Output;
 pub use handle::readiness::{
-    ConnectTo, NotifyAccess, Ready, DEFAULT_NOTIFY_EXTEND_MAX, DEFAULT_READY_TIMEOUT,
+    ConnectTo, ExecCheck, HttpCheck, NotifyAccess, Ready, ReadyParseError,
+    DEFAULT_EXEC_ATTEMPT_TIMEOUT, DEFAULT_HTTP_ATTEMPT_TIMEOUT, DEFAULT_NOTIFY_EXTEND_MAX,
+    DEFAULT_READY_TIMEOUT, EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES, MAX_STATUS_LINE,
 };
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use process::containment::{CgroupReport, Containment, KillMode};

@@ -13,6 +13,7 @@ mod libnbd;
 mod overhead;
 mod precision;
 mod ready;
+mod ready_http;
 mod scale;
 mod seed;
 mod servers;
@@ -87,6 +88,11 @@ pub const ALL: &[Scenario] = &[
         name: "ready",
         about: "detection delay from the server's readiness to spawn() returning (Ready::Notify, Ready::Connect) vs a connect retried every 10 / 100 ms",
         run: ready::run,
+    },
+    Scenario {
+        name: "ready_http",
+        about: "detection delay from an HTTP server's readiness to spawn() returning (Ready::http on a Unix socket) vs curl run every 10 ms (needs python3 and curl)",
+        run: ready_http::run,
     },
     Scenario {
         name: "capture",

@@ -25,7 +25,7 @@ from ._errors import (
     SpawnError,
     WaitError,
 )
-from ._ready import AllOf, AnyOf, Connect, Notify, Output, Ready
+from ._ready import AllOf, AnyOf, Connect, Exec, Http, Notify, Output, Ready
 from ._report import CloseReport
 from ._server import DEFAULT_LADDER, Server, parse_ladder, spawn, spawn_async
 
@@ -47,6 +47,8 @@ __all__ = [
     "ContainmentError",
     "DEFAULT_LADDER",
     "Error",
+    "Exec",
+    "Http",
     "InheritedError",
     "Notify",
     "Output",
@@ -63,6 +65,7 @@ __all__ = [
 
 # Shown as childguard.X in tracebacks and reprs, where users import them from.
 for _cls in (Error, ConfigError, SpawnError, ReadyError, ContainmentError, SignalError, WaitError,
-             ConnectError, ClosedError, InheritedError, CloseReport, Server, Notify, Output, Connect, AnyOf, AllOf):
+             ConnectError, ClosedError, InheritedError, CloseReport, Server, Notify, Output, Connect,
+             Http, Exec, AnyOf, AllOf):
     _cls.__module__ = __name__
 del _cls

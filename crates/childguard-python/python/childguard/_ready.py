@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket as _socket
-from typing import Any, List, Tuple, Union, cast
+from typing import Any, List, Optional, Sequence, Tuple, Union, cast
 
 from ._errors import ConfigError
 
@@ -74,7 +74,67 @@ class Connect:
         return f"Connect({self.address!r})"
 
 
-Single = Union[Notify, Output, Connect]
+class Http:
+    """An HTTP/1.1 ``GET`` of ``url`` answers with a 2xx status, or exactly ``status``:
+    ``Http("http://127.0.0.1:8080/health")``, or over a Unix socket with its path
+    percent-encoded as the host, ``Http("http+unix://%2Frun%2Fapp.sock/health")``. No TLS
+    (``https://`` raises :class:`ConfigError`). Each attempt is bounded (1 s) and waits with
+    the server's exit and Ctrl-C; retried every 0.1-0.5 ms while nothing listens, every
+    10-100 ms after an answer that is not ready. A timeout's :class:`ReadyError` quotes the
+    last answer. A URL that cannot be parsed raises :class:`ConfigError` at ``spawn``."""
+
+    def __init__(self, url: str, status: Optional[int] = None) -> None:
+        if not isinstance(url, str) or not url:
+            raise ConfigError(f"Http({url!r}): needs a non-empty str URL", kind="config")
+        if status is not None and (
+            isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 999
+        ):
+            raise ConfigError(
+                f"Http({url!r}, status={status!r}): an HTTP status (100-999) or None for any 2xx",
+                kind="config",
+            )
+        self.url = url
+        self.status = status
+
+    def _spec(self) -> Tuple[Any, ...]:
+        return ("http", self.url, self.status)
+
+    def __repr__(self) -> str:
+        if self.status is None:
+            return f"Http({self.url!r})"
+        return f"Http({self.url!r}, status={self.status!r})"
+
+
+class Exec:
+    """A probe command exits 0: ``Exec(["pg_isready", "-h", "/run/pg"])``,
+    ``Exec(["redis-cli", "-s", sock, "ping"])``. Run as is (no shell), as our child, outside
+    the server's cgroup, stdin ``/dev/null``; each run bounded (5 s, then killed and reaped);
+    the first at once, the next 10 ms after one fails, the pause doubling to 100 ms. A
+    timeout's :class:`ReadyError` has the last run's exit and the end of its output."""
+
+    def __init__(self, argv: Sequence[StrPath]) -> None:
+        if isinstance(argv, (str, bytes, os.PathLike)):
+            raise ConfigError(
+                f"Exec({argv!r}): expected a list of arguments, e.g. "
+                "Exec(['pg_isready', '-h', '/run/pg'])",
+                kind="config",
+            )
+        try:
+            args = [os.fsdecode(os.fspath(a)) for a in argv]
+        except TypeError as e:
+            raise ConfigError(f"Exec({argv!r}): {e}", kind="config") from e
+        if not args or not args[0]:
+            raise ConfigError(f"Exec({argv!r}): needs a program (argv[0])", kind="config")
+        self.argv = args
+
+    def _spec(self) -> Tuple[Any, ...]:
+        return ("exec", list(self.argv))
+
+    def __repr__(self) -> str:
+        return f"Exec({self.argv!r})"
+
+
+Single = Union[Notify, Output, Connect, Http, Exec]
 
 
 class _Group:
@@ -84,10 +144,10 @@ class _Group:
         if not conditions:
             raise ConfigError(f"{type(self).__name__}(): needs at least one condition", kind="config")
         for c in conditions:
-            if not isinstance(c, (Notify, Output, Connect)):
+            if not isinstance(c, (Notify, Output, Connect, Http, Exec)):
                 raise ConfigError(
-                    f"{type(self).__name__}(..., {c!r}, ...): expected Notify(), Output(text) or "
-                    "Connect(address) (lists do not nest)",
+                    f"{type(self).__name__}(..., {c!r}, ...): expected Notify(), Output(text), "
+                    "Connect(address), Http(url) or Exec(argv) (lists do not nest)",
                     kind="config",
                 )
         self.conditions = conditions
@@ -117,7 +177,7 @@ class AllOf(_Group):
     _tag = "all"
 
 
-Ready = Union[Notify, Output, Connect, AnyOf, AllOf]
+Ready = Union[Notify, Output, Connect, Http, Exec, AnyOf, AllOf]
 
 
 def uses_notify(ready: object) -> bool:

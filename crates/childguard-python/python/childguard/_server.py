@@ -273,7 +273,8 @@ def spawn(
 
     - ``ladder``: the close's signal ladder, e.g. ``"INT:5s,QUIT:1s,KILL"`` (default
       ``HUP:1s,TERM:2s,KILL:5s``); a bad one raises :class:`ConfigError` naming the rung.
-    - ``ready``: :class:`Notify`, :class:`Output`, :class:`Connect`, or a list of them as
+    - ``ready``: :class:`Notify`, :class:`Output`, :class:`Connect`, :class:`Http`,
+      :class:`Exec`, or a list of them as
       :class:`AnyOf` / :class:`AllOf`; ``ready_timeout``
       (seconds, default 30): then the server is closed with its ladder and
       :class:`ReadyError` carries the report. An exit before ready fails at once, with the
@@ -311,7 +312,7 @@ def spawn(
         if not hasattr(ready, "_spec"):
             raise ConfigError(
                 f"ready={ready!r}: expected childguard.Notify(), Output(text), Connect(address), "
-                "AnyOf(...) or AllOf(...)",
+                "Http(url), Exec(argv), AnyOf(...) or AllOf(...)",
                 kind="config",
             )
         ready_spec = ready._spec()

@@ -225,6 +225,7 @@ pub(crate) enum Woke {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Wait<'a> {
     fds: &'a [BorrowedFd<'a>],
+    writable: &'a [BorrowedFd<'a>],
     sigchld: Option<u64>,
     deadline: Instant,
     interrupt: Option<&'a Interrupt>,
@@ -235,6 +236,7 @@ impl<'a> Wait<'a> {
     pub(crate) fn until(deadline: Instant) -> Wait<'a> {
         Wait {
             fds: &[],
+            writable: &[],
             sigchld: None,
             deadline,
             interrupt: None,
@@ -244,6 +246,14 @@ impl<'a> Wait<'a> {
     /// Also ends when one of `fds` is readable (pidfds: the process exited).
     pub(crate) fn fds(mut self, fds: &'a [BorrowedFd<'a>]) -> Wait<'a> {
         self.fds = fds;
+        self
+    }
+
+    /// Also ends when one of `fds` is writable (a non-blocking `connect` done, room to send):
+    /// in [`Woke::Readable`] they count after the [`fds`](Wait::fds) ones (index
+    /// `fds.len() + i` is `fds[i]` of these), hang-ups and errors included.
+    pub(crate) fn writable(mut self, fds: &'a [BorrowedFd<'a>]) -> Wait<'a> {
+        self.writable = fds;
         self
     }
 
@@ -291,7 +301,7 @@ impl<'a> Wait<'a> {
                 slice = slice.min(interrupt.next_due(now) - now);
             }
             match (notifier, self.sigchld) {
-                (Some(n), Some(seen)) if self.fds.is_empty() => {
+                (Some(n), Some(seen)) if self.fds.is_empty() && self.writable.is_empty() => {
                     // The notifier's condition variable: a SIGCHLD wakes it at once; no EINTR.
                     n.wait_change_from(seen, now + slice);
                     if n.generation() != seen {
@@ -302,7 +312,7 @@ impl<'a> Wait<'a> {
                     if self.sigchld.is_some() {
                         slice = slice.min(SIGCHLD_SLICE);
                     }
-                    match poll_readable(self.fds, slice) {
+                    match poll_readable(self.fds, self.writable, slice) {
                         Ok(Some(readable)) => return Ok(Woke::Readable(readable)),
                         Ok(None) => {}
                         // The one place EINTR is handled: the check runs now, then the wait
@@ -322,11 +332,13 @@ impl<'a> Wait<'a> {
     }
 }
 
-/// One `poll(2)` of `fds` for readability for up to `timeout`: which were readable, `None` if
-/// none (the timeout passed). Up to three fds are polled from an array on the stack (the
-/// common cases: a pidfd; a pidfd and a cgroup watch; a pidfd and two pipes).
+/// One `poll(2)` of `fds` for readability (and of `writable` for room to write) for up to
+/// `timeout`: which were ready, `None` if none (the timeout passed). Without `writable`, up to
+/// three fds are polled from an array on the stack (the common cases: a pidfd; a pidfd and a
+/// cgroup watch; a pidfd and two pipes).
 fn poll_readable<'f>(
     fds: &[BorrowedFd<'f>],
+    writable: &[BorrowedFd<'f>],
     timeout: Duration,
 ) -> rustix::io::Result<Option<Readable>> {
     let timeout = Timespec::try_from(timeout).unwrap_or(Timespec {
@@ -341,6 +353,16 @@ fn poll_readable<'f>(
             .filter(|(_, p)| !p.revents().is_empty())
             .fold(0u64, |m, (i, _)| m | 1 << i.min(63));
         (mask != 0).then_some(Readable(mask))
+    }
+    if !writable.is_empty() {
+        let mut polled: Vec<PollFd<'f>> = fds.iter().map(on).collect();
+        polled.extend(
+            writable
+                .iter()
+                .map(|fd| PollFd::from_borrowed_fd(*fd, PollFlags::OUT)),
+        );
+        poll(&mut polled, Some(&timeout))?;
+        return Ok(readable(&polled));
     }
     match fds {
         [] => poll(&mut [], Some(&timeout)).map(|_| None),

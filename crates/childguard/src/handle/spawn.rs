@@ -239,7 +239,7 @@ impl Builder {
             }
         }
         match readiness {
-            Some(pending) => pending.await_on(handle),
+            Some(pending) => pending.await_on(handle, spawn_probe),
             None => Ok(handle),
         }
     }
@@ -285,4 +285,26 @@ impl Builder {
             }
         }
     }
+}
+
+/// How a [`Ready::Exec`](crate::Ready::Exec) probe is started: by this builder, as any child —
+/// its own process group (the ladder reaches what it starts), stdout and stderr captured (the
+/// tail quoted when it never passes), and the ladder `KILL:1s` for a probe that overran (a
+/// probe has nothing to clean up). Not contained: it is our client, not part of the server.
+fn spawn_probe(command: std::process::Command) -> Result<ChildHandle> {
+    use crate::base::signal::Signal;
+    use crate::close::ladder::{Ladder, Rung};
+    use crate::handle::readiness::{EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES};
+    use crate::spawn::capture::Capture;
+    let ladder = Ladder::new([Rung::new(Signal::KILL, std::time::Duration::from_secs(1))])
+        .map_err(|e| Error::new(ErrorKind::Config, None, io::Error::other(e.to_string())))?;
+    ChildHandle::builder(command)
+        .process_group(true)
+        .capture(
+            Capture::both()
+                .tail_bytes(EXEC_OUTPUT_BYTES)
+                .tail_lines(EXEC_OUTPUT_LINES),
+        )
+        .ladder(ladder)
+        .spawn()
 }

@@ -32,6 +32,19 @@ impl Process {
         deadline: Instant,
         interrupt: Option<&Interrupt>,
     ) -> io::Result<Woke> {
+        self.wait_io(extra, &[], deadline, interrupt)
+    }
+
+    /// [`Process::wait_with`], also woken by any of `writable` having room to write (a
+    /// non-blocking `connect` done): those count after every fd `wait_with` polls, so a caller
+    /// that needs to know re-tries its own operation rather than read the index.
+    pub(crate) fn wait_io(
+        &self,
+        extra: &[BorrowedFd<'_>],
+        writable: &[BorrowedFd<'_>],
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+    ) -> io::Result<Woke> {
         #[cfg(target_os = "linux")]
         let by_fds = self.cgroup.is_some() && (self.uses_pidfd() || !self.is_running());
         #[cfg(not(target_os = "linux"))]
@@ -46,13 +59,21 @@ impl Process {
             };
             let mut fds = extra.to_vec();
             fds.extend(self.wait_fds());
-            return Wait::until(deadline).fds(&fds).interrupt(interrupt).run();
+            return Wait::until(deadline)
+                .fds(&fds)
+                .writable(writable)
+                .interrupt(interrupt)
+                .run();
         }
         match &self.mechanism {
             #[cfg(target_os = "linux")]
             Mechanism::Pidfd(fd) if !self.held_by_tracer => {
                 let woke = joined(extra, &[fd.as_fd()], |fds| {
-                    Wait::until(deadline).fds(fds).interrupt(interrupt).run()
+                    Wait::until(deadline)
+                        .fds(fds)
+                        .writable(writable)
+                        .interrupt(interrupt)
+                        .run()
                 })?;
                 if matches!(woke, Woke::Readable(r) if r.contains(extra.len())) {
                     self.note_readable();
@@ -61,6 +82,7 @@ impl Process {
             }
             _ => Wait::until(deadline)
                 .fds(extra)
+                .writable(writable)
                 .sigchld(Some(self.sigchld_seen))
                 .interrupt(interrupt)
                 .run(),

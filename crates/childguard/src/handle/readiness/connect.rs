@@ -75,7 +75,7 @@ impl ConnectTo {
 }
 
 /// Errors that mean "not listening yet".
-fn is_not_yet(e: &io::Error) -> bool {
+pub(super) fn is_not_yet(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(

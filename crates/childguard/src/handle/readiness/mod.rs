@@ -10,14 +10,21 @@
 //!   awaited and for how long, and carries the [`CloseReport`](crate::CloseReport)
 //!   ([`Error::close_report`](crate::Error::close_report)).
 //!
-//! Each wait sleeps in `poll` on what can change — the notify socket, the child's pidfd — or
-//! on the capture's condition variable; only [`Ready::Connect`] retries, every 0.1–0.5 ms.
+//! Each wait sleeps in `poll` on what can change — the notify socket, the child's pidfd, an
+//! HTTP attempt's socket, an exec probe's pidfd — or on the capture's condition variable;
+//! [`Ready::Connect`] retries every 0.1–0.5 ms, [`Ready::Http`] and [`Ready::Exec`] on their
+//! own schedule (see each).
 
 mod connect;
+mod exec;
+mod http;
+mod not_ready;
 #[cfg(target_os = "linux")]
 pub(crate) mod notify;
 #[cfg(target_os = "linux")]
 mod notify_access;
+mod probe;
+mod probes;
 mod ready;
 mod waits;
 #[cfg(not(target_os = "linux"))]
@@ -77,8 +84,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub use connect::ConnectTo;
+pub(crate) use exec::ProbeSpawn;
+pub use exec::{ExecCheck, DEFAULT_EXEC_ATTEMPT_TIMEOUT, EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES};
+pub use http::{HttpCheck, DEFAULT_HTTP_ATTEMPT_TIMEOUT, MAX_STATUS_LINE};
+use not_ready::NotReady;
+pub use probe::ReadyParseError;
 pub use ready::{NotifyAccess, Ready};
-use waits::NotReady;
 
 use crate::close::climb::Listener;
 use crate::core::wait::Interrupt;
@@ -258,13 +269,18 @@ impl Pending {
     /// the background reaper (shut down, the first due rung sent here, the rest there).
     ///
     /// [`Builder::interrupt`]: crate::Builder::interrupt
-    pub(crate) fn await_on(self, mut handle: ChildHandle) -> Result<ChildHandle, Error> {
+    pub(crate) fn await_on(
+        self,
+        mut handle: ChildHandle,
+        spawn: ProbeSpawn,
+    ) -> Result<ChildHandle, Error> {
         let began = Instant::now();
         let outcome = handle.await_ready(
             &self.ready,
             self.timeout,
             self.extend_max,
             self.interrupt.as_ref(),
+            spawn,
         );
         let pid = handle.id();
         let not_ready = match outcome {
@@ -307,12 +323,15 @@ impl Pending {
                     io::Error::from_raw_os_error(*errno)
                 ),
             ),
-            NotReady::TimedOut => (
+            NotReady::TimedOut(last) => (
                 io::ErrorKind::TimedOut,
                 format!(
-                    "not ready after {}: awaited {what}{}",
+                    "not ready after {}: awaited {what}{}{}",
                     humantime::format_duration(self.timeout),
-                    ignored_on_notify(&handle)
+                    ignored_on_notify(&handle),
+                    last.as_ref()
+                        .map(|l| format!("; last attempt: {l}"))
+                        .unwrap_or_default()
                 ),
             ),
             // (Interrupted returned above.)

@@ -2,6 +2,9 @@
 //! is described in errors and reports.
 
 use super::connect::ConnectTo;
+use super::exec::ExecCheck;
+use super::http::HttpCheck;
+use super::probe::ReadyParseError;
 
 /// Who may send on the private `NOTIFY_SOCKET` of [`Ready::Notify`](crate::Ready::Notify)
 /// ([`Builder::notify_access`](crate::Builder::notify_access)), after systemd's
@@ -69,6 +72,34 @@ pub enum Ready {
     /// A connection to this address is accepted (then closed at once). Retried every
     /// 0.1 ms, doubling to 0.5 ms.
     Connect(ConnectTo),
+    /// An HTTP/1.1 `GET` answers with a 2xx status, or the one asked for
+    /// ([`HttpCheck::status`]); over TCP or a Unix socket, no TLS ([`Ready::http`]; the URL
+    /// forms are [`HttpCheck`]'s).
+    ///
+    /// Each attempt: a non-blocking `connect`, the request (`Connection: close`), and the
+    /// status line read (at most [`MAX_STATUS_LINE`](crate::MAX_STATUS_LINE) bytes, within
+    /// the [`attempt_timeout`](HttpCheck::attempt_timeout), default 1 s), every wait of it in
+    /// the child's one `poll` — the child's exit and the caller's
+    /// [`interrupt`](crate::Builder::interrupt) end it at once. The body is not read.
+    /// Retried: after *nothing listening* (refused, no socket file yet) every 0.1 ms doubling
+    /// to 0.5 ms, as [`Ready::Connect`]; after an *answer that is not ready* (another status,
+    /// not HTTP, reset, no status line in time) every 10 ms doubling to 100 ms, so a server
+    /// answering `503` while it starts is not flooded. A timeout's error quotes the last
+    /// answer (an attempt the timeout cut short only if none finished). A failure no retry fixes (`EACCES` on the socket) fails the spawn at once.
+    Http(HttpCheck),
+    /// A probe command exits 0 ([`Ready::exec`]): `pg_isready -h /run/pg`, `redis-cli -s
+    /// /run/r.sock ping`.
+    ///
+    /// Each attempt runs the command (no shell) as our own child, outside the server's cgroup
+    /// (why: [`ExecCheck`]), its stdin `/dev/null`, its output captured; one that runs past
+    /// its [`attempt_timeout`](ExecCheck::attempt_timeout) (default 5 s) is killed and reaped
+    /// by its close (ladder `KILL:1s`, its own process group). The first attempt starts at
+    /// once, the next 10 ms after one ends, the pause doubling to 100 ms. The server's exit or
+    /// the caller's interrupt ends the wait at once (the probe running then is closed the
+    /// same way). A timeout's error quotes how the last finished probe ended and the end of its output
+    /// (at most [`EXEC_OUTPUT_LINES`](crate::EXEC_OUTPUT_LINES) lines). A probe that cannot be
+    /// started (no such program) fails the spawn at once.
+    Exec(ExecCheck),
     /// With [`SocketMode::Activation`](crate::SocketMode::Activation): the server accepted our
     /// connection on the activation socket (what activation always awaits, bounded by
     /// [`connect_timeout`](crate::Builder::connect_timeout)). Any other mode: a
@@ -85,6 +116,32 @@ impl Ready {
     /// [`Ready::Connect`] to a TCP address or a Unix path.
     pub fn connect(to: impl Into<ConnectTo>) -> Ready {
         Ready::Connect(to.into())
+    }
+
+    /// [`Ready::Http`] for `url`: `http://127.0.0.1:8080/health`,
+    /// `http+unix://%2Frun%2Fapp.sock/health` (see [`HttpCheck`]); ready on any 2xx. For
+    /// another status: `Ready::Http(HttpCheck::parse(url)?.status(204))`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ReadyParseError`] naming the URL: not `http://` or `http+unix://` (`https://`
+    /// included: no TLS), no host, a bad port, a name that does not resolve.
+    pub fn http(url: &str) -> Result<Ready, ReadyParseError> {
+        HttpCheck::parse(url).map(Ready::Http)
+    }
+
+    /// [`Ready::Exec`] for the probe `argv` (no shell): `Ready::exec(["pg_isready", "-h",
+    /// "/run/pg"])`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ReadyParseError`] for an empty `argv` or program name.
+    pub fn exec<I, S>(argv: I) -> Result<Ready, ReadyParseError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        ExecCheck::new(argv).map(Ready::Exec)
     }
 
     /// [`Ready::Output`] for a line containing `text`.
@@ -128,10 +185,35 @@ impl Ready {
             Ready::Notify => "READY=1 on NOTIFY_SOCKET".into(),
             Ready::Output(text) => format!("an output line containing {text:?}"),
             Ready::Connect(to) => format!("a connection to {to} to be accepted"),
+            Ready::Http(check) => check.to_string(),
+            Ready::Exec(check) => check.to_string(),
             Ready::Accepted => "the activation socket's accept".into(),
             Ready::Any(parts) => format!("any of: {}", describe_all(parts)),
             Ready::All(parts) => format!("all of: {}", describe_all(parts)),
         }
+    }
+}
+
+impl Ready {
+    /// The condition in a few words, before what its last attempt got.
+    pub(super) fn describe_short(&self) -> String {
+        match self {
+            Ready::Http(check) => format!("GET {}", check.url()),
+            Ready::Exec(check) => format!("probe `{}`", super::exec::words(check.argv())),
+            other => other.describe(),
+        }
+    }
+}
+
+impl From<HttpCheck> for Ready {
+    fn from(check: HttpCheck) -> Ready {
+        Ready::Http(check)
+    }
+}
+
+impl From<ExecCheck> for Ready {
+    fn from(check: ExecCheck) -> Ready {
+        Ready::Exec(check)
     }
 }
 

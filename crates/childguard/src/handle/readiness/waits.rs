@@ -3,48 +3,20 @@
 //! or the interrupt fires ([`NotReady`] says which).
 
 use std::io;
-use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use super::connect;
 use super::connect::ConnectTo;
+use super::exec::ProbeSpawn;
+use super::not_ready::NotReady;
 #[cfg(target_os = "linux")]
 use super::notify;
+use super::probes::Retrying;
 use super::ready::Ready;
 use crate::core::wait::later;
+use crate::core::wait::Interrupt;
 use crate::core::wait::EXIT_CHECK;
-use crate::core::wait::{self, Interrupt};
 use crate::ChildHandle;
-
-/// Why the server did not become ready.
-#[derive(Debug)]
-pub(crate) enum NotReady {
-    /// It exited first.
-    Exited(ExitStatus),
-    /// It was reaped by someone else before it became ready.
-    Lost,
-    /// It sent `ERRNO=`.
-    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-    // Linux-only callers
-    Errno(i32),
-    /// The timeout passed.
-    TimedOut,
-    /// Waiting failed (or a `Connect` failure no retry fixes).
-    Failed(io::Error),
-    /// The caller's [`Interrupt`] check ended the wait (its error).
-    Interrupted(io::Error),
-}
-
-impl NotReady {
-    /// A failed wait: [`NotReady::Interrupted`] if the interrupt check ended it.
-    fn from_wait(e: io::Error) -> NotReady {
-        if wait::is_interrupt(&e) {
-            NotReady::Interrupted(e)
-        } else {
-            NotReady::Failed(e)
-        }
-    }
-}
 
 impl ChildHandle {
     /// Waits until `ready` holds, the child exits, or `timeout` passes (extended by
@@ -55,6 +27,7 @@ impl ChildHandle {
         timeout: Duration,
         extend_max: Duration,
         interrupt: Option<&Interrupt>,
+        spawn: ProbeSpawn,
     ) -> Result<(), NotReady> {
         crate::failpoint::before_ready_wait();
         let deadline = later(Instant::now(), timeout);
@@ -63,17 +36,21 @@ impl ChildHandle {
             Ready::Connect(to) => self.await_connect(to, deadline, interrupt),
             Ready::Output(_) => self.await_line(deadline, interrupt),
             Ready::Notify => self.await_notify(deadline, later(deadline, extend_max), interrupt),
+            Ready::Http(_) | Ready::Exec(_) => self.await_probe(ready, deadline, interrupt, spawn),
             Ready::Any(parts) => {
-                self.await_combination(parts, false, deadline, extend_max, interrupt)
+                self.await_combination(parts, false, deadline, extend_max, interrupt, spawn)
             }
             Ready::All(parts) => {
-                self.await_combination(parts, true, deadline, extend_max, interrupt)
+                self.await_combination(parts, true, deadline, extend_max, interrupt, spawn)
             }
         }
     }
 
     /// [`Ready::any`] (`all` false) or [`Ready::all`]: checks each condition not yet seen,
     /// then pauses in a `poll` of the pidfd and the notify socket, 0.1 ms doubling to 0.5 ms.
+    /// An HTTP or exec condition is attempted only when its own schedule says so
+    /// ([`Schedule`](super::probe::Schedule)), and its attempt runs to its end (bounded by
+    /// its attempt timeout) before the next condition is looked at.
     fn await_combination(
         &mut self,
         parts: &[Ready],
@@ -81,6 +58,7 @@ impl ChildHandle {
         deadline: Instant,
         extend_max: Duration,
         interrupt: Option<&Interrupt>,
+        spawn: ProbeSpawn,
     ) -> Result<(), NotReady> {
         let hard = later(deadline, extend_max);
         let mut deadline = deadline;
@@ -88,6 +66,7 @@ impl ChildHandle {
         #[cfg(not(target_os = "linux"))]
         let _ = (hard, &mut deadline);
         let mut seen = vec![false; parts.len()];
+        let mut retrying: Vec<Retrying> = parts.iter().map(|_| Retrying::new()).collect();
         let mut pause = connect::FIRST_PAUSE;
         loop {
             #[cfg(target_os = "linux")]
@@ -99,10 +78,16 @@ impl ChildHandle {
                     return Err(NotReady::Errno(errno));
                 }
             }
-            for (part, seen) in parts.iter().zip(seen.iter_mut()) {
-                if !*seen {
-                    *seen = self.holds_now(part, deadline, interrupt)?;
+            for ((part, seen), retrying) in parts.iter().zip(seen.iter_mut()).zip(&mut retrying) {
+                if *seen {
+                    continue;
                 }
+                *seen = match part {
+                    Ready::Http(_) | Ready::Exec(_) => {
+                        self.probe_once(part, retrying, deadline, interrupt, spawn)?
+                    }
+                    _ => self.holds_now(part, deadline, interrupt)?,
+                };
             }
             let done = if all {
                 seen.iter().all(|&s| s)
@@ -115,7 +100,10 @@ impl ChildHandle {
             self.exited()?;
             let now = Instant::now();
             if now >= deadline {
-                return Err(NotReady::TimedOut);
+                let last: Vec<String> = retrying.into_iter().filter_map(|r| r.last).collect();
+                return Err(NotReady::TimedOut(
+                    (!last.is_empty()).then(|| last.join("; ")),
+                ));
             }
             let until = deadline.min(now + pause);
             // One wait on the child and the notify socket (if any), the interrupt checked.
@@ -142,6 +130,8 @@ impl ChildHandle {
         match part {
             Ready::Accepted => Ok(true),
             Ready::Connect(to) => to.try_once(deadline).map_err(NotReady::Failed),
+            // Attempted by `probe_once`, on their own schedule.
+            Ready::Http(_) | Ready::Exec(_) => Ok(false),
             #[cfg(target_os = "linux")]
             Ready::Notify => Ok(self.notify_ref().is_some_and(|n| n.ready)),
             #[cfg(not(target_os = "linux"))]
@@ -163,8 +153,35 @@ impl ChildHandle {
         }
     }
 
+    /// [`Ready::Http`] or [`Ready::Exec`] alone: an attempt when its schedule says (the
+    /// first at once), else a pause in the pidfd poll until the next one is due.
+    fn await_probe(
+        &mut self,
+        part: &Ready,
+        deadline: Instant,
+        interrupt: Option<&Interrupt>,
+        spawn: ProbeSpawn,
+    ) -> Result<(), NotReady> {
+        let mut retrying = Retrying::new();
+        loop {
+            if self.probe_once(part, &mut retrying, deadline, interrupt, spawn)? {
+                return Ok(());
+            }
+            self.exited()?;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(NotReady::TimedOut(retrying.last));
+            }
+            if let Some(process) = self.process() {
+                process
+                    .wait_until(deadline.min(retrying.schedule.next(now)), interrupt)
+                    .map_err(NotReady::from_wait)?;
+            }
+        }
+    }
+
     /// The child's exit, if it exited: checked before every wait.
-    fn exited(&mut self) -> Result<(), NotReady> {
+    pub(super) fn exited(&mut self) -> Result<(), NotReady> {
         match self.try_wait() {
             Ok(Some(status)) => Err(NotReady::Exited(status)),
             Ok(None) if self.process().is_some_and(|p| !p.is_running()) => Err(NotReady::Lost),
@@ -187,7 +204,7 @@ impl ChildHandle {
             self.exited()?;
             let now = Instant::now();
             if now >= deadline {
-                return Err(NotReady::TimedOut);
+                return Err(NotReady::TimedOut(None));
             }
             // Sleeps in the pidfd poll: the child's exit ends the pause at once.
             if let Some(process) = self.process() {
@@ -229,7 +246,7 @@ impl ChildHandle {
         loop {
             self.exited()?;
             if Instant::now() >= deadline {
-                return Err(NotReady::TimedOut);
+                return Err(NotReady::TimedOut(None));
             }
             if let Some(process) = self.process() {
                 process
@@ -263,7 +280,7 @@ impl ChildHandle {
             self.exited()?;
             let now = Instant::now();
             if now >= deadline {
-                return Err(NotReady::TimedOut);
+                return Err(NotReady::TimedOut(None));
             }
             let (Some(notify), Some(process)) = (self.notify_ref(), self.process()) else {
                 return Err(NotReady::Failed(io::Error::other("no notify socket")));
