@@ -803,12 +803,15 @@ fn two_hundred_handles_closed_from_eight_threads() {
         slowest < Duration::from_secs(8),
         "slowest close {slowest:?}"
     );
-    // The closes ran side by side: 8 threads take about an eighth of the closes' summed time;
-    // closes serialised behind one another would take all of it. (A ratio within the run:
-    // an absolute bound, 5 s, then 30 s, broke under two CPU hogs.)
+    // The closes ran side by side: closes serialised behind one another take at least their
+    // summed time. 8 threads take less — an eighth of it on an idle machine, but the closes
+    // wait on 200 exits that share 2 CPUs, so the more CPU-bound the machine the closer to the
+    // sum (0.42–0.45 of it measured under a load average of 20): the bound is 0.9 of the sum,
+    // which only serialisation reaches. (A ratio within the run: an absolute bound, 5 s, then
+    // 30 s, broke under two CPU hogs; half the sum broke in a flake hunt.)
     let summed: Duration = reports.iter().map(|(r, _)| r.total).sum();
     assert!(
-        took < summed / 2,
+        took < summed * 9 / 10,
         "200 closes from 8 threads took {took:?}, their own times sum to {summed:?}: they \
          did not run side by side"
     );
