@@ -642,7 +642,8 @@ fn stopped_mid_ladder(ladder: &str) -> CloseReport {
         "--log",
         log.to_str().unwrap(),
     ];
-    let (handle, ready) = spawn_slow(&args, ladder, false);
+    // NOSKIP: the ignored HUP is sent (its SIGCONT is what says the first rung went out).
+    let (handle, ready) = spawn_slow(&args, &format!("NOSKIP,{ladder}"), false);
     let pin = pidfd(ready.pid);
     let closing = std::thread::spawn(move || handle.close());
     let first_rung_out = eventually(Duration::from_secs(10), || {

@@ -152,14 +152,15 @@ fn messages(events: &[Seen]) -> Vec<&str> {
     events.iter().map(|s| s.message.as_str()).collect()
 }
 
-/// slowserver ignoring TERM (and EOF), ready by `READY=1`, closed by `TERM:300ms,KILL:20s`.
+/// slowserver ignoring TERM (and EOF), ready by `READY=1`, closed by `TERM:300ms,KILL:20s`
+/// with every rung sent (`NOSKIP`: the ignored TERM too, so that both rungs are traced).
 fn term_ignoring_server(contained: bool, reap: Reap) -> ChildHandle {
     let server = slowserver(&["--notify", "--ignore", "TERM", "--ignore-eof"]);
     let mut builder = ChildHandle::builder(server)
         .socket(SocketMode::Stdio)
         .ready(Ready::Notify)
         .reap(reap)
-        .ladder(ladder("TERM:300ms,KILL:20s"));
+        .ladder(ladder("NOSKIP,TERM:300ms,KILL:20s"));
     if contained {
         builder = builder.contain(Containment::Cgroup);
     }
