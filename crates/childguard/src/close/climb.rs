@@ -292,6 +292,10 @@ impl Climb {
         while now >= self.deadline {
             let disposition = self.next_disposition(process);
             if self.skip_if_ignored(disposition, now) {
+                let skipped = self.skipped.last().map(|s| (s.rung, s.signal));
+                if let Some((index, signal)) = skipped {
+                    crate::base::trace::rung_skipped(process.pid(), index, signal);
+                }
                 continue;
             }
             if let Some(rung) = self.ladder.rungs().get(self.next_rung) {

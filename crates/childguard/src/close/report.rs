@@ -172,7 +172,8 @@ impl SentSignal {
 /// let pid = handle.id().unwrap();
 /// let line = handle.close()?.to_string();
 /// // e.g. "sleep[4242]: shutdown +0.0ms, TERM (group) +0.1ms, exited +0.4ms (signal TERM,
-/// // ended by rung 0 TERM), reaped +0.4ms; total 0.4ms"
+/// // ended by rung 0 TERM: default action, no handler ran), reaped +0.4ms; total 0.4ms"
+/// // (`sleep` has no TERM handler: the kernel's default action ended it.)
 /// // Each time (`+0.4ms`, and the total's `0.4ms`) as `T`, keeping what follows it.
 /// let masked: Vec<String> = line
 ///     .split(' ')
@@ -188,8 +189,8 @@ impl SentSignal {
 /// assert_eq!(
 ///     masked.join(" "),
 ///     format!(
-///         "sleep[{pid}]: shutdown T, TERM (group) T, exited T (signal TERM, ended by rung 0 TERM), \
-///          reaped T; total T"
+///         "sleep[{pid}]: shutdown T, TERM (group) T, exited T (signal TERM, ended by rung 0 TERM: \
+///          default action, no handler ran), reaped T; total T"
 ///     )
 /// );
 /// # Ok(()) }
