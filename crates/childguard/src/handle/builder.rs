@@ -259,8 +259,8 @@ impl Builder {
     /// catchable rung but the last, the close reads the server's `SigIgn` in
     /// `/proc/PID/status`, and a rung it ignores is skipped at once — its grace not spent —
     /// rather than sent and waited out (redis ignores `SIGHUP`: the default ladder closes it in
-    /// ~0.1 s instead of 1.1 s). [`CloseReport::skipped`](crate::CloseReport::skipped) lists
-    /// the skipped rungs. `false`: every rung is sent as written. A rung is skipped only if
+    /// ~2 ms, at most ~0.1 s, instead of 1 s). [`CloseReport::skipped`](crate::CloseReport::skipped)
+    /// lists the skipped rungs. `false`: every rung is sent as written. A rung is skipped only if
     /// the ladder allows it too ([`Ladder::skip_ignored`], `NOSKIP` in its text), on every
     /// close of the handle: blocking, background, async, `output()`, `close_with`.
     pub fn skip_ignored_rungs(mut self, on: bool) -> Builder {
