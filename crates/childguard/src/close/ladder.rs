@@ -206,7 +206,7 @@ impl Ladder {
     ///
     /// Right before each catchable rung but the last, the close reads what the server (the
     /// process spawned, while it runs) does with the rung's signal (Linux: `SigIgn`/`SigCgt` in
-    /// `/proc/PID/status`). A signal it ignores (`SIG_IGN`: redis and memcached ignore `SIGHUP`)
+    /// `/proc/PID/status`). A signal it ignores (`SIG_IGN`: redis 7 ignores `SIGHUP`)
     /// would only cost the rung's grace, so the rung is skipped at once — nothing is sent, its
     /// grace is not spent, the next rung goes out — and
     /// [`CloseReport::skipped`](crate::CloseReport::skipped) says so. `KILL` and `STOP` are
