@@ -33,7 +33,7 @@ pub(crate) struct Climb {
     /// Skip a catchable rung whose signal the child ignores ([`Ladder::skip_ignored`], and
     /// [`Builder::skip_ignored_rungs`](crate::Builder::skip_ignored_rungs): both must allow it).
     skip_ignored: bool,
-    /// Rungs skipped so (see [`Climb::skip_if_ignored`]).
+    /// Rungs skipped so far (see [`Climb::skip_if_ignored`]).
     skipped: Vec<SkippedRung>,
     /// A signal sent by `ChildHandle::kill` before the close, and when.
     earlier_kill: Option<(Signal, Instant)>,
