@@ -9,13 +9,15 @@
 //! skip must not have spent, a lower bound one that sending every rung must have spent. The
 //! figures are the bench's (`childguard-bench skip`).
 
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use childguard::{
-    ChildHandle, CloseReport, Disposition, Ladder, Ready, Reap, Signal, SkippedRung, SocketMode,
+    Capture, ChildHandle, CloseReport, Disposition, Ladder, Ready, Reap, Signal, SkippedRung,
+    SocketMode,
 };
 use childguard_tests::*;
 
@@ -314,13 +316,16 @@ fn close_async_skips_an_ignored_rung_too() {
 
 #[test]
 fn output_skips_an_ignored_rung_too() {
+    // Ready once slowserver said READY (after its `--ignore`): see the CLI's note below.
     let mut cmd = slowserver(&["--ignore", "HUP", "--ignore-eof"]);
-    cmd.stdout(Stdio::piped()).stdin(Stdio::null());
+    cmd.stdin(Stdio::null()).stderr(Stdio::piped());
     let handle = ChildHandle::builder(cmd)
+        .capture(Capture::stdout())
+        .ready(Ready::output("READY"))
         .ladder(ladder("HUP:10s,TERM:10s,KILL:5s"))
         .spawn()
         .unwrap();
-    let out = handle.output(Duration::from_millis(300)).unwrap();
+    let out = handle.output(Duration::from_millis(100)).unwrap();
     assert!(out.timed_out);
     let report = out.report;
     assert_eq!(skipped(&report), [(0, Signal::HUP)], "{report}");
@@ -333,7 +338,13 @@ fn a_ladder_is_skipping_unless_told_otherwise() {
     assert!(!Ladder::default().skip_ignored(false).skips_ignored());
 }
 
-// ---- the CLI -----------------------------------------------------------------------------
+// ---- the CLI ----------------------------------------------------------------------------
+//
+// The ladder starts only once slowserver said READY (after its `--ignore`): a close that
+// began earlier would read HUP's disposition before slowserver set it to SIG_IGN, and send it
+// (the race named in `process/disposition.rs`). `run` and `timeout` are told with SIGALRM
+// (`run`: a signal it does not forward climbs the ladder as written; `timeout`: its timer
+// firing); `with` waits for the line itself (`--ready line:READY`).
 
 fn childguard(args: &[&str]) -> Command {
     let mut cmd = Command::new(bin("cg-childguard"));
@@ -341,9 +352,25 @@ fn childguard(args: &[&str]) -> Command {
     cmd
 }
 
-fn timed(cmd: &mut Command) -> (Output, Duration) {
+/// Runs `cmd` (which runs slowserver), waits for slowserver's READY line on its stdout, sends
+/// childguard SIGALRM, and returns its output and how long it took from the signal.
+fn alarmed_after_ready(cmd: &mut Command) -> (Output, Duration) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running cg-childguard");
+    let mut line = String::new();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut line).expect("READY line");
+    assert!(line.starts_with("READY "), "expected READY, got {line:?}");
     let start = Instant::now();
-    let out = cmd.output().expect("running cg-childguard");
+    let status = Command::new("kill")
+        .args(["-ALRM", &child.id().to_string()])
+        .status()
+        .expect("kill(1)");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("waiting for cg-childguard");
     (out, start.elapsed())
 }
 
@@ -368,26 +395,28 @@ fn cli_run_skips_an_ignored_rung_unless_no_skip_ignored() {
     let slow = bin("cg-slowserver").display().to_string();
     let server = [slow.as_str(), "--ignore", "HUP", "--ignore-eof"];
     let args = |extra: &[&'static str]| {
-        let mut args = vec!["run", "--timeout", "100ms", "--report", "json"];
+        let mut args = vec!["run", "--report", "json"];
         args.extend(extra);
         args.push("--");
         args.extend(server);
         args
     };
-    let (out, _) = timed(&mut childguard(&args(&[])));
-    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    // Skipped: HUP's 60 s grace is not spent (the close takes about a millisecond; 30 s of
+    // slack for a loaded machine).
+    let ladder = ["--ladder", "HUP:60s,TERM:5s,KILL:5s"];
+    let (out, _) = alarmed_after_ready(&mut childguard(&args(&ladder)));
     let report = json_report(&out);
     assert_eq!(names(&report, "skipped"), ["HUP"], "{report}");
     assert_eq!(names(&report, "signals"), ["TERM"], "{report}");
     assert_eq!(report["default_action"], true, "{report}");
-    assert!(report["total_ms"].as_f64().unwrap() < 1000.0, "{report}");
+    assert!(report["total_ms"].as_f64().unwrap() < 30_000.0, "{report}");
 
+    // Sent: `--no-skip-ignored`, or `NOSKIP,` in the ladder; HUP's 1 s grace is spent.
     for off in [
-        &["--no-skip-ignored"][..],
-        &["--ladder", "NOSKIP,HUP:1s,TERM:2s,KILL:5s"],
+        &["--no-skip-ignored", "--ladder", "HUP:1s,TERM:5s,KILL:5s"][..],
+        &["--ladder", "NOSKIP,HUP:1s,TERM:5s,KILL:5s"],
     ] {
-        let (out, _) = timed(&mut childguard(&args(off)));
-        assert_eq!(out.status.code(), Some(124), "{out:?}");
+        let (out, _) = alarmed_after_ready(&mut childguard(&args(off)));
         let report = json_report(&out);
         assert_eq!(names(&report, "skipped"), Vec::<String>::new(), "{report}");
         assert_eq!(
@@ -405,15 +434,15 @@ fn cli_timeout_sends_every_signal_unless_skip_ignored() {
     let timeout = |extra: &[&'static str], kill_after: &'static str| {
         let mut args = vec!["timeout", "-s", "HUP", "-k", kill_after];
         args.extend(extra);
-        args.extend(["0.1", slow.as_str(), "--ignore", "HUP", "--ignore-eof"]);
+        args.extend(["600", slow.as_str(), "--ignore", "HUP", "--ignore-eof"]);
         childguard(&args)
     };
     // GNU's semantics: HUP is sent (and ignored), KILL follows after -k's second.
-    let (out, took) = timed(&mut timeout(&[], "1"));
+    let (out, took) = alarmed_after_ready(&mut timeout(&[], "1"));
     assert_eq!(out.status.code(), Some(137), "{out:?}");
-    assert!(took >= Duration::from_millis(1100), "{took:?}");
+    assert!(took >= Duration::from_secs(1), "{took:?}");
     // Asked: HUP is skipped, KILL goes out at once instead of after -k's 60 s.
-    let (out, took) = timed(&mut timeout(&["--skip-ignored"], "60"));
+    let (out, took) = alarmed_after_ready(&mut timeout(&["--skip-ignored"], "60"));
     assert_eq!(out.status.code(), Some(137), "{out:?}");
     assert!(took < Duration::from_secs(30), "{took:?}");
 }
@@ -422,8 +451,8 @@ fn cli_timeout_sends_every_signal_unless_skip_ignored() {
 fn cli_with_skips_an_ignored_rung_unless_no_skip_ignored() {
     require_signals_not_ignored("cli_with_skips", &[libc::SIGTERM]);
     let slow = bin("cg-slowserver").display().to_string();
-    let with = |extra: &[&'static str]| {
-        let mut args = vec!["with", "--ladder", "HUP:3s,TERM:5s,KILL:5s"];
+    let with = |extra: &[&'static str], ladder: &'static str| {
+        let mut args = vec!["with", "--ready", "line:READY", "--ladder", ladder];
         args.extend(extra);
         args.extend([
             "--",
@@ -434,15 +463,25 @@ fn cli_with_skips_an_ignored_rung_unless_no_skip_ignored() {
             "--",
             "true",
         ]);
-        childguard(&args)
+        let mut cmd = childguard(&args);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        cmd
     };
-    let (out, took) = timed(&mut with(&[]));
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let timed = |mut cmd: Command| {
+        let start = Instant::now();
+        let status = cmd.status().expect("running cg-childguard");
+        (status, start.elapsed())
+    };
+    // Skipped: HUP's 60 s grace is not spent (the whole run takes well under a second; 30 s
+    // of slack for a loaded machine).
+    let (status, took) = timed(with(&[], "HUP:60s,TERM:5s,KILL:5s"));
+    assert_eq!(status.code(), Some(0));
     assert!(
-        took < Duration::from_secs(3),
-        "HUP's 3 s grace spent: {took:?}"
+        took < Duration::from_secs(30),
+        "HUP's grace spent: {took:?}"
     );
-    let (out, took) = timed(&mut with(&["--no-skip-ignored"]));
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(took >= Duration::from_secs(3), "{took:?}");
+    // Sent: HUP's 1 s grace is spent before TERM.
+    let (status, took) = timed(with(&["--no-skip-ignored"], "HUP:1s,TERM:5s,KILL:5s"));
+    assert_eq!(status.code(), Some(0));
+    assert!(took >= Duration::from_secs(1), "{took:?}");
 }

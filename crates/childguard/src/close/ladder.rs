@@ -44,6 +44,9 @@ impl Rung {
 ///   The grace may be left out (`KILL`) and is then [`DEFAULT_GRACE`].
 /// - `EOF:GRACE` — only as the first item: after the socket is shut down, wait this long for
 ///   the server to notice EOF and exit on its own before the first signal.
+/// - `NOSKIP` — only as the very first item (before `EOF:`, or before a preset:
+///   `NOSKIP,@redis`): send every rung, also one whose signal the server ignores (see
+///   [`Ladder::skip_ignored`]; by default such a rung is skipped at once).
 ///
 /// [`Ladder::default()`] is `HUP:1s,TERM:2s,KILL:5s`: `SIGHUP` first because servers spawned
 /// over a socket (nbdkit, qemu-nbd) treat it as "the client went away", `SIGTERM` as the usual
