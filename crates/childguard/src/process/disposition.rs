@@ -22,7 +22,8 @@
 //! the next rung — sent at once — ends it instead: a stronger signal, never a longer close.
 //! Installed or removed a handler after our read: only the report's words "default action, no
 //! handler ran" can be wrong (and they are claimed only when the child died of that very
-//! signal, see `CloseReport::default_action`).
+//! signal, see `CloseReport::default_action`). A server closed during its start-up, before it
+//! set `SIG_IGN`, is the same race (readiness, `Builder::ready`, avoids it).
 //!
 //! Safe against pid reuse: `/proc/PID` is read by pid only while the child is our unreaped
 //! child ([`Process::is_running`]; invariant 1 of `docs/design.md`), so the pid is its own.
