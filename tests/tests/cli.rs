@@ -109,10 +109,12 @@ fn kill_pinned(pin: &OwnedFd) {
 #[test]
 fn timeout_climbs_hup_then_kill_and_exits_124() {
     let slow = slow();
+    // --no-skip-ignored: the ignored HUP is sent and its grace spent (skipped: skip_ignored.rs).
     let (output, took) = run(&mut childguard(&[
         "run",
         "--timeout",
         "2s",
+        "--no-skip-ignored",
         "--ladder",
         "HUP:100ms,KILL",
         "--report",
@@ -380,8 +382,10 @@ fn a_signal_to_childguard_is_forwarded_as_the_first_rung() {
 fn a_second_ctrl_c_skips_to_the_next_rung() {
     let log = log_path("skip.log");
     let slow = slow();
+    // --no-skip-ignored: the forwarded INT is sent although ignored (its CONT is what we see).
     let mut cmd = childguard(&[
         "run",
+        "--no-skip-ignored",
         "--ladder",
         "HUP:30s,KILL:5s",
         "--",

@@ -30,9 +30,10 @@ fn exits_on_eof() {
 
 #[test]
 fn ignores_hup_then_term_ends_it() {
+    // NOSKIP: the ignored HUP is sent and its grace spent (skipping it: skip_ignored.rs).
     let (handle, ready) = spawn_slow(
         &["--ignore", "HUP", "--ignore-eof"],
-        "HUP:100ms,TERM:10s,KILL:2s",
+        "NOSKIP,HUP:100ms,TERM:10s,KILL:2s",
         false,
     );
     let report = handle.close().unwrap();
@@ -54,7 +55,7 @@ fn ignores_hup_then_term_ends_it() {
 fn ignores_hup_and_term_kill_ends_it() {
     let (handle, ready) = spawn_slow(
         &["--ignore", "HUP,TERM", "--ignore-eof"],
-        "HUP:50ms,TERM:50ms,KILL:10s",
+        "NOSKIP,HUP:50ms,TERM:50ms,KILL:10s",
         false,
     );
     let report = handle.close().unwrap();
@@ -389,9 +390,10 @@ fn delayed_read_in_flight_closes_fast() {
 
 #[test]
 fn report_display_and_json() {
+    // NOSKIP: the ignored HUP is sent, so both signals are in the report.
     let (handle, _ready) = spawn_slow(
         &["--ignore", "HUP", "--ignore-eof"],
-        "HUP:30ms,KILL:1s",
+        "NOSKIP,HUP:30ms,KILL:1s",
         false,
     );
     let report = handle.close().unwrap();

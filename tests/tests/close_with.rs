@@ -35,7 +35,8 @@ fn a_readable_fd_skips_to_the_next_rung() {
     let report = handle
         .close_with(
             CloseControl::new()
-                .ladder(ladder("HUP:30s,KILL:10s"))
+                // NOSKIP: HUP is ignored, and sent all the same (the fd must cut its grace).
+                .ladder(ladder("NOSKIP,HUP:30s,KILL:10s"))
                 .skip_when_readable(rx.as_fd(), || {
                     *woke.borrow_mut() += 1;
                     drain(&rx)
@@ -111,7 +112,8 @@ fn hand_off_when_gives_the_rest_of_the_close_to_the_reaper() {
     let report = handle
         .close_with(
             CloseControl::new()
-                .ladder(ladder("HUP:1s,KILL:10s"))
+                // NOSKIP: HUP is ignored, and sent all the same (its grace is what is cut).
+                .ladder(ladder("NOSKIP,HUP:1s,KILL:10s"))
                 // Asked before the first wait (0) and after each 10 ms of HUP's grace: the
                 // third time says stop — about 20 ms in, long before the 1 s grace ends.
                 .hand_off_when(Duration::from_millis(10), || {

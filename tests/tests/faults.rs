@@ -642,7 +642,8 @@ fn stopped_mid_ladder(ladder: &str) -> CloseReport {
         "--log",
         log.to_str().unwrap(),
     ];
-    let (handle, ready) = spawn_slow(&args, ladder, false);
+    // NOSKIP: the ignored HUP is sent (its SIGCONT is what says the first rung went out).
+    let (handle, ready) = spawn_slow(&args, &format!("NOSKIP,{ladder}"), false);
     let pin = pidfd(ready.pid);
     let closing = std::thread::spawn(move || handle.close());
     let first_rung_out = eventually(Duration::from_secs(10), || {
@@ -740,6 +741,10 @@ fn two_hundred_handles_closed_from_eight_threads() {
         let handle = ChildHandle::builder(slowserver(args))
             .socket(SocketMode::Stdio)
             .ladder(ladder.parse().unwrap())
+            // The ignored HUP/TERM rungs are sent and their graces waited out, as the kinds
+            // were made to (skipped, those closes would be CPU only, and the side-by-side
+            // check below would measure 2 cores, not the waits).
+            .skip_ignored_rungs(false)
             .process_group(group)
             .force_portable(portable)
             .reap(Reap::Blocking)

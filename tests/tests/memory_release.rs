@@ -178,6 +178,8 @@ fn spawn_big(ladder: &str, ignore: &str, reap: Reap) -> ChildHandle {
     let handle = ChildHandle::builder(slowserver(&args))
         .socket(SocketMode::Stdio)
         .ladder(ladder.parse().unwrap())
+        // An ignored rung is sent and waited out: that is what puts the KILL on the reaper.
+        .skip_ignored_rungs(false)
         .reap(reap)
         .spawn()
         .unwrap();
@@ -297,7 +299,7 @@ fn reaper_keeps_other_jobs_on_time_while_a_release_runs() {
     // B: HUP (ignored) now, KILL by the reaper 500 ms later.
     let b = ChildHandle::builder(slowserver(&["--ignore-eof", "--ignore", "HUP"]))
         .socket(SocketMode::Stdio)
-        .ladder("HUP:500ms,KILL:10s".parse().unwrap())
+        .ladder("NOSKIP,HUP:500ms,KILL:10s".parse().unwrap())
         .reap(Reap::Background)
         .spawn()
         .unwrap();

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use childguard::{ChildHandle, CloseReport, Ending, Signal, SocketMode};
 use childguard_tests::*;
 
-/// slowserver ignoring HUP and EOF: it takes a second rung to end it.
+/// slowserver ignoring HUP and EOF: it takes a second rung to end it. Its ladders here start
+/// with `NOSKIP,`: the ignored HUP is sent and its grace spent, which is what holds a close
+/// mid-ladder (skipping it is tests/skip_ignored.rs's).
 const STUBBORN: &[&str] = &["--ignore", "HUP", "--ignore-eof"];
 
 /// How long a reaped child may take to leave `/proc` once its last rung is due.
@@ -73,7 +75,7 @@ fn assert_reaped_eventually(pid: u32, what: &str) {
 
 #[test]
 fn drop_in_current_thread_runtime_returns_at_once_and_child_is_reaped_later() {
-    let (handle, ready) = spawn_slow(STUBBORN, "HUP:5s,KILL:1s", false);
+    let (handle, ready) = spawn_slow(STUBBORN, "NOSKIP,HUP:5s,KILL:1s", false);
     let took = runtime(false).block_on(async move {
         let started = Instant::now();
         drop(handle);
@@ -96,7 +98,7 @@ fn drop_in_current_thread_runtime_returns_at_once_and_child_is_reaped_later() {
 
 #[test]
 fn drop_in_multi_thread_task_returns_at_once_and_child_is_reaped_later() {
-    let (handle, ready) = spawn_slow(STUBBORN, "HUP:5s,KILL:1s", false);
+    let (handle, ready) = spawn_slow(STUBBORN, "NOSKIP,HUP:5s,KILL:1s", false);
     let rt = runtime(true);
     let took = rt
         .block_on(rt.spawn(async move {
@@ -114,7 +116,7 @@ fn drop_in_multi_thread_task_returns_at_once_and_child_is_reaped_later() {
 fn cancelled_close_async_leaves_no_zombie() {
     for portable in [false, true] {
         // HUP's grace leaves seconds between the cancellation and the is_alive check below.
-        let (handle, ready) = spawn_with(STUBBORN, "HUP:5s,KILL:1s", portable);
+        let (handle, ready) = spawn_with(STUBBORN, "NOSKIP,HUP:5s,KILL:1s", portable);
         let outcome = runtime(false).block_on(async move {
             tokio::time::timeout(Duration::from_millis(50), handle.close_async()).await
         });
@@ -131,11 +133,11 @@ fn cancelled_close_async_leaves_no_zombie() {
 #[test]
 fn close_async_on_both_flavours_reports_like_sync_close() {
     for portable in [false, true] {
-        let (handle, _) = spawn_with(STUBBORN, "HUP:100ms,TERM:10s", portable);
+        let (handle, _) = spawn_with(STUBBORN, "NOSKIP,HUP:100ms,TERM:10s", portable);
         let sync = handle.close().unwrap();
         assert_eq!(sync.ended_by, rung(1, Signal::TERM), "{sync}");
         for multi in [false, true] {
-            let (handle, ready) = spawn_with(STUBBORN, "HUP:100ms,TERM:10s", portable);
+            let (handle, ready) = spawn_with(STUBBORN, "NOSKIP,HUP:100ms,TERM:10s", portable);
             let report = runtime(multi)
                 .block_on(async move { tokio::spawn(handle.close_async()).await })
                 .unwrap()
@@ -175,7 +177,7 @@ fn close_async_of_eof_server_and_of_group_matches_sync() {
 
 #[test]
 fn kill_async_waits_without_blocking_then_close_async_reports_the_kill() {
-    let (mut handle, ready) = spawn_slow(STUBBORN, "HUP:1s,KILL:1s", false);
+    let (mut handle, ready) = spawn_slow(STUBBORN, "NOSKIP,HUP:1s,KILL:1s", false);
     let rt = runtime(false);
     rt.block_on(async {
         let ticks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -226,7 +228,7 @@ fn kill_async_waits_without_blocking_then_close_async_reports_the_kill() {
 #[test]
 fn many_handles_dropped_in_a_runtime_are_all_reaped() {
     let children: Vec<_> = (0..50)
-        .map(|_| spawn_slow(STUBBORN, "HUP:50ms,TERM:1s", false))
+        .map(|_| spawn_slow(STUBBORN, "NOSKIP,HUP:50ms,TERM:1s", false))
         .collect();
     let pids: Vec<u32> = children.iter().map(|(_, r)| r.pid).collect();
     let rt = runtime(true);
@@ -262,14 +264,14 @@ fn tokio_process_children_keep_working_alongside() {
                 .unwrap();
             let doomed_pid = doomed.id().unwrap();
             let ours: Vec<_> = (0..4)
-                .map(|_| spawn_with(STUBBORN, "HUP:50ms,TERM:10s", portable).0)
+                .map(|_| spawn_with(STUBBORN, "NOSKIP,HUP:50ms,TERM:10s", portable).0)
                 .collect();
             let closes: Vec<_> = ours
                 .into_iter()
                 .map(|h| tokio::spawn(h.close_async()))
                 .collect();
             let sync_close = tokio::task::spawn_blocking(move || {
-                spawn_with(STUBBORN, "HUP:50ms,TERM:10s", portable)
+                spawn_with(STUBBORN, "NOSKIP,HUP:50ms,TERM:10s", portable)
                     .0
                     .close()
                     .unwrap()
@@ -310,7 +312,7 @@ fn own_sigchld_handlers_keep_working_alongside() {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).unwrap();
         for portable in [false, true] {
             flag.store(false, Ordering::SeqCst);
-            let (handle, _) = spawn_with(STUBBORN, "HUP:100ms,TERM:10s", portable);
+            let (handle, _) = spawn_with(STUBBORN, "NOSKIP,HUP:100ms,TERM:10s", portable);
             let report = handle.close_async().await.unwrap();
             assert_eq!(report.ended_by, rung(1, Signal::TERM), "{report}");
             // A lost wake-up would wait out TERM's 10 s; 5 s is slack for a slow machine.
@@ -327,7 +329,7 @@ fn own_sigchld_handlers_keep_working_alongside() {
         }
     });
     // And the blocking close on the portable mechanism, under the same handlers.
-    let (handle, _) = spawn_with(STUBBORN, "HUP:100ms,TERM:10s", true);
+    let (handle, _) = spawn_with(STUBBORN, "NOSKIP,HUP:100ms,TERM:10s", true);
     let report = handle.close().unwrap();
     assert!(report.total < Duration::from_secs(5), "{report}");
     assert!(report.status.is_some(), "{report}");

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use childguard::{ChildHandle, Reap, SocketMode};
 use childguard_tests::*;
 
-/// slowserver ignoring HUP and EOF: only a later rung (or a signal from the test) ends it.
+/// slowserver ignoring HUP and EOF: only a later rung (or a signal from the test) ends it. Its
+/// ignored HUP is sent and its grace spent (`skip_ignored_rungs(false)` in `spawn`): that grace
+/// is what a drop must not block the executor for.
 const STUBBORN: &[&str] = &["--ignore", "HUP", "--ignore-eof"];
 
 fn runtime(workers: usize) -> tokio::runtime::Runtime {
@@ -24,7 +26,8 @@ fn runtime(workers: usize) -> tokio::runtime::Runtime {
 fn spawn(ladder: &str, reap: Option<Reap>) -> (ChildHandle, u32) {
     let mut builder = ChildHandle::builder(slowserver(STUBBORN))
         .socket(SocketMode::Stdio)
-        .ladder(ladder.parse().unwrap());
+        .ladder(ladder.parse().unwrap())
+        .skip_ignored_rungs(false);
     if let Some(reap) = reap {
         builder = builder.reap(reap);
     }

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use childguard::{ChildHandle, Containment, Ready, Reap, SocketMode};
-use childguard_tests::{eventually, ladder, slowserver};
+use childguard_tests::{eventually, ladder, read_ready, slowserver};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -152,14 +152,15 @@ fn messages(events: &[Seen]) -> Vec<&str> {
     events.iter().map(|s| s.message.as_str()).collect()
 }
 
-/// slowserver ignoring TERM (and EOF), ready by `READY=1`, closed by `TERM:300ms,KILL:20s`.
+/// slowserver ignoring TERM (and EOF), ready by `READY=1`, closed by `TERM:300ms,KILL:20s`
+/// with every rung sent (`NOSKIP`: the ignored TERM too, so that both rungs are traced).
 fn term_ignoring_server(contained: bool, reap: Reap) -> ChildHandle {
     let server = slowserver(&["--notify", "--ignore", "TERM", "--ignore-eof"]);
     let mut builder = ChildHandle::builder(server)
         .socket(SocketMode::Stdio)
         .ready(Ready::Notify)
         .reap(reap)
-        .ladder(ladder("TERM:300ms,KILL:20s"));
+        .ladder(ladder("NOSKIP,TERM:300ms,KILL:20s"));
     if contained {
         builder = builder.contain(Containment::Cgroup);
     }
@@ -241,4 +242,34 @@ fn spawn_readiness_rungs_exit_reap_hand_off_and_cgroup_kill_are_traced() {
     assert!(names.contains("handed off"), "{names}");
     let pos = |m: &str| names.find(m).unwrap();
     assert!(pos("handed off") < pos("reaped"), "{names}");
+}
+
+/// A rung the server ignores is skipped, and the skip is an event of its own ("rung skipped"),
+/// before the rung that was sent.
+#[test]
+fn a_skipped_rung_is_traced() {
+    recorder();
+    let server = slowserver(&["--ignore", "HUP", "--ignore-eof"]);
+    let handle = ChildHandle::builder(server)
+        .socket(SocketMode::Stdio)
+        .ladder(ladder("HUP:10s,TERM:10s,KILL:5s"))
+        .spawn()
+        .unwrap();
+    read_ready(&handle);
+    let pid = handle.id().unwrap();
+    let report = handle.close().expect("close");
+    assert_eq!(report.skipped.len(), 1, "{report}");
+    let events = events_of(pid);
+    let names = messages(&events);
+    let skipped = names.iter().position(|n| *n == "rung skipped");
+    let sent = names.iter().position(|n| *n == "rung");
+    assert!(
+        skipped.is_some() && skipped < sent,
+        "no 'rung skipped' before the rung sent: {events:#?}"
+    );
+    let event = &events[skipped.unwrap()];
+    assert!(
+        event.fields.contains("signal=HUP") && event.fields.contains("rung=0"),
+        "{event:?}"
+    );
 }

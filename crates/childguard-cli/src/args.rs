@@ -205,6 +205,7 @@ struct Flags {
     stop_on_stdin_eof: bool,
     report: Option<ReportFormat>,
     preserve_status: bool,
+    no_skip_ignored: bool,
 }
 
 fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
@@ -236,6 +237,11 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
     let ladder = match flags.ladder {
         Some(ladder) => ladder,
         None => Ladder::from_env_or_default().map_err(|e| UsageError::run(e.to_string()))?,
+    };
+    // `--no-skip-ignored` is `NOSKIP,` before the ladder (run.rs passes it to the builder).
+    let ladder = match flags.no_skip_ignored {
+        true => ladder.skip_ignored(false),
+        false => ladder,
     };
     Ok(Invocation::Run(RunOptions {
         ladder,
@@ -342,6 +348,7 @@ fn flag(
         "--no-exit-with-parent" => no_value(&mut flags.no_exit_with_parent)?,
         "--stop-on-stdin-eof" => no_value(&mut flags.stop_on_stdin_eof)?,
         "--preserve-status" => no_value(&mut flags.preserve_status)?,
+        "--no-skip-ignored" => no_value(&mut flags.no_skip_ignored)?,
         _ => return Err(UsageError::run(unknown_option(text, name))),
     }
     Ok(None)
@@ -408,6 +415,16 @@ mod tests {
         assert_eq!(o.activate, Some(Some("nbd".into())));
         assert_eq!(o.report, Some(ReportFormat::Json));
         assert_eq!(o.command, ["slowserver", "--ignore-eof"]);
+    }
+
+    #[test]
+    fn no_skip_ignored_turns_skipping_off_as_noskip_does() {
+        assert!(run_options(&["run", "x"]).ladder.skips_ignored());
+        let o = run_options(&["run", "--no-skip-ignored", "--ladder", "TERM:1s,KILL", "x"]);
+        assert_eq!(o.ladder.to_string(), "NOSKIP,TERM:1s,KILL:1s");
+        let o = run_options(&["run", "--ladder", "NOSKIP,@redis", "x"]);
+        assert!(!o.ladder.skips_ignored());
+        assert!(parse_strs(&["run", "--no-skip-ignored=1", "x"]).is_err());
     }
 
     #[test]

@@ -44,6 +44,9 @@ Options:
                         before the first signal. Or a preset: @postgres (INT:10s,QUIT:5s,
                         KILL:5s), @nginx (QUIT:10s,TERM:2s,KILL:5s), @redis (TERM:20s,KILL:5s),
                         @memcached, @nbdkit, @qemu-nbd, @default.
+  --no-skip-ignored     send every rung as written; by default a rung whose signal CMD
+                        ignores (SigIgn, Linux) is skipped at once, its grace not spent
+                        (also: NOSKIP, first in --ladder)
   --timeout DUR         start the ladder after DUR (200ms, 1.5s, 2m, 5 = seconds; 0 = never)
   --group               run CMD in a new process group and signal the whole group on every
                         rung (group members still alive when CMD exits get the ladder too)
@@ -120,6 +123,8 @@ Options:
   -p, --preserve-status  exit with COMMAND's status even when the timeout fired
   -s, --signal=SIG       the signal sent on timeout (default TERM); 0 sends none
   -v, --verbose          say on stderr which signal is sent to COMMAND
+      --skip-ignored     skip the signal (and go on to -k's KILL at once) if COMMAND
+                         ignores it (SigIgn, Linux); GNU timeout always sends it and waits
   -h, --help             print this help
   -V, --version          print the version
 
@@ -163,6 +168,7 @@ Options (for the SERVER that follows them):
   --ready-timeout DUR   how long to wait for it (default 30s); then it is closed, exit 125
   --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s; or a preset such as
                         @postgres, @nginx, @redis, as for run)
+  --no-skip-ignored     send its every rung, also those it ignores (default: skipped)
   --end WORD            its arguments end at WORD, not at the first -- or --then: for a
                         server whose own arguments contain them. After WORD comes -- CMD or
                         --then, as usual: -- runuser -u pg -- postgres -D data END -- CMD.

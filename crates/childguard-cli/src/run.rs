@@ -185,6 +185,9 @@ fn spawn(options: &RunOptions, socket: SocketMode) -> Result<ChildHandle, Failur
     ChildHandle::builder(command)
         .socket(socket)
         .ladder(options.ladder.clone())
+        // The ladder's own flag (`--no-skip-ignored`, `NOSKIP,` in `--ladder`; timeout(1)'s
+        // off unless asked) on the handle: the ladder a trigger climbs is rebuilt from rungs.
+        .skip_ignored_rungs(options.ladder.skips_ignored())
         .process_group(options.group)
         .exit_with_parent(options.exit_with_parent)
         .contain(match options.contain {

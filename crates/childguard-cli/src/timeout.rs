@@ -17,6 +17,9 @@
 //! - a `SIGALRM` childguard receives is the timeout firing, as for `timeout`'s own timer.
 //! - after a timeout, a CMD that died of `KILL` gives 137, not 124: timeout reports that it had
 //!   to kill (it is itself in the group it `KILL`s; with `--foreground` it forces the status).
+//! - every rung is sent, as `timeout` sends `-s SIG` whatever CMD does with it: skipping a rung
+//!   CMD ignores (`run`'s default) is off unless asked with `--skip-ignored` (ours, not GNU's; an
+//!   abbreviation GNU's options share, `--s`, still means `--signal`).
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -37,6 +40,9 @@ const LONG: [&str; 7] = [
     "--version",
 ];
 
+/// Long options of ours, matched only when no GNU option matches (so `--s` stays `--signal`).
+const OURS: [&str; 1] = ["--skip-ignored"];
+
 /// Parses `timeout`'s arguments (after the program name).
 pub fn parse<I>(args: I) -> Result<Invocation, UsageError>
 where
@@ -48,6 +54,7 @@ where
     let mut foreground = false;
     let mut preserve_status = false;
     let mut verbose = false;
+    let mut skip_ignored = false;
     let mut operands = Vec::new();
     while let Some(arg) = args.next() {
         let Some(text) = arg.to_str().map(str::to_owned) else {
@@ -75,6 +82,7 @@ where
                 "--preserve-status" => 'p',
                 "--signal" => 's',
                 "--verbose" => 'v',
+                "--skip-ignored" => 'i',
                 "--help" => 'h',
                 _ => 'V',
             };
@@ -111,6 +119,7 @@ where
                 'f' => foreground = true,
                 'p' => preserve_status = true,
                 'v' => verbose = true,
+                'i' => skip_ignored = true,
                 'h' => return Ok(Invocation::Help(help::TIMEOUT)),
                 'V' => return Ok(Invocation::Version),
                 'k' => {
@@ -137,7 +146,7 @@ where
         .map_err(|_| usage(format!("invalid time interval '{interval_text}'")))?;
     let command: Vec<OsString> = std::iter::once(program).chain(operands).collect();
     Ok(Invocation::Run(RunOptions {
-        ladder: ladder(signal, kill_after),
+        ladder: ladder(signal, kill_after).skip_ignored(skip_ignored),
         timeout,
         group: !foreground,
         exit_with_parent: cfg!(any(target_os = "linux", target_os = "android")),
@@ -169,14 +178,17 @@ fn ladder(signal: Signal, kill_after: Option<Duration>) -> Ladder {
 /// The long option `name` (without `--`) abbreviates, if exactly one.
 fn long_option(name: &str, text: &str) -> Result<&'static str, UsageError> {
     let wanted = format!("--{name}");
-    if let Some(exact) = LONG.iter().find(|l| **l == wanted) {
+    if let Some(exact) = LONG.iter().chain(&OURS).find(|l| **l == wanted) {
         return Ok(exact);
     }
-    let matches: Vec<&'static str> = LONG
-        .iter()
-        .copied()
-        .filter(|l| l.starts_with(&wanted))
-        .collect();
+    let prefix_of = |options: &[&'static str]| -> Vec<&'static str> {
+        let matching = options.iter().copied();
+        matching.filter(|l| l.starts_with(&wanted)).collect()
+    };
+    let mut matches = prefix_of(&LONG);
+    if matches.is_empty() {
+        matches = prefix_of(&OURS);
+    }
     match matches.as_slice() {
         [one] => Ok(one),
         [] => Err(usage(format!("unrecognized option '{text}'"))),
@@ -205,7 +217,7 @@ mod tests {
         assert!(o.verbose && o.preserve_status && !o.group);
         assert_eq!(
             o.ladder.to_string(),
-            format!("0:5s,KILL:{}s", MAX_GRACE.as_secs())
+            format!("NOSKIP,0:5s,KILL:{}s", MAX_GRACE.as_secs())
         );
         assert_eq!(o.command, ["sleep", "-s", "2"]);
         let o = run_options(&["--signal=INT", "--kill", "1", "--", "2", "x"]);
@@ -214,6 +226,22 @@ mod tests {
         assert_eq!(o.timeout, Some(Duration::from_secs(2)));
         let o = run_options(&["0", "true"]);
         assert_eq!(o.timeout, None);
+    }
+
+    #[test]
+    fn rungs_are_all_sent_unless_skip_ignored_is_asked() {
+        assert!(!run_options(&["1", "x"]).ladder.skips_ignored());
+        for asked in ["--skip-ignored", "--sk", "--skip"] {
+            assert!(
+                run_options(&[asked, "1", "x"]).ladder.skips_ignored(),
+                "{asked}"
+            );
+        }
+        // GNU's abbreviation of --signal is not taken from it.
+        let o = run_options(&["--s", "INT", "1", "x"]);
+        assert_eq!(o.ladder.rungs()[0].signal, Signal::INT);
+        assert!(!o.ladder.skips_ignored());
+        assert!(parse(["--skip-ignored=1", "1", "x"].map(OsString::from)).is_err());
     }
 
     #[test]

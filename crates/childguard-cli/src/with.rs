@@ -47,6 +47,8 @@ pub struct Server {
     ready_any: Vec<Ready>,
     ready_timeout: Option<Duration>,
     ladder: Option<Ladder>,
+    /// `--no-skip-ignored`: send every rung, also those the server ignores.
+    no_skip_ignored: bool,
     /// `--end WORD`: the word that ends SERVER's arguments, in place of `--` / `--then`.
     end: Option<OsString>,
     command: Vec<OsString>,
@@ -73,6 +75,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             ready_any: Vec::new(),
             ready_timeout: None,
             ladder: None,
+            no_skip_ignored: false,
             end: None,
             command: Vec::new(),
         };
@@ -117,6 +120,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
                     })?);
                 }
                 "--end" => server.end = Some(end_word(value()?)?),
+                "--no-skip-ignored" if inline.is_none() => server.no_skip_ignored = true,
                 _ => return Err(usage(format!("unknown option '{text}'"))),
             }
         }
@@ -342,6 +346,9 @@ fn start(server: Server) -> childguard::Result<ChildHandle> {
         .capture(Capture::both().passthrough(true));
     if let Some(ladder) = server.ladder {
         builder = builder.ladder(ladder);
+    }
+    if server.no_skip_ignored {
+        builder = builder.skip_ignored_rungs(false);
     }
     if let Some(ready) = readiness(server.ready, server.ready_any) {
         builder = builder.ready(ready);

@@ -184,6 +184,16 @@ typedef struct cg_sent_signal {
   int64_t reached;
 } cg_sent_signal;
 
+// A rung the close skipped because the child ignored its signal (`cg_builder_skip_ignored`).
+typedef struct cg_skipped_rung {
+  // The rung's signal number.
+  int32_t signal;
+  // When it was due and skipped, in ms since the close began.
+  double at_ms;
+  // The rung's index in the ladder.
+  size_t rung;
+} cg_skipped_rung;
+
 // The timeline of one close (from `cg_close()`). Times are milliseconds since the close
 // began; -1 means "did not happen".
 //
@@ -252,6 +262,14 @@ typedef struct cg_report {
   bool cgroup_removed;
   // Processes still in the cgroup when the close returned.
   size_t cgroup_members_left;
+  // Rungs skipped because the child ignored their signal (`skipped_len` entries; NULL when
+  // none), in ladder order: nothing was sent for them and their grace was not spent.
+  const struct cg_skipped_rung *skipped;
+  // Number of entries in `skipped`.
+  size_t skipped_len;
+  // The child died of the signal of the rung that ended it, which it had no handler for:
+  // the kernel's default action ended it, no handler ran (`summary` says so too).
+  bool default_action;
 } cg_report;
 
 #ifdef __cplusplus
@@ -307,6 +325,13 @@ enum cg_status cg_builder_ladder(struct cg_builder *builder, const char *ladder)
 // `on` (nonzero): the child leads a new process group and every rung goes to the whole group;
 // members that outlive the leader get the remaining rungs.
 enum cg_status cg_builder_process_group(struct cg_builder *builder, bool on);
+
+// `on` (nonzero, the default): right before each catchable rung but the last, the close reads
+// what the child does with its signal (Linux: `SigIgn` in `/proc/PID/status`), and skips a
+// rung whose signal it ignores — nothing sent, its grace not spent (redis ignores `SIGHUP`).
+// The report's `skipped` lists such rungs. `KILL` is never skipped. `false`: every rung is
+// sent as written (as is also asked by `NOSKIP,` first in `cg_builder_ladder`'s text).
+enum cg_status cg_builder_skip_ignored(struct cg_builder *builder, bool on);
 
 // Containment: `CG_CONTAIN_NONE` (default), `CG_CONTAIN_CGROUP` or `CG_CONTAIN_BEST_EFFORT`.
 // A cgroup needs write access to this process's cgroup (root, or a delegated subtree).

@@ -63,6 +63,8 @@ pub struct cg_builder {
     pub(crate) socket: SocketMode,
     pub(crate) ladder: Option<Ladder>,
     pub(crate) process_group: bool,
+    /// `cg_builder_skip_ignored`.
+    pub(crate) skip_ignored: bool,
     pub(crate) containment: Containment,
     pub(crate) kill_mode: KillMode,
     pub(crate) cgroup_parent: Option<PathBuf>,
@@ -108,6 +110,7 @@ pub extern "C" fn cg_builder_new(argv: *const *const c_char) -> *mut cg_builder 
                 socket: SocketMode::None,
                 ladder: None,
                 process_group: false,
+                skip_ignored: true,
                 containment: Containment::None,
                 kill_mode: KillMode::Mixed,
                 cgroup_parent: None,
@@ -257,6 +260,19 @@ pub extern "C" fn cg_builder_ladder(builder: *mut cg_builder, ladder: *const c_c
 pub extern "C" fn cg_builder_process_group(builder: *mut cg_builder, on: bool) -> cg_status {
     with("cg_builder_process_group", builder, |b| {
         b.process_group = on;
+        Ok(())
+    })
+}
+
+/// `on` (nonzero, the default): right before each catchable rung but the last, the close reads
+/// what the child does with its signal (Linux: `SigIgn` in `/proc/PID/status`), and skips a
+/// rung whose signal it ignores — nothing sent, its grace not spent (redis ignores `SIGHUP`).
+/// The report's `skipped` lists such rungs. `KILL` is never skipped. `false`: every rung is
+/// sent as written (as is also asked by `NOSKIP,` first in `cg_builder_ladder`'s text).
+#[no_mangle]
+pub extern "C" fn cg_builder_skip_ignored(builder: *mut cg_builder, on: bool) -> cg_status {
+    with("cg_builder_skip_ignored", builder, |b| {
+        b.skip_ignored = on;
         Ok(())
     })
 }

@@ -69,6 +69,7 @@ pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
             let mut spawn = ChildHandle::builder(cmd)
                 .socket(b.socket)
                 .process_group(b.process_group)
+                .skip_ignored_rungs(b.skip_ignored)
                 .contain(b.containment)
                 .kill_mode(b.kill_mode)
                 .exit_with_parent(b.exit_with_parent);

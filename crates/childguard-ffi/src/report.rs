@@ -8,6 +8,19 @@ use childguard::{CloseReport, Ending, MemoryRelease};
 use crate::error::{guard, Failure};
 use crate::ptr;
 
+/// A rung the close skipped because the child ignored its signal (`cg_builder_skip_ignored`).
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct cg_skipped_rung {
+    /// The rung's signal number.
+    pub signal: i32,
+    /// When it was due and skipped, in ms since the close began.
+    pub at_ms: f64,
+    /// The rung's index in the ladder.
+    pub rung: usize,
+}
+
 /// What ended the child, as the close saw it.
 #[allow(non_camel_case_types)]
 #[repr(C)]
@@ -136,6 +149,14 @@ pub struct cg_report {
     pub cgroup_removed: bool,
     /// Processes still in the cgroup when the close returned.
     pub cgroup_members_left: usize,
+    /// Rungs skipped because the child ignored their signal (`skipped_len` entries; NULL when
+    /// none), in ladder order: nothing was sent for them and their grace was not spent.
+    pub skipped: *const cg_skipped_rung,
+    /// Number of entries in `skipped`.
+    pub skipped_len: usize,
+    /// The child died of the signal of the rung that ended it, which it had no handler for:
+    /// the kernel's default action ended it, no handler ran (`summary` says so too).
+    pub default_action: bool,
 }
 
 /// A report as allocated: the C view first (so a `*mut cg_report` is a `*mut Owned`), then the
@@ -147,6 +168,7 @@ pub(crate) struct Owned {
     public: cg_report,
     strings: Vec<CString>,
     signals: Vec<cg_sent_signal>,
+    skipped: Vec<cg_skipped_rung>,
     survivors: Vec<u32>,
     escaped: Vec<u32>,
     report: CloseReport,
@@ -236,6 +258,15 @@ impl Owned {
                     .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
             })
             .collect();
+        let skipped: Vec<cg_skipped_rung> = report
+            .skipped
+            .iter()
+            .map(|s| cg_skipped_rung {
+                signal: s.signal.as_raw(),
+                at_ms: s.at.as_secs_f64() * 1000.0,
+                rung: s.rung,
+            })
+            .collect();
         let survivors = report.group_survivors.clone();
         let escaped = report.escaped.clone();
         let array = |len: usize, p: *const u32| if len == 0 { std::ptr::null() } else { p };
@@ -273,11 +304,19 @@ impl Owned {
             cgroup_path,
             cgroup_removed: report.cgroup.as_ref().is_some_and(|cg| cg.removed),
             cgroup_members_left: report.cgroup.as_ref().map_or(0, |cg| cg.members_left),
+            skipped: if skipped.is_empty() {
+                std::ptr::null()
+            } else {
+                skipped.as_ptr()
+            },
+            skipped_len: skipped.len(),
+            default_action: report.default_action,
         };
         let owned = ptr::give(Owned {
             public,
             strings,
             signals,
+            skipped,
             survivors,
             escaped,
             report,

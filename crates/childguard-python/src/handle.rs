@@ -268,7 +268,7 @@ impl Drop for Handle {
     contain=None, kill_mode=None, cgroup_parent=None, process_group=false, socket=None,
     capture=None, exit_with_parent=false, uid=None, gid=None, notify_owner=None,
     stdin_null=false, stdout_null=false, stderr_null=false, connect_timeout=None,
-    runtime_dir=None, notify_access=None,
+    runtime_dir=None, notify_access=None, skip_ignored=true,
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per Builder setting.
 pub fn spawn(
@@ -295,6 +295,7 @@ pub fn spawn(
     connect_timeout: Option<f64>,
     runtime_dir: Option<PathBuf>,
     notify_access: Option<&str>,
+    skip_ignored: bool,
 ) -> PyResult<Handle> {
     let (program, args) = match argv.split_first() {
         Some(split) => split,
@@ -331,6 +332,7 @@ pub fn spawn(
     let mut builder = ChildHandle::builder(cmd)
         .socket(options::socket(py, socket)?)
         .process_group(process_group)
+        .skip_ignored_rungs(skip_ignored)
         .exit_with_parent(exit_with_parent)
         .contain(options::contain(
             py,

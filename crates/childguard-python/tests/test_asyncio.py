@@ -18,11 +18,12 @@ from conftest import gone, proc_state, read_ready
 def test_aclose_does_not_block_the_event_loop(slowserver):
     async def main():
         server = await childguard.spawn_async(
-            [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="TERM:5s,KILL:5s"
+            [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="NOSKIP,TERM:5s,KILL:5s"
         )
         read_ready(server.socket)
         closing = asyncio.ensure_future(server.aclose())
-        # The close sits in TERM's 5 s grace (TERM is ignored); the loop still runs this.
+        # The close sits in TERM's 5 s grace (TERM is ignored, and NOSKIP sends it all the same);
+        # the loop still runs this.
         await asyncio.sleep(0.2)
         assert not closing.done(), "aclose() finished before the loop got back: it blocked it"
         report = await closing
@@ -49,7 +50,7 @@ def test_a_cancelled_aclose_hands_the_close_to_the_reaper_which_finishes_it(slow
     ends the server. There is no report; a later close() says why."""
     async def main():
         server = await childguard.spawn_async(
-            [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="TERM:1s,KILL:5s"
+            [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="NOSKIP,TERM:1s,KILL:5s"
         )
         read_ready(server.socket)
         pidfd = os.pidfd_open(server.pid)

@@ -53,20 +53,49 @@ def test_stuck_read_is_closed_within_the_first_rung(slowserver):
 
 
 def test_term_ignored_is_killed_by_the_next_rung(slowserver):
+    # skip_ignored=False: TERM is sent although ignored, and its grace spent.
     server = childguard.spawn(
         [slowserver, "--ignore", "HUP,TERM", "--ignore-eof"],
         socket="stdio",
         ladder="TERM:300ms,KILL:5s",
+        skip_ignored=False,
     )
     read_ready(server.socket)
     report = server.close()
     assert report.signals == ["TERM", "KILL"], report
+    assert report.skipped == [], report
     assert report.ending_signal == "KILL", report
     assert report.returncode == -signal.SIGKILL, report
     assert 300 <= report.total_ms < 5300 + 2000, report
     assert "KILL" in str(report) and repr(report).startswith("<CloseReport "), repr(report)
     data = report.to_dict()
     assert data["ended_by"]["signal"] == "KILL" and data["signals"][0]["signal"] == "TERM"
+    assert data["signals"][0]["disposition"] == "ignored", data
+
+
+def test_an_ignored_rung_is_skipped_by_default(slowserver):
+    # The default: TERM, ignored, is skipped at once (its 30 s grace not spent); KILL ends it.
+    server = childguard.spawn(
+        [slowserver, "--ignore", "HUP,TERM", "--ignore-eof"],
+        socket="stdio",
+        ladder="TERM:30s,KILL:5s",
+    )
+    read_ready(server.socket)
+    report = server.close()
+    assert report.skipped == ["TERM"], report
+    assert report.signals == ["KILL"], report
+    assert report.ending_signal == "KILL" and not report.default_action, report
+    assert report.total_ms < 15000, report
+    assert "TERM +" in str(report) and "skipped: ignored by the server" in str(report), report
+
+
+def test_a_rung_without_a_handler_is_reported_as_the_default_action(slowserver):
+    # slowserver without --log has no HUP handler: the kernel's default action ends it.
+    server = childguard.spawn([slowserver, "--ignore-eof"], socket="stdio", ladder="HUP:10s,KILL:5s")
+    read_ready(server.socket)
+    report = server.close()
+    assert report.ending_signal == "HUP" and report.default_action, report
+    assert "default action, no handler ran" in str(report), report
 
 
 def test_kill_by_hand_then_close_resumes_after_it(slowserver):
@@ -330,7 +359,7 @@ def test_empty_argv_and_bad_signal(slowserver):
 def test_close_releases_the_gil(slowserver):
     # While close() waits out TERM's 2 s grace, another Python thread must run.
     server = childguard.spawn(
-        [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="TERM:2s,KILL:5s"
+        [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="NOSKIP,TERM:2s,KILL:5s"
     )
     read_ready(server.socket)
     stamps = []
@@ -358,7 +387,7 @@ def test_close_releases_the_gil(slowserver):
 
 def test_a_collected_server_is_closed_without_blocking(slowserver):
     server = childguard.spawn(
-        [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="TERM:3s,KILL:5s"
+        [slowserver, "--ignore", "TERM", "--ignore-eof"], socket="stdio", ladder="NOSKIP,TERM:3s,KILL:5s"
     )
     pid = server.pid
     pidfd = os.pidfd_open(pid)

@@ -135,8 +135,8 @@ def test_calls_during_another_threads_wait_return_at_once(slowserver: str) -> No
 
 
 def test_close_from_another_thread_ends_a_wait(slowserver: str) -> None:
-    # TERM ignored: the close climbs for 2 s; the other thread's wait ends long before.
-    server = spawn_slow(slowserver, "--ignore", "TERM", ladder="TERM:2s,KILL:10s")
+    # TERM ignored (and sent: NOSKIP): the close climbs for 2 s; the other thread's wait ends long before.
+    server = spawn_slow(slowserver, "--ignore", "TERM", ladder="NOSKIP,TERM:2s,KILL:10s")
     waiter = Waiter(server, 30)
     waiter.start()
     assert waiter.native_id is not None
@@ -182,7 +182,7 @@ def test_sigint_interrupts_a_wait_and_the_server_keeps_running(slowserver: str) 
 
 
 def test_sigint_during_close_leaves_the_rest_to_the_reaper(slowserver: str) -> None:
-    server = spawn_slow(slowserver, "--ignore", "TERM", ladder="TERM:3s,KILL:10s")
+    server = spawn_slow(slowserver, "--ignore", "TERM", ladder="NOSKIP,TERM:3s,KILL:10s")
     pid = server.pid
     assert pid is not None
     pidfd = os.pidfd_open(pid)
@@ -221,7 +221,7 @@ def test_sigint_during_aclose_leaves_the_rest_to_the_reaper(slowserver: str) -> 
     here), and the reaper finishes the close (its KILL at 3 s)."""
     import asyncio
 
-    server = spawn_slow(slowserver, "--ignore", "TERM", ladder="TERM:3s,KILL:10s")
+    server = spawn_slow(slowserver, "--ignore", "TERM", ladder="NOSKIP,TERM:3s,KILL:10s")
     pid = server.pid
     assert pid is not None
     pidfd = os.pidfd_open(pid)
@@ -316,11 +316,11 @@ def test_sigint_during_spawn_ready_closes_the_server_at_once(tmp_path: Path, rea
 
 
 def test_servers_open_at_exit_are_closed_by_the_atexit_drain(slowserver: str) -> None:
-    # Ignores HUP, TERM and EOF: only the ladder's KILL, 1 s after TERM, ends it.
+    # Ignores HUP, TERM and EOF: only the ladder's KILL, 1 s after TERM (sent: NOSKIP), ends it.
     script = textwrap.dedent(f"""
         import subprocess, childguard
         server = childguard.spawn([{slowserver!r}, "--ignore", "HUP,TERM", "--ignore-eof"],
-                                  socket="stdio", ladder="TERM:1s,KILL:5s",
+                                  socket="stdio", ladder="NOSKIP,TERM:1s,KILL:5s",
                                   stderr=subprocess.DEVNULL)
         server.socket.settimeout(30)
         assert b"READY" in server.socket.recv(100)

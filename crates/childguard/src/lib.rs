@@ -91,7 +91,9 @@ pub use close::close_control::CloseControl;
 pub use close::ladder::{
     Ladder, LadderParseError, PresetFn, Rung, DEFAULT_GRACE, LADDER_ENV, LADDER_PRESETS, MAX_GRACE,
 };
-pub use close::report::{CloseReport, Ending, Extension, MemoryRelease, NotifyReport, SentSignal};
+pub use close::report::{
+    CloseReport, Ending, Extension, MemoryRelease, NotifyReport, SentSignal, SkippedRung,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use handle::detach::DetachError;
 pub use handle::exit_watch::ExitWatch;
@@ -103,6 +105,7 @@ pub use handle::readiness::{
 };
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use process::containment::{CgroupReport, Containment, KillMode};
+pub use process::disposition::Disposition;
 pub use spawn::capture::{
     Capture, OutputStream, CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES, DEFAULT_TAIL_BYTES,
     DEFAULT_TAIL_LINES, MAX_LINE_BYTES,

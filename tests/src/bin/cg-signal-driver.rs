@@ -98,6 +98,10 @@ fn build(cmd: Command, ladder: &str, o: Opts) -> Result<ChildHandle, Error> {
     ChildHandle::builder(cmd)
         .socket(SocketMode::Stdio)
         .ladder(ladder)
+        // The scenarios climb through rungs slowserver ignores (`--ignore HUP`) to hold a close
+        // in a grace while a fault strikes: every rung is sent, as written. Skipping them is
+        // tests/skip_ignored.rs's.
+        .skip_ignored_rungs(false)
         .process_group(o.group)
         .force_portable(o.portable)
         .exit_with_parent(o.exit_with_parent)

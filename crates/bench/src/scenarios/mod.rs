@@ -17,6 +17,7 @@ mod ready_http;
 mod scale;
 mod seed;
 mod servers;
+mod skip;
 mod spawn;
 
 use crate::row::Row;
@@ -103,6 +104,11 @@ pub const ALL: &[Scenario] = &[
         name: "servers",
         about: "real postgres, spawn to ready: Ready::Notify vs pg_isready run every 10 ms (needs root and postgresql)",
         run: servers::run,
+    },
+    Scenario {
+        name: "skip",
+        about: "real redis (HUP ignored) closed by the default ladder: the ignored HUP skipped vs every rung sent",
+        run: skip::run,
     },
     Scenario {
         name: "spawn",

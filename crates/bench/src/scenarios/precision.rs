@@ -24,7 +24,8 @@ use crate::stats::{median, percentile};
 use crate::Result;
 
 const ARGS: &[&str] = &["--ignore", "HUP", "--ignore-eof"];
-const LADDER: &str = "HUP:100ms,KILL:1s";
+/// `NOSKIP`: the ignored HUP is sent and its grace waited out — the grace whose end is timed.
+const LADDER: &str = "NOSKIP,HUP:100ms,KILL:1s";
 const GRACE: Duration = Duration::from_millis(100);
 /// The baselines' sleep steps, with their row names.
 const LOOPS: [(Duration, &str); 2] = [

@@ -62,6 +62,18 @@ class CloseReport:
         return [s["signal"] for s in self._data.get("signals", [])]
 
     @property
+    def skipped(self) -> List[str]:
+        """The signals of the rungs skipped because the server ignored them, in order
+        (``["HUP"]``): nothing was sent for them and their grace was not spent."""
+        return [s["signal"] for s in self._data.get("skipped", [])]
+
+    @property
+    def default_action(self) -> bool:
+        """The server died of the signal of the rung that ended it, which it had no handler
+        for: the kernel's default action ended it, no handler ran, no cleanup was done."""
+        return bool(self._data.get("default_action"))
+
+    @property
     def returncode(self) -> Optional[int]:
         """``subprocess``'s convention: the exit code, or ``-N`` for death by signal ``N``;
         ``None`` if the child was not reaped by the close."""

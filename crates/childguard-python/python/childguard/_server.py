@@ -268,11 +268,16 @@ def spawn(
     connect_timeout: Optional[float] = None,
     runtime_dir: Optional[StrPath] = None,
     notify_access: Optional[str] = None,
+    skip_ignored: bool = True,
 ) -> Server:
     """Spawns ``argv`` and returns the :class:`Server` — once it is ready, with ``ready=``.
 
     - ``ladder``: the close's signal ladder, e.g. ``"INT:5s,QUIT:1s,KILL"`` (default
       ``HUP:1s,TERM:2s,KILL:5s``); a bad one raises :class:`ConfigError` naming the rung.
+    - ``skip_ignored`` (default ``True``): a rung whose signal the server ignores (``SigIgn``
+      in ``/proc/PID/status``, Linux; redis ignores ``SIGHUP``) is skipped at once, its grace
+      not spent (:attr:`CloseReport.skipped`); ``KILL`` and the last rung never are.
+      ``False`` sends every rung as written (so does ``"NOSKIP,"`` first in ``ladder``).
     - ``ready``: :class:`Notify`, :class:`Output`, :class:`Connect`, :class:`Http`,
       :class:`Exec`, or a list of them as
       :class:`AnyOf` / :class:`AllOf`; ``ready_timeout``
@@ -342,6 +347,7 @@ def spawn(
         connect_timeout=connect_timeout,
         runtime_dir=os.fspath(runtime_dir) if runtime_dir is not None else None,
         notify_access=notify_access,
+        skip_ignored=skip_ignored,
     )
     return Server(native, args, Path(cwd) if cwd is not None else None)
 

@@ -106,6 +106,14 @@ pub(crate) fn rung(_pid: u32, _index: usize, _signal: Signal, _reached: Option<u
         reached = _reached, "rung");
 }
 
+/// A rung was skipped: the child ignores its signal (`Ladder::skip_ignored`).
+#[inline]
+pub(crate) fn rung_skipped(_pid: u32, _index: usize, _signal: Signal) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "childguard", pid = _pid, rung = _index, signal = %_signal,
+        reason = "ignored by the server", "rung skipped");
+}
+
 /// The child was seen exited (`None`: reaped by someone else, status unknown).
 #[inline]
 pub(crate) fn exited(_pid: u32, _status: Option<ExitStatus>) {

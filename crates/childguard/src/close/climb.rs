@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use crate::base::signal::Signal;
 use crate::close::ladder::{Ladder, Rung};
 use crate::close::release::{self, Release};
-use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal};
+use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal, SkippedRung};
 use crate::core::wait::later;
+use crate::process::disposition::Disposition;
 use crate::process::Process;
 
 /// Where a close stands on its ladder.
@@ -29,6 +30,11 @@ pub(crate) struct Climb {
     started: Instant,
     /// Signals sent; each was sent at `started + at`.
     sent: Vec<SentSignal>,
+    /// Skip a catchable rung whose signal the child ignores ([`Ladder::skip_ignored`], and
+    /// [`Builder::skip_ignored_rungs`](crate::Builder::skip_ignored_rungs): both must allow it).
+    skip_ignored: bool,
+    /// Rungs skipped so far (see [`Climb::skip_if_ignored`]).
+    skipped: Vec<SkippedRung>,
     /// A signal sent by `ChildHandle::kill` before the close, and when.
     earlier_kill: Option<(Signal, Instant)>,
     /// Ask for `process_mrelease` after a `SIGKILL` rung.
@@ -75,11 +81,15 @@ impl Climb {
     /// (so a later repeat of `sig` never lets it skip a stronger rung in between),
     /// and first waits out that rung's grace counted from the kill: the caller already took
     /// that step, so the child gets no second, weaker signal while it is dying.
+    ///
+    /// `skip_ignored`: the handle's [`Builder::skip_ignored_rungs`](crate::Builder::skip_ignored_rungs);
+    /// rungs are skipped only if the ladder allows it too.
     pub(crate) fn begin(
         ladder: &Ladder,
         started: Instant,
         earlier_kill: Option<(Signal, Instant)>,
         release_memory: bool,
+        skip_ignored: bool,
     ) -> Climb {
         let resumed = earlier_kill.and_then(|(signal, at)| {
             let index = ladder.rungs().iter().position(|r| r.signal == signal)?;
@@ -95,6 +105,8 @@ impl Climb {
             hard_deadline: deadline,
             started,
             sent: Vec::new(),
+            skip_ignored: skip_ignored && ladder.skips_ignored(),
+            skipped: Vec::new(),
             earlier_kill,
             release_memory,
             release: None,
@@ -165,7 +177,13 @@ impl Climb {
     /// helper thread sends `SIGKILL` and calls `process_mrelease` at once (the `exit_mm`
     /// race); the rung's own signal follows, to the group too, as for any rung. The wait that
     /// follows is bounded by the rung's deadline whatever the release takes.
-    pub(crate) fn send_next(&mut self, process: &mut Process) -> io::Result<bool> {
+    ///
+    /// `disposition`: what the child did with the rung's signal just before (for the report).
+    fn send_next(
+        &mut self,
+        process: &mut Process,
+        disposition: Option<Disposition>,
+    ) -> io::Result<bool> {
         let Some(rung) = self.ladder.rungs().get(self.next_rung).copied() else {
             return Ok(false);
         };
@@ -207,6 +225,7 @@ impl Climb {
             to_group: process.leads_group(),
             to_cgroup: process.reaches_cgroup(rung.signal),
             reached,
+            disposition,
         });
         self.next_rung += 1;
         self.deadline = later(now, rung.grace);
@@ -271,14 +290,53 @@ impl Climb {
     ) -> io::Result<bool> {
         self.hear();
         while now >= self.deadline {
+            let disposition = self.next_disposition(process);
+            if self.skip_if_ignored(disposition, now) {
+                let skipped = self.skipped.last().map(|s| (s.rung, s.signal));
+                if let Some((index, signal)) = skipped {
+                    crate::base::trace::rung_skipped(process.pid(), index, signal);
+                }
+                continue;
+            }
             if let Some(rung) = self.ladder.rungs().get(self.next_rung) {
                 announce(self.next_rung, *rung);
             }
-            if !self.send_next(process)? {
+            if !self.send_next(process, disposition)? {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// What the child does with the next rung's signal now (`process/disposition.rs`: the
+    /// leader's, while it runs; `None` for `KILL`/`STOP`, off Linux, or when unknown).
+    fn next_disposition(&self, process: &Process) -> Option<Disposition> {
+        let rung = self.ladder.rungs().get(self.next_rung)?;
+        process.disposition(rung.signal)
+    }
+
+    /// Skips the next rung at once if the child ignores its signal and skipping is on: nothing
+    /// is sent, its grace is not spent (the deadline is now, so the next rung is due at once),
+    /// the report lists it. Never the last rung: its grace is the bound the close promised to
+    /// wait (and a ladder ending in `KILL` ends in a rung no process can ignore). The race
+    /// between this read and the signal is bounded in `process/disposition.rs`: a server that
+    /// stopped ignoring meanwhile gets the next, stronger rung at once; one that started
+    /// ignoring costs that rung's grace, as without the read.
+    fn skip_if_ignored(&mut self, disposition: Option<Disposition>, now: Instant) -> bool {
+        let last = self.next_rung + 1 >= self.ladder.rungs().len();
+        if !self.skip_ignored || last || disposition != Some(Disposition::Ignored) {
+            return false;
+        }
+        let signal = self.ladder.rungs()[self.next_rung].signal;
+        self.skipped.push(SkippedRung {
+            rung: self.next_rung,
+            signal,
+            at: now.saturating_duration_since(self.started),
+        });
+        self.next_rung += 1;
+        self.deadline = now;
+        self.hard_deadline = later(now, self.extend_max);
+        true
     }
 
     /// Cuts the current wait short at `now`: the EOF wait or the grace of a rung that has a
@@ -299,6 +357,7 @@ impl Climb {
         report.memory_release = self.release.as_mut().map(|r| r.outcome(deadline));
         report.status = process.status();
         report.signals = std::mem::take(&mut self.sent);
+        report.skipped.append(&mut self.skipped);
         let Some(exited_at) = process.exited_at() else {
             report.ended_by = Ending::Outlived;
             return;
@@ -306,6 +365,9 @@ impl Climb {
         report.exited = Some(exited_at.saturating_duration_since(self.started));
         let sent_by_exit = |s: &&SentSignal| self.started + s.at <= exited_at;
         let last_before_exit = report.signals.iter().rev().find(sent_by_exit);
+        report.default_action = last_before_exit.is_some_and(|s| {
+            s.disposition == Some(Disposition::Default) && died_of(report.status, s.signal)
+        });
         report.ended_by = match (last_before_exit, self.earlier_kill) {
             (Some(s), _) => Ending::Rung {
                 index: s.rung,
@@ -316,4 +378,10 @@ impl Climb {
             (None, _) => Ending::Eof,
         };
     }
+}
+
+/// Whether `status` says the child was killed by `signal`.
+fn died_of(status: Option<std::process::ExitStatus>, signal: Signal) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.and_then(|s| s.signal()) == Some(signal.as_raw())
 }

@@ -44,6 +44,9 @@ impl Rung {
 ///   The grace may be left out (`KILL`) and is then [`DEFAULT_GRACE`].
 /// - `EOF:GRACE` — only as the first item: after the socket is shut down, wait this long for
 ///   the server to notice EOF and exit on its own before the first signal.
+/// - `NOSKIP` — only as the very first item (before `EOF:`, or before a preset:
+///   `NOSKIP,@redis`): send every rung, also one whose signal the server ignores (see
+///   [`Ladder::skip_ignored`]; by default such a rung is skipped at once).
 ///
 /// [`Ladder::default()`] is `HUP:1s,TERM:2s,KILL:5s`: `SIGHUP` first because servers spawned
 /// over a socket (nbdkit, qemu-nbd) treat it as "the client went away", `SIGTERM` as the usual
@@ -63,12 +66,15 @@ impl Rung {
 pub struct Ladder {
     eof_grace: Option<Duration>,
     rungs: Vec<Rung>,
+    /// Skip a catchable rung whose signal the server ignores ([`Ladder::skip_ignored`]).
+    skip_ignored: bool,
 }
 
 impl Default for Ladder {
     fn default() -> Ladder {
         Ladder {
             eof_grace: None,
+            skip_ignored: true,
             rungs: vec![
                 Rung::new(Signal::HUP, Duration::from_secs(1)),
                 Rung::new(Signal::TERM, Duration::from_secs(2)),
@@ -96,6 +102,7 @@ pub const LADDER_PRESETS: &[(&str, PresetFn)] = &[
 fn rungs(rungs: &[(Signal, u64)]) -> Ladder {
     Ladder {
         eof_grace: None,
+        skip_ignored: true,
         rungs: rungs
             .iter()
             .map(|&(signal, ms)| Rung::new(signal, Duration::from_millis(ms)))
@@ -187,6 +194,7 @@ impl Ladder {
         Ok(Ladder {
             eof_grace: None,
             rungs,
+            skip_ignored: true,
         })
     }
 
@@ -194,6 +202,33 @@ impl Ladder {
     pub fn with_eof_grace(mut self, grace: Duration) -> Ladder {
         self.eof_grace = Some(grace);
         self
+    }
+
+    /// The same ladder, skipping (`true`, the default) or sending (`false`) a rung whose signal
+    /// the server ignores.
+    ///
+    /// Right before each catchable rung but the last, the close reads what the server (the
+    /// process spawned, while it runs) does with the rung's signal (Linux: `SigIgn`/`SigCgt` in
+    /// `/proc/PID/status`). A signal it ignores (`SIG_IGN`: redis 7 ignores `SIGHUP`)
+    /// would only cost the rung's grace, so the rung is skipped at once — nothing is sent, its
+    /// grace is not spent, the next rung goes out — and
+    /// [`CloseReport::skipped`](crate::CloseReport::skipped) says so. `KILL` and `STOP` are
+    /// never skipped (no process can ignore them), nor is the last rung (its grace is the
+    /// bound the close promised to wait). Off Linux nothing is read and every rung is sent.
+    ///
+    /// Off (`false`): every rung is sent as written, as a ladder did before. In the text form
+    /// the item `NOSKIP`, first (before any `EOF:`), turns it off: `"NOSKIP,HUP:1s,KILL"`.
+    /// [`Builder::skip_ignored_rungs`](crate::Builder::skip_ignored_rungs) turns it off for
+    /// every close of a handle, whatever its ladder says: a rung is skipped only when both
+    /// allow it.
+    pub fn skip_ignored(mut self, on: bool) -> Ladder {
+        self.skip_ignored = on;
+        self
+    }
+
+    /// Whether rungs the server ignores are skipped (see [`Ladder::skip_ignored`]).
+    pub fn skips_ignored(&self) -> bool {
+        self.skip_ignored
     }
 
     /// The ladder in `CHILDGUARD_LADDER` if it is set, else [`Ladder::default()`].
@@ -288,6 +323,12 @@ impl FromStr for Ladder {
         if let Some(name) = text.trim().strip_prefix('@') {
             return parse_preset(text.trim(), name);
         }
+        // `NOSKIP,` before the rest, which may be a preset: `NOSKIP,@redis`.
+        if let Some((first, rest)) = text.split_once(',') {
+            if first.trim().eq_ignore_ascii_case(NOSKIP) {
+                return Ok(rest.parse::<Ladder>()?.skip_ignored(false));
+            }
+        }
         let mut eof_grace = None;
         let mut rungs = Vec::new();
         for (index, part) in text.split(',').map(str::trim).enumerate() {
@@ -301,6 +342,13 @@ impl FromStr for Ladder {
                 Some((name, grace)) => (name.trim(), Some(parse_grace(part, grace.trim())?)),
                 None => (part, None),
             };
+            if name.eq_ignore_ascii_case(NOSKIP) {
+                return Err(LadderParseError::new(
+                    part,
+                    "NOSKIP may only be the first item, followed by the rungs, and takes no \
+                     duration",
+                ));
+            }
             if name.eq_ignore_ascii_case("EOF") {
                 if index != 0 {
                     return Err(LadderParseError::new(
@@ -336,9 +384,16 @@ impl FromStr for Ladder {
                 "a ladder needs at least one signal rung",
             ));
         }
-        Ok(Ladder { eof_grace, rungs })
+        Ok(Ladder {
+            eof_grace,
+            rungs,
+            skip_ignored: true,
+        })
     }
 }
+
+/// The text item that turns [`Ladder::skip_ignored`] off.
+const NOSKIP: &str = "NOSKIP";
 
 /// `@NAME`: the whole text is a preset.
 fn parse_preset(text: &str, name: &str) -> Result<Ladder, LadderParseError> {
@@ -399,6 +454,9 @@ impl fmt::Display for Rung {
 
 impl fmt::Display for Ladder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.skip_ignored {
+            write!(f, "{NOSKIP},")?;
+        }
         if let Some(grace) = self.eof_grace {
             f.write_str("EOF:")?;
             write_duration(f, grace)?;

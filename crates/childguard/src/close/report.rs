@@ -5,6 +5,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, SystemTime};
 
 use crate::base::signal::Signal;
+use crate::process::disposition::Disposition;
 
 /// How the child came to an end, as far as the close path saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +113,25 @@ pub struct SentSignal {
     /// cgroup (counted just before), 1 or 0 for a child alone. `None` for a process group
     /// (`killpg` does not say).
     pub reached: Option<usize>,
+    /// What the child did with this signal, read right before it was sent (Linux; `None`:
+    /// not read — an uncatchable signal, a child that had exited, another platform). See
+    /// [`Ladder::skip_ignored`](crate::Ladder::skip_ignored).
+    pub disposition: Option<Disposition>,
+}
+
+/// A rung the close did not send because the server ignores its signal (see
+/// [`Ladder::skip_ignored`](crate::Ladder::skip_ignored)): its grace was not spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct SkippedRung {
+    /// The ladder rung skipped.
+    pub rung: usize,
+    /// Its signal.
+    pub signal: Signal,
+    /// When it was due and skipped, since the close began.
+    #[cfg_attr(feature = "serde", serde(rename = "at_ms", with = "millis"))]
+    pub at: Duration,
 }
 
 impl SentSignal {
@@ -125,6 +145,7 @@ impl SentSignal {
             to_group,
             to_cgroup: false,
             reached: None,
+            disposition: None,
         }
     }
 }
@@ -151,7 +172,8 @@ impl SentSignal {
 /// let pid = handle.id().unwrap();
 /// let line = handle.close()?.to_string();
 /// // e.g. "sleep[4242]: shutdown +0.0ms, TERM (group) +0.1ms, exited +0.4ms (signal TERM,
-/// // ended by rung 0 TERM), reaped +0.4ms; total 0.4ms"
+/// // ended by rung 0 TERM: default action, no handler ran), reaped +0.4ms; total 0.4ms"
+/// // (`sleep` has no TERM handler: the kernel's default action ended it.)
 /// // Each time (`+0.4ms`, and the total's `0.4ms`) as `T`, keeping what follows it.
 /// let masked: Vec<String> = line
 ///     .split(' ')
@@ -167,8 +189,8 @@ impl SentSignal {
 /// assert_eq!(
 ///     masked.join(" "),
 ///     format!(
-///         "sleep[{pid}]: shutdown T, TERM (group) T, exited T (signal TERM, ended by rung 0 TERM), \
-///          reaped T; total T"
+///         "sleep[{pid}]: shutdown T, TERM (group) T, exited T (signal TERM, ended by rung 0 TERM: \
+///          default action, no handler ran), reaped T; total T"
 ///     )
 /// );
 /// # Ok(()) }
@@ -192,6 +214,9 @@ pub struct CloseReport {
     pub shutdown: Option<Duration>,
     /// Signals sent by the ladder, in order.
     pub signals: Vec<SentSignal>,
+    /// Rungs skipped because the server ignores their signal, in order (`Display`: `HUP
+    /// +0.0ms skipped: ignored by the server`).
+    pub skipped: Vec<SkippedRung>,
     /// When the child's exit was observed.
     #[cfg_attr(feature = "serde", serde(rename = "exited_ms", with = "opt_millis"))]
     pub exited: Option<Duration>,
@@ -200,6 +225,11 @@ pub struct CloseReport {
     pub reaped: Option<Duration>,
     /// What ended it.
     pub ended_by: Ending,
+    /// The child died of the signal of the rung that ended it ([`Ending::Rung`]) and had no
+    /// handler for it when it was sent ([`Disposition::Default`]): the kernel's default action
+    /// ended it, no handler ran, no cleanup was done. `Display` adds "default action, no
+    /// handler ran".
+    pub default_action: bool,
     /// The exit status (`None` if still running, or reaped by someone else).
     #[cfg_attr(feature = "serde", serde(with = "status"))]
     pub status: Option<ExitStatus>,
@@ -253,9 +283,11 @@ impl CloseReport {
             started_at: SystemTime::now(),
             shutdown: None,
             signals: Vec::new(),
+            skipped: Vec::new(),
             exited: None,
             reaped: None,
             ended_by: Ending::NoChild,
+            default_action: false,
             status: None,
             outlived_ladder: false,
             handed_to_reaper: false,
@@ -332,15 +364,27 @@ impl fmt::Display for CloseReport {
             };
             timed.push((s.at, format!("{}{group}{reached} {}", s.signal, Ms(s.at))));
         }
+        for s in &self.skipped {
+            let part = format!("{} {} skipped: ignored by the server", s.signal, Ms(s.at));
+            timed.push((s.at, part));
+        }
         if let Some(at) = self.exited {
             let status = self
                 .status
                 .as_ref()
                 .map(describe_status)
                 .unwrap_or_else(|| "status lost".into());
+            let default = match self.default_action {
+                true => ": default action, no handler ran",
+                false => "",
+            };
             timed.push((
                 at,
-                format!("exited {} ({status}, ended by {})", Ms(at), self.ended_by),
+                format!(
+                    "exited {} ({status}, ended by {}{default})",
+                    Ms(at),
+                    self.ended_by
+                ),
             ));
         }
         if let Some(at) = self.reaped {
@@ -402,65 +446,13 @@ impl fmt::Display for CloseReport {
     }
 }
 
-/// Serde helpers: durations as fractional milliseconds.
+/// Serde helpers: durations as fractional milliseconds, times, statuses.
 #[cfg(feature = "serde")]
-pub(crate) mod millis {
-    use std::time::Duration;
-
-    pub(crate) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(d.as_secs_f64() * 1000.0)
-    }
-}
-
+mod serde_helpers;
 #[cfg(feature = "serde")]
-mod opt_millis {
-    use std::time::Duration;
-
-    pub(crate) fn serialize<S: serde::Serializer>(
-        d: &Option<Duration>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.serialize_some(&(d.as_secs_f64() * 1000.0)),
-            None => s.serialize_none(),
-        }
-    }
-}
-
+pub(crate) use serde_helpers::millis;
 #[cfg(feature = "serde")]
-mod unix_millis {
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    pub(crate) fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        let ms = t
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        s.serialize_u128(ms)
-    }
-}
-
-#[cfg(feature = "serde")]
-mod status {
-    use serde::ser::SerializeStruct;
-    use std::os::unix::process::ExitStatusExt;
-    use std::process::ExitStatus;
-
-    pub(crate) fn serialize<S: serde::Serializer>(
-        st: &Option<ExitStatus>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        match st {
-            None => s.serialize_none(),
-            Some(st) => {
-                let mut out = s.serialize_struct("ExitStatus", 2)?;
-                out.serialize_field("code", &st.code())?;
-                out.serialize_field("signal", &st.signal())?;
-                out.end()
-            }
-        }
-    }
-}
+use serde_helpers::{opt_millis, status, unix_millis};
 
 #[cfg(test)]
 mod tests;

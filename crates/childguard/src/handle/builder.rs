@@ -89,6 +89,7 @@ pub struct Builder {
     pub(super) reap: Option<Reap>,
     pub(super) portable: bool,
     pub(super) release_memory: bool,
+    pub(super) skip_ignored: bool,
     pub(super) connect_timeout: Duration,
     pub(super) runtime_dir: Option<PathBuf>,
     pub(super) capture: Option<Capture>,
@@ -254,6 +255,19 @@ impl Builder {
         self
     }
 
+    /// Skip a rung whose signal the server ignores (default on; Linux): right before each
+    /// catchable rung but the last, the close reads the server's `SigIgn` in
+    /// `/proc/PID/status`, and a rung it ignores is skipped at once — its grace not spent —
+    /// rather than sent and waited out (redis ignores `SIGHUP`: the default ladder closes it in
+    /// ~2 ms, at most ~0.1 s, instead of 1 s). [`CloseReport::skipped`](crate::CloseReport::skipped)
+    /// lists the skipped rungs. `false`: every rung is sent as written. A rung is skipped only if
+    /// the ladder allows it too ([`Ladder::skip_ignored`], `NOSKIP` in its text), on every
+    /// close of the handle: blocking, background, async, `output()`, `close_with`.
+    pub fn skip_ignored_rungs(mut self, on: bool) -> Builder {
+        self.skip_ignored = on;
+        self
+    }
+
     /// Give the child a cgroup v2 of its own (Linux), so that *everything* it starts goes with
     /// it on close — workers that called `setsid`, double-forked daemons — which a process
     /// group cannot promise (default [`Containment::None`]).
@@ -346,6 +360,7 @@ impl ChildHandle {
             reap: None,
             portable: false,
             release_memory: true,
+            skip_ignored: true,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             runtime_dir: None,
             capture: None,

@@ -117,8 +117,13 @@ impl ChildHandle {
         remove_socket_dir(self.socket_dir.take(), &mut report);
         let notify = self.notify.take();
         let child = process.map(|p| {
-            let mut climb =
-                Climb::begin(&self.ladder, started, self.last_kill, self.release_memory);
+            let mut climb = Climb::begin(
+                &self.ladder,
+                started,
+                self.last_kill,
+                self.release_memory,
+                self.skip_ignored,
+            );
             // The climb reads the NOTIFY_SOCKET, whoever drives it (blocking, reaper, tokio).
             if let Some(notify) = notify {
                 climb.listen_to(notify);

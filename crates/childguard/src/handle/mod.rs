@@ -85,6 +85,8 @@ pub struct ChildHandle {
     /// Whether `reap` was set with [`Builder::reap`] (see [`crate::handle::on_drop`]).
     reap_chosen: bool,
     release_memory: bool,
+    /// [`Builder::skip_ignored_rungs`].
+    skip_ignored: bool,
     last_kill: Option<(Signal, Instant)>,
     closed: bool,
     /// Socket activation: the socket file and its private directory, removed on close.
@@ -111,6 +113,7 @@ impl ChildHandle {
             reap: Reap::Blocking,
             reap_chosen: false,
             release_memory: false,
+            skip_ignored: true,
             last_kill: None,
             closed: false,
             socket_dir: None,

@@ -193,6 +193,7 @@ impl Builder {
             reap: self.reap.unwrap_or_default(),
             reap_chosen: self.reap.is_some(),
             release_memory: self.release_memory,
+            skip_ignored: self.skip_ignored,
             last_kill: None,
             closed: false,
             socket_dir: None,

@@ -14,6 +14,7 @@
 
 #[cfg(target_os = "linux")]
 pub(crate) mod descendants;
+pub(crate) mod disposition;
 pub(crate) mod group;
 #[cfg(target_os = "linux")]
 pub(crate) mod pidfd;

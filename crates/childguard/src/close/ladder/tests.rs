@@ -142,3 +142,37 @@ fn new_rejects_empty() {
         .with_eof_grace(ms(1));
     assert_eq!(l.to_string(), "EOF:1ms,KILL:5ms");
 }
+
+#[test]
+fn noskip_first_turns_skipping_off_and_round_trips() {
+    assert!(Ladder::default().skips_ignored());
+    assert!("HUP:1s,KILL".parse::<Ladder>().unwrap().skips_ignored());
+    let l: Ladder = "noskip, EOF:200ms,HUP:1s,KILL:5s".parse().unwrap();
+    assert!(!l.skips_ignored());
+    assert_eq!(l.eof_grace(), Some(ms(200)));
+    assert_eq!(l.rungs().len(), 2);
+    assert_eq!(l.to_string(), "NOSKIP,EOF:200ms,HUP:1s,KILL:5s");
+    assert_eq!(l.to_string().parse::<Ladder>().unwrap(), l);
+    assert_ne!(l, l.clone().skip_ignored(true));
+    let redis: Ladder = "NOSKIP,@redis".parse().unwrap();
+    assert_eq!(redis, Ladder::redis().skip_ignored(false));
+}
+
+#[test]
+fn noskip_elsewhere_or_alone_is_a_clear_error() {
+    for (text, part) in [
+        ("HUP:1s,NOSKIP,KILL", "NOSKIP"),
+        ("NOSKIP:1s,KILL", "NOSKIP:1s"),
+        ("NOSKIP", "NOSKIP"),
+        ("NOSKIP,NOSKIP:2s,KILL", "NOSKIP:2s"),
+    ] {
+        let e = text.parse::<Ladder>().unwrap_err();
+        assert_eq!(e.part(), part, "{text}");
+        assert!(
+            e.to_string().contains("NOSKIP may only be the first item"),
+            "{e}"
+        );
+    }
+    let e = "NOSKIP,".parse::<Ladder>().unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+}

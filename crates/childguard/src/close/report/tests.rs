@@ -49,3 +49,33 @@ fn display_keeps_the_step_order_for_equal_times() {
         "{line}"
     );
 }
+
+#[test]
+fn display_names_skipped_rungs_and_a_default_action() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut report = CloseReport::new(Some("server".into()), Some(9));
+    report.shutdown = Some(Duration::ZERO);
+    report.skipped.push(SkippedRung {
+        rung: 0,
+        signal: Signal::HUP,
+        at: ms(0.1),
+    });
+    let mut term = SentSignal::new(Signal::TERM, ms(0.2), 1, false);
+    term.disposition = Some(Disposition::Default);
+    report.signals.push(term);
+    report.exited = Some(ms(0.3));
+    report.status = Some(ExitStatus::from_raw(libc::SIGTERM));
+    report.ended_by = Ending::Rung {
+        index: 1,
+        signal: Signal::TERM,
+    };
+    report.default_action = true;
+    report.reaped = Some(ms(0.3));
+    report.total = ms(0.4);
+    assert_eq!(
+        report.to_string(),
+        "server[9]: shutdown +0.0ms, HUP +0.1ms skipped: ignored by the server, TERM +0.2ms, \
+         exited +0.3ms (signal TERM, ended by rung 1 TERM: default action, no handler ran), \
+         reaped +0.3ms; total 0.4ms"
+    );
+}
