@@ -448,6 +448,18 @@ fn handles_inherited_through_fork_leave_the_parents_children_alone() {
     assert!(out.contains("FORKED-GUARDIANS own=1 parents=1"), "{out}");
     let own = driver_report(&out, "forked-own");
     assert_eq!(own["cgroup"]["removed"], true, "{own}");
+    // Named with the forked child's own start time: with the parent's (cached before the
+    // fork), any other process's stale-cgroup sweep took it for a dead supervisor's and removed
+    // it before the child was placed in it (ENODEV; seen in a flake hunt).
+    let start = out
+        .lines()
+        .find_map(|l| l.strip_prefix("FORKED-SELF start="))
+        .unwrap_or_else(|| panic!("no FORKED-SELF line:\n{out}"));
+    let path = own["cgroup"]["path"].as_str().unwrap_or_default();
+    assert!(
+        path.contains(&format!("-t{start}-")),
+        "the forked child's cgroup {path} does not carry its start time {start}"
+    );
     for tag in ["kept-plain", "kept-contained", "kept-detached"] {
         assert!(
             out.contains(&format!("AFTER tag={tag} running=true")),

@@ -855,6 +855,15 @@ fn fork_with_handles() {
             )
             .len()
         );
+        // Its cgroup's name must carry this process's start time, not the parent's (a sweep in
+        // any other process would take a name with the parent's for a dead supervisor's).
+        let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+        let start = stat[stat.rfind(')').expect("stat") + 1..]
+            .split_whitespace()
+            .nth(19)
+            .expect("stat field 22")
+            .to_owned();
+        println!("FORKED-SELF start={start}");
         close("forked-own", own);
         std::io::stdout().flush().ok();
         // Not returning into main.

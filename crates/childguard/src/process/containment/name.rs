@@ -5,23 +5,39 @@
 
 use std::sync::OnceLock;
 
+use crate::core::per_process::PerProcess;
+
 /// The name prefix of our cgroups.
 pub(crate) const PREFIX: &str = "childguard-";
 
 /// The suffix new names carry after `<pid>-<n>`: `-t<start>-ns<inode>` of this process (empty
 /// where `/proc` does not tell).
+///
+/// Race avoided (a fresh cgroup swept as stale): the tags are this *process's*, read again
+/// when the pid changed. A child made by `fork()` without `exec` inherits the parent's cached
+/// copy; naming its cgroups `childguard-<its pid>-…-t<the parent's start>` made them look like
+/// the cgroups of a dead supervisor whose pid was reused, and the first sweep in any other
+/// process (`stale`) killed and removed them — between our `mkdir` and the move into
+/// `cgroup.procs`, which then failed with `ENODEV`.
 pub(crate) fn own_tags() -> &'static str {
-    static TAGS: OnceLock<String> = OnceLock::new();
-    TAGS.get_or_init(|| {
-        let mut tags = String::new();
-        if let Some((_, start)) = proc_stat("self") {
-            tags.push_str(&format!("-t{start}"));
-            if let Some(ns) = own_pid_namespace() {
-                tags.push_str(&format!("-ns{ns}"));
-            }
+    // Per process and lock-free (a lock held by a parent's thread at the fork would stay
+    // locked in the child): see `core::per_process`.
+    static TAGS: PerProcess<String> = PerProcess::new();
+    if let Some(tags) = TAGS.get() {
+        return tags;
+    }
+    let mut tags = String::new();
+    if let Some((_, start)) = proc_stat("self") {
+        tags.push_str(&format!("-t{start}"));
+        if let Some(ns) = own_pid_namespace() {
+            tags.push_str(&format!("-ns{ns}"));
         }
-        tags
-    })
+    }
+    match TAGS.publish(tags) {
+        Ok(ours) => ours,
+        // Another thread of this process read the same tags first.
+        Err((_, theirs)) => theirs,
+    }
 }
 
 /// `/proc/PID/stat`'s state (field 3) and start time (field 22), read after the last `)` (the
