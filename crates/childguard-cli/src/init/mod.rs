@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use childguard::{ChildHandle, CloseControl, CloseReport, Containment, Signal};
+use childguard::{ChildHandle, CloseControl, CloseReport, Containment, KillMode, Signal};
 
 use crate::events::{Event, Events};
 use crate::exit_code;
@@ -203,6 +203,10 @@ fn spawn(o: &InitOptions, state: SignalState) -> childguard::Result<ChildHandle>
             true => Containment::BestEffort,
             false => Containment::None,
         })
+        // Every rung to every process in the cgroup (systemd's KillMode=control-group): the
+        // daemons CMD left get the TERM too, so a stop ends as soon as all exit. With `Mixed`
+        // they would get nothing before the KILL at the end of the budget.
+        .kill_mode(KillMode::ControlGroup)
         // tini sets no parent-death signal on CMD: when PID 1 dies the kernel kills the
         // namespace; with -s, CMD outlives us as it would outlive tini.
         .exit_with_parent(false)
