@@ -27,6 +27,10 @@ peers=(
     "cc              gcc"
     "pkg-config      pkg-config"
     "python3         python3"
+    "tini            tini"
+    "dumb-init       dumb-init"
+    "catatonit       catatonit"
+    "unshare         util-linux"
 )
 
 present() {

@@ -9,6 +9,7 @@
 mod big;
 mod capture;
 mod contain;
+pub mod init;
 mod libnbd;
 mod overhead;
 mod precision;
@@ -97,6 +98,11 @@ pub const ALL: &[Scenario] = &[
         name: "servers",
         about: "real postgres, spawn to ready: Ready::Notify vs pg_isready run every 10 ms (needs root and postgresql)",
         run: servers::run,
+    },
+    Scenario {
+        name: "init",
+        about: "childguard init as PID 1 vs tini, dumb-init, catatonit: engine stop of a TERM-ignoring server, processes left at the engine's KILL, zombies reaped, start-up (needs root, unshare and the peers)",
+        run: init::run,
     },
     Scenario {
         name: "spawn",
