@@ -116,7 +116,8 @@ impl UsageError {
         }
     }
 
-    /// An error of `childguard init` (or `tini`).
+    /// An error of `childguard init` (or `tini`), which is Linux only.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn init(message: impl Into<String>) -> UsageError {
         UsageError {
             message: message.into(),

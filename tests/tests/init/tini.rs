@@ -549,3 +549,31 @@ fn at_a_terminal_cmd_owns_the_foreground() {
         assert_eq!(run.exit, 7, "{name:?}: {}", run.output);
     }
 }
+
+/// `TINI_VERBOSITY=0` silences the warnings (tini's `PRINT_WARNING` needs verbosity > 0), and
+/// `-w`'s lines with them.
+#[test]
+fn verbosity_0_silences_warnings() {
+    for name in NAMES {
+        let o = name
+            .command(&["-w", "--", "sh", "-c", "(true &); sleep 0.2"])
+            .env("TINI_VERBOSITY", "0")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name:?}: {}", err(&o));
+        assert_eq!(err(&o), "", "{name:?}");
+    }
+}
+
+/// `--version` (as the only argument, as tini), `-h` and `-l` print on stdout and exit 0.
+#[test]
+fn version_help_and_license_exit_0() {
+    for name in NAMES {
+        for (arg, needle) in [("--version", "init"), ("-h", "-e CODE"), ("-l", "MIT")] {
+            let o = name.command(&[arg]).output().unwrap();
+            assert_eq!(o.status.code(), Some(0), "{name:?} {arg}: {}", err(&o));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.contains(needle), "{name:?} {arg}: {out}");
+        }
+    }
+}
