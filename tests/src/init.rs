@@ -229,8 +229,3 @@ pub fn await_named_descendants(pid: u32, name: &str, n: usize) {
         descendants_of(pid)
     );
 }
-
-/// `SigIgn` of this (test) process: what any process it starts inherits as ignored.
-pub fn own_ignored() -> u64 {
-    sig_sets(&std::fs::read_to_string("/proc/self/status").expect("/proc/self/status")).0
-}

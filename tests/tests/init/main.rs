@@ -1,7 +1,8 @@
 //! `childguard init` (issue 24): `tini.rs`, every behaviour tini's own tests check, under both
-//! names; `stop.rs`, the engine's stop within a budget, the sweep of what is left, the report
+//! names; `more.rs`, more of what tini does; `stop.rs`, the engine's stop within a budget, the sweep of what is left, the report
 //! and the ready file.
 
+mod more;
 mod stop;
 mod tini;
 
