@@ -112,11 +112,12 @@ fn run(o: InitOptions) -> i32 {
     if let Some(ready) = &ready {
         ready.withdraw();
     }
+    // A failed close still goes on to the sweep: what is left must not wait for the engine.
     let report = match close(&o, &events, handle, &ended, cmd) {
-        Ok(report) => report,
+        Ok(report) => Some(report),
         Err(e) => {
             say!("closing CMD failed: {e}");
-            return FAILED;
+            None
         }
     };
     // What is left — daemons CMD started, workers it orphaned — gets the rest of the budget.
@@ -139,6 +140,9 @@ fn run(o: InitOptions) -> i32 {
         swept = Some((ladder, took));
     }
     reap_and_warn(&o, None);
+    let Some(report) = report else {
+        return FAILED;
+    };
     let outcome = exit_status(&o, &report);
     let stopped = matches!(ended, Ended::Stop(_));
     if o.verbosity > 0 && (stopped || !left.is_empty() || !report.signals.is_empty()) {
