@@ -28,6 +28,10 @@ peers=(
     "pkg-config      pkg-config"
     "python3         python3"
     "curl            curl"
+    "tini            tini"
+    "dumb-init       dumb-init"
+    "catatonit       catatonit"
+    "unshare         util-linux"
 )
 
 present() {

@@ -5,6 +5,7 @@
 
 pub mod cgroups;
 pub mod driver;
+pub mod init;
 pub mod nbd;
 pub mod paced;
 pub mod postgres;

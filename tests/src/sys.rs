@@ -94,3 +94,60 @@ pub fn activation_listener() -> std::os::unix::net::UnixListener {
     let fd = unsafe { OwnedFd::from_raw_fd(3) };
     std::os::unix::net::UnixListener::from(fd)
 }
+
+/// `signal(2)` `SIG_IGN` for `signo` (`cg-sigconf`, before it execs: tini's sigconf-test).
+pub fn ignore_signal(signo: i32) -> std::io::Result<()> {
+    // SAFETY: SIG_IGN installs no handler code.
+    if unsafe { libc::signal(signo, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `signal(2)` `SIG_DFL` for `signo` (`cg-sigconf`: undo the Rust runtime's `SIGPIPE` ignore).
+pub fn default_signal(signo: i32) -> std::io::Result<()> {
+    // SAFETY: SIG_DFL installs no handler code.
+    if unsafe { libc::signal(signo, libc::SIG_DFL) } == libc::SIG_ERR {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `sigprocmask(2)` `SIG_BLOCK` with `signals` (`cg-sigconf`, a single-threaded helper).
+pub fn block_signals(signals: &[i32]) -> std::io::Result<()> {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set; sigaddset and sigprocmask use it initialised.
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        for &signo in signals {
+            libc::sigaddset(set.as_mut_ptr(), signo);
+        }
+        if libc::sigprocmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// `execvp(3)` of `argv` as it is — unlike `std::process::Command::exec`, which empties the
+/// signal mask and resets `SIGPIPE` first. Returns only on failure.
+pub fn execvp_raw(argv: &[std::ffi::OsString]) -> std::io::Error {
+    use std::os::unix::ffi::OsStrExt;
+    let owned: Vec<std::ffi::CString> = match argv
+        .iter()
+        .map(|a| std::ffi::CString::new(a.as_bytes()))
+        .collect()
+    {
+        Ok(owned) => owned,
+        Err(_) => return std::io::Error::from_raw_os_error(libc::EINVAL),
+    };
+    if owned.is_empty() {
+        return std::io::Error::from_raw_os_error(libc::EINVAL);
+    }
+    let mut ptrs: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: `ptrs` is a null-terminated array of pointers to NUL-terminated strings that
+    // `owned` keeps alive across the call.
+    unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
+    std::io::Error::last_os_error()
+}

@@ -40,6 +40,15 @@ struct Cli {
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1).peekable();
+    // `childguard-bench __init ARGS…`: this binary as `childguard init` (the `init` scenario).
+    if args
+        .peek()
+        .is_some_and(|a| a == scenarios::init::SUBCOMMAND)
+    {
+        let rest = args.skip(1);
+        let code = childguard_cli::main_with(std::iter::once(OsString::from("init")).chain(rest));
+        std::process::exit(code);
+    }
     if args.peek().is_some_and(|a| a == fixture::SUBCOMMAND) {
         let rest: Vec<OsString> = args.skip(1).collect();
         slowserver::main_with(vec![fixture::SUBCOMMAND.into()], rest);

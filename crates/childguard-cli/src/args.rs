@@ -16,6 +16,9 @@ pub enum Invocation {
     Run(RunOptions),
     /// `childguard demo`.
     Demo,
+    /// `childguard init …`, with the arguments after `init` (parsed by `init`, which exits 1
+    /// on a bad one, as tini does).
+    Init(Vec<OsString>),
     /// `childguard with …`.
     With(crate::with::WithOptions),
     /// Print this help text and exit 0.
@@ -113,6 +116,15 @@ impl UsageError {
         }
     }
 
+    /// An error of `childguard init` (or `tini`), which is Linux only.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub fn init(message: impl Into<String>) -> UsageError {
+        UsageError {
+            message: message.into(),
+            hint: "childguard init -h",
+        }
+    }
+
     fn run(message: impl Into<String>) -> UsageError {
         UsageError {
             message: message.into(),
@@ -154,6 +166,7 @@ where
             crate::timeout::parse(args)
         }
         Some("demo") => parse_demo(args),
+        Some("init") => Ok(Invocation::Init(args.collect())),
         Some("help") => Ok(Invocation::Help(help_topic(args.next())?)),
         Some("-h" | "--help") => Ok(Invocation::Help(help::TOP)),
         Some("-V" | "--version") => Ok(Invocation::Version),
@@ -171,6 +184,7 @@ fn help_topic(topic: Option<OsString>) -> Result<&'static str, UsageError> {
         Some(Some("demo")) => Ok(help::DEMO),
         Some(Some("timeout")) => Ok(help::TIMEOUT),
         Some(Some("with")) => Ok(help::WITH),
+        Some(Some("init")) => Ok(help::INIT),
         Some(_) => Err(UsageError::top(format!(
             "no help for {:?} (try run or demo)",
             topic.unwrap_or_default()

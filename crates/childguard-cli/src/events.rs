@@ -106,6 +106,12 @@ impl Events {
     /// before the first `SIGCHLD` or Ctrl-C can arrive (and replace an inherited `SIG_IGN`
     /// for `SIGCHLD`, under which children would be reaped by the kernel).
     pub fn start(watch_stdin: bool) -> io::Result<Events> {
+        Events::listen(&caught(), watch_stdin)
+    }
+
+    /// [`Events::start`] for another set of signals than [`caught`] (`init` forwards every
+    /// catchable one). `SIGCHLD` is always listened for.
+    pub fn listen(signals: &[i32], watch_stdin: bool) -> io::Result<Events> {
         let (tx, rx) = mpsc::channel();
         let (bell, ringer) = UnixStream::pair()?;
         bell.set_nonblocking(true)?;
@@ -119,7 +125,7 @@ impl Events {
         // With each signal's siginfo, whose `si_code` says who sent it (see `received`): one
         // per delivery (signal-hook queues up to 5 of each signal unread; past that the
         // kernel's own merging of a pending signal applies, as for the plain iterator).
-        let mut signals = SignalsInfo::<WithRawSiginfo>::new(caught().iter().chain(&[SIGCHLD]))?;
+        let mut signals = SignalsInfo::<WithRawSiginfo>::new(signals.iter().chain(&[SIGCHLD]))?;
         let to_main = feed()?;
         let announce = Arc::new(AtomicBool::new(false));
         let announcing = Arc::clone(&announce);

@@ -10,6 +10,8 @@ Commands:
   run [OPTIONS] [--] CMD [ARG...]   run CMD; stop it with the ladder on a trigger
   timeout [OPTION] DURATION CMD     GNU timeout(1)'s command line (also as argv[0] `timeout`)
   with [--ready C] -- SERVER.. -- CMD  start servers, wait until ready, run CMD, close them
+  init [OPTIONS] -- CMD [ARG...]    a container's PID 1: tini's behaviour, plus the ladder
+                                    within the engine's stop budget (also as argv[0] `tini`)
   demo                              close a server with a 10 s read in flight, in ~1 ms
   help [run|demo]                   print help
 
@@ -194,4 +196,48 @@ Examples:
       --bind 127.0.0.1 -- curl -s http://127.0.0.1:8000/
   childguard with --ready tcp:127.0.0.1:5432 --ladder @postgres --end END -- \\
       runuser -u postgres -- postgres -D ./data -k /tmp END -- pytest tests/
+";
+
+/// `childguard init --help` (and `tini -h` when run as `tini`).
+pub const INIT: &str = "\
+Usage: childguard init [OPTIONS] [--] CMD [ARG...]
+
+A container's PID 1, option for option tini (also run as `tini`, through a symlink): runs
+CMD in a process group of its own (owning the terminal, if any), reaps every zombie, forwards
+every catchable signal to CMD, and exits with CMD's status (128+N if it died of signal N).
+Beyond tini: the first TERM or INT starts CMD's ladder, fitted to the stop budget; once CMD
+is gone every process left in the PID namespace (our descendants when not PID 1) gets what
+is left of the budget; a second TERM or INT skips to the next rung; a report goes to stderr.
+
+tini's options:
+  -s            register as a child subreaper when not PID 1 (or $TINI_SUBREAPER,
+                $CHILDGUARD_SUBREAPER); without it and not PID 1, a warning says zombie
+                reaping won't work
+  -g            send forwarded signals and the rungs to CMD's process group
+                (or $TINI_KILL_PROCESS_GROUP)
+  -e CODE       exit 0 when CMD exits with CODE (0-255; repeatable)
+  -p SIGNAL     our parent-death signal, e.g. SIGKILL
+  -w            warn for each zombie reaped
+  -v            more messages (repeatable; $TINI_VERBOSITY sets the level, default 1)
+  -l            print the license note
+  -h, --help    print this help
+  --version     print the version
+
+Options beyond tini:
+  --ladder SPEC       CMD's ladder on a stop (default TERM:8s,KILL:1s, or $CHILDGUARD_LADDER);
+                      its first signal is replaced by the stop signal received
+  --stop-budget DUR   the time from the stop signal to the last rung (default 9s, fit for
+                      docker stop's 10 s; or $CHILDGUARD_STOP_BUDGET): the graces before the
+                      last rung are scaled by one factor, never up, to fit
+  --ready COND --ready-file PATH
+                      PATH exists while CMD accepts connections (COND: tcp:HOST:PORT or
+                      unix:PATH); removed at the stop, before CMD's first signal
+  --no-contain        no cgroup for CMD even where one can be made: the sweep of the PID
+                      namespace (our descendants when not PID 1) alone finds what is left
+
+Options are read as getopt reads tini's: clustered, and anywhere before `--` unless
+$POSIXLY_CORRECT is set (then CMD starts at the first non-option).
+
+Exit status: CMD's; 1 for a bad option or a failed set-up; 126/127 when CMD cannot run or
+is not found.
 ";

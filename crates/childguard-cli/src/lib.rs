@@ -10,7 +10,8 @@
 //! and the integration tests can build the same program under another name. See
 //! `docs/cli.md` for the flags, the exit codes and a comparison with coreutils `timeout`.
 
-#![forbid(unsafe_code)]
+// Every `unsafe` block is in `sys` (the signal state `init` restores in CMD).
+#![deny(unsafe_code)]
 
 mod activate;
 mod args;
@@ -19,9 +20,14 @@ mod duration;
 mod events;
 mod exit_code;
 mod help;
+#[cfg(target_os = "linux")]
+mod init;
 mod messages;
 mod received;
 mod run;
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+mod sys;
 mod timeline;
 mod timeout;
 mod trigger;
@@ -48,6 +54,10 @@ where
     if base == "timeout" {
         return main_with(std::iter::once(OsString::from("timeout")).chain(argv));
     }
+    // `ln -s childguard tini`: `ENTRYPOINT ["tini", "--", …]` images switch by a symlink.
+    if base == "tini" {
+        return init_main(argv.collect(), true);
+    }
     main_with(argv)
 }
 
@@ -60,6 +70,7 @@ where
     match args::parse(args) {
         Ok(Invocation::Run(options)) => run::run(&options),
         Ok(Invocation::Demo) => demo::run(),
+        Ok(Invocation::Init(rest)) => init_main(rest, false),
         Ok(Invocation::With(options)) => with::run(options),
         // A help or version text that cannot be written (stdout closed or full) is a failure,
         // as in coreutils, never a panic.
@@ -83,4 +94,16 @@ fn stdout_or_fail(text: &str) -> i32 {
         true => 0,
         false => exit_code::FAILED,
     }
+}
+
+/// `childguard init` (`as_tini`: run as `tini`), Linux only.
+#[cfg(target_os = "linux")]
+fn init_main(args: Vec<OsString>, as_tini: bool) -> i32 {
+    init::main(args, as_tini)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn init_main(_args: Vec<OsString>, _as_tini: bool) -> i32 {
+    messages::say!("init is Linux only (it needs pidfds and PR_SET_CHILD_SUBREAPER)");
+    1
 }

@@ -9,6 +9,7 @@
 mod big;
 mod capture;
 mod contain;
+pub mod init;
 mod libnbd;
 mod overhead;
 mod precision;
@@ -109,6 +110,11 @@ pub const ALL: &[Scenario] = &[
         name: "skip",
         about: "real redis (HUP ignored) closed by the default ladder: the ignored HUP skipped vs every rung sent",
         run: skip::run,
+    },
+    Scenario {
+        name: "init",
+        about: "childguard init as PID 1 vs tini, dumb-init, catatonit: engine stop of a TERM-ignoring server, processes left at the engine's KILL, zombies reaped, start-up (needs root, unshare and the peers)",
+        run: init::run,
     },
     Scenario {
         name: "spawn",

@@ -1,0 +1,171 @@
+//! One init as PID 1 of a new PID namespace (`unshare --pid --fork --mount-proc`), and what the
+//! `init` scenario reads of it from outside: its host pid, its descendants (everything in the
+//! namespace), whether they are alive.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::Result;
+
+/// An init under test.
+#[derive(Debug, Clone)]
+pub struct Init {
+    /// Its name in the rows.
+    pub name: &'static str,
+    /// Its argv before CMD (ending with `--`).
+    pub argv: Vec<String>,
+}
+
+impl Init {
+    /// Ours: this binary's `__init` subcommand (`childguard init`), with `extra` options.
+    pub fn ours(extra: &[&str]) -> Result<Init> {
+        let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+        let mut argv = vec![exe, super::SUBCOMMAND.to_string()];
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        argv.push("--".into());
+        Ok(Init {
+            name: "childguard init",
+            argv,
+        })
+    }
+
+    /// A peer found on PATH (`tini`, `dumb-init`, `catatonit`), or the error row's text.
+    pub fn peer(name: &'static str) -> std::result::Result<Init, String> {
+        let found = ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(name))
+            .find(|p| p.exists());
+        match found {
+            Some(path) => Ok(Init {
+                name,
+                argv: vec![path.to_string_lossy().into_owned(), "--".into()],
+            }),
+            None => Err(format!("{name}: not installed (apt-get install -y {name})")),
+        }
+    }
+
+    /// `unshare … INIT -- sh -c SCRIPT`, stdio to /dev/null.
+    pub fn spawn_pid1(&self, script: &str) -> Result<Running> {
+        let unshare = Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .args(&self.argv)
+            .args(["sh", "-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("unshare: {e} (install util-linux; needs root)"))?;
+        let mut init = None;
+        let start = Instant::now();
+        while init.is_none() {
+            init = children_of(unshare.id()).first().copied();
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err("unshare never started the init".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(Running {
+            unshare,
+            init: init.unwrap_or(0),
+        })
+    }
+}
+
+/// An init running as PID 1.
+#[derive(Debug)]
+pub struct Running {
+    unshare: Child,
+    /// The init's pid here.
+    pub init: u32,
+}
+
+impl Running {
+    /// Waits until `n` of the init's descendants are named `comm` (bounded: 60 s).
+    pub fn await_named(&self, comm: &str, n: usize) -> Result<()> {
+        let start = Instant::now();
+        while named(self.init, comm) < n {
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(format!("never {n} {comm} under the init").into());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
+    }
+
+    /// Sends `signo` to the init.
+    pub fn signal(&self, signo: i32) {
+        let _ = kill(self.init, signo);
+    }
+
+    /// Whether `unshare` (and so the init) has exited, reaping it if so.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.unshare.try_wait(), Ok(Some(_)))
+    }
+
+    /// The engine's `SIGKILL` to the init (the kernel then kills the namespace), and the wait.
+    pub fn kill_and_wait(mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.unshare.wait();
+    }
+}
+
+/// `kill(2)` through rustix.
+pub fn kill(pid: u32, signo: i32) -> rustix::io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid as i32).ok_or(rustix::io::Errno::INVAL)?;
+    let signal = rustix::process::Signal::from_named_raw(signo).ok_or(rustix::io::Errno::INVAL)?;
+    rustix::process::kill_process(pid, signal)
+}
+
+/// The children of `pid`, from every thread's `children` file.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            found.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    found
+}
+
+/// Every descendant of `pid`.
+pub fn descendants_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for c in children_of(p) {
+            found.push(c);
+            frontier.push(c);
+        }
+    }
+    found
+}
+
+/// `(comm, state)` of `pid`.
+fn stat(pid: u32) -> Option<(String, char)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let comm = text.get(text.find('(')? + 1..text.rfind(')')?)?.to_string();
+    let state = text.get(text.rfind(')')? + 2..)?.chars().next()?;
+    Some((comm, state))
+}
+
+/// Descendants of `pid` alive (not zombies).
+pub fn alive_descendants(pid: u32) -> usize {
+    descendants_of(pid)
+        .into_iter()
+        .filter(|&d| stat(d).is_some_and(|(_, s)| s != 'Z'))
+        .count()
+}
+
+/// Descendants of `pid` named `comm`, alive.
+fn named(pid: u32, comm: &str) -> usize {
+    descendants_of(pid)
+        .into_iter()
+        .filter(|&d| stat(d).is_some_and(|(c, s)| c == comm && s != 'Z'))
+        .count()
+}

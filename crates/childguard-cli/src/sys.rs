@@ -1,0 +1,210 @@
+//! Every `unsafe` block of the CLI, one thin wrapper per system call (as the library's `sys`),
+//! each named with its man page. Only `childguard init` needs them: it must read and restore
+//! the signal mask and the ignored signals it was started with, which neither std nor rustix
+//! exposes (rustix has no `sigaction`, and its `sigprocmask` is in the runtime feature).
+//!
+//! Linux only: `init` is.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::ptr;
+
+/// The highest signal number (`SIGRTMAX`).
+pub fn max_signal() -> i32 {
+    libc::SIGRTMAX()
+}
+
+/// The signal configuration a process was started with, as the engine (or a shell) left it:
+/// its blocked mask and which signals were ignored. [`SignalState::capture`] reads it before
+/// `init` changes anything; [`restore_in_child`] puts it back in CMD before it execs, as tini
+/// does (its `restore_signals`).
+#[derive(Clone, Copy)]
+pub struct SignalState {
+    mask: libc::sigset_t,
+    /// `ignored[n]`: signal `n` was `SIG_IGN` (index 0 unused).
+    ignored: [bool; 65],
+}
+
+impl std::fmt::Debug for SignalState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ignored: Vec<i32> = (1..=64).filter(|&n| self.ignored[n as usize]).collect();
+        let blocked: Vec<i32> = (1..=64).filter(|&n| self.is_blocked(n)).collect();
+        f.debug_struct("SignalState")
+            .field("blocked", &blocked)
+            .field("ignored", &ignored)
+            .finish()
+    }
+}
+
+impl SignalState {
+    /// Reads this thread's mask (`pthread_sigmask(3)` with a null set) and each signal's
+    /// disposition (`sigaction(2)` with a null new action). Call it on the main thread before
+    /// any other thread starts: threads inherit the mask of the thread that made them, so the
+    /// main thread's mask then is the one the process was started with.
+    pub fn capture() -> io::Result<SignalState> {
+        let mut mask = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: a null `set` only reads the mask into `mask`, a valid out-pointer.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, ptr::null(), mask.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        // SAFETY: pthread_sigmask returned 0, so it filled `mask`.
+        let mask = unsafe { mask.assume_init() };
+        let mut ignored = [false; 65];
+        for signo in 1..=max_signal().min(64) {
+            ignored[signo as usize] = disposition_is_ignore(signo);
+        }
+        // Rust's runtime set SIGPIPE to SIG_IGN before main: what it was is what the
+        // library's ELF constructor recorded (`None`: unknown, take the default).
+        ignored[libc::SIGPIPE as usize] = childguard::sigpipe_ignored_at_start().unwrap_or(false);
+        Ok(SignalState { mask, ignored })
+    }
+
+    /// Whether `signo` was blocked.
+    pub fn is_blocked(&self, signo: i32) -> bool {
+        // SAFETY: `self.mask` is an initialised set; sigismember only reads it.
+        unsafe { libc::sigismember(&self.mask, signo) == 1 }
+    }
+
+    /// Whether `signo` was ignored.
+    pub fn is_ignored(&self, signo: i32) -> bool {
+        usize::try_from(signo)
+            .ok()
+            .and_then(|n| self.ignored.get(n))
+            .copied()
+            .unwrap_or(false)
+    }
+}
+
+/// `sigaction(2)` with a null new action: whether `signo`'s disposition is `SIG_IGN`. `false`
+/// for a number the C library refuses (glibc keeps 32 and 33 for itself).
+fn disposition_is_ignore(signo: i32) -> bool {
+    let mut old = MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a null `act` only reads the disposition into `old`, a valid out-pointer.
+    let rc = unsafe { libc::sigaction(signo, ptr::null(), old.as_mut_ptr()) };
+    // SAFETY: zeroed is a valid `sigaction`, and sigaction filled it when it returned 0.
+    rc == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
+/// `pthread_sigmask(3)` `SIG_SETMASK` with an empty set: this thread (and the threads it starts
+/// later) blocks nothing, so every signal sent to `init` reaches its handlers — a `TERM` the
+/// engine left blocked included, as tini's `sigtimedwait` on a full set receives it.
+pub fn unblock_all() -> io::Result<()> {
+    let mut empty = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set it is given.
+    unsafe { libc::sigemptyset(empty.as_mut_ptr()) };
+    // SAFETY: `empty` was initialised above; the old mask is not asked for.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, empty.as_ptr(), ptr::null_mut()) };
+    match rc {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// `signal(2)` `SIG_IGN` for `signo` in this process.
+pub fn ignore(signo: i32) -> io::Result<()> {
+    // SAFETY: SIG_IGN is a valid disposition; no handler code is involved.
+    if unsafe { libc::signal(signo, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `kill(2)`: sends `signo` (any number, real-time ones included, which rustix's `Signal`
+/// does not name) to `pid`, or to process group `-pid` when `pid` is negative.
+pub fn kill(pid: i32, signo: i32) -> io::Result<()> {
+    // SAFETY: kill has no memory arguments.
+    if unsafe { libc::kill(pid, signo) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Registers CMD's side of tini's `isolate_child` and `restore_signals` with
+/// `Command::pre_exec`, run after std's own reset (std empties the mask and sets `SIGPIPE` to
+/// its default before the hooks):
+///
+/// 1. every signal blocked (`sigprocmask(2)`), so that no handler inherited from `init`
+///    (signal-hook's, which write to `init`'s pipe) can run in the child;
+/// 2. `setpgid(2)` `(0, 0)`: CMD leads a process group of its own;
+/// 3. `tcsetpgrp(3)` on stdin to that group when stdin is a terminal (`ENOTTY` and `ENXIO`
+///    are no terminal, fine). `init` ignores `SIGTTOU`, and the child still does here, so a
+///    background group may take the terminal;
+/// 4. each signal's disposition (`sigaction(2)`): `SIG_IGN` if it was ignored when `init`
+///    started, else `SIG_DFL` — which also undoes `init`'s own ignoring of `SIGTTIN` and
+///    `SIGTTOU` and its handlers;
+/// 5. the mask `init` was started with.
+pub fn restore_in_child(cmd: &mut Command, state: SignalState, take_terminal: bool) {
+    let hook = move || -> io::Result<()> {
+        let mut all = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigfillset initialises the set; sigprocmask reads it. Both are
+        // async-signal-safe.
+        unsafe {
+            libc::sigfillset(all.as_mut_ptr());
+            libc::sigprocmask(libc::SIG_SETMASK, all.as_ptr(), ptr::null_mut());
+        }
+        // SAFETY: setpgid(0, 0) changes only the calling process's group; no memory.
+        if unsafe { libc::setpgid(0, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if take_terminal {
+            // SAFETY: getpgrp and tcsetpgrp take no memory arguments.
+            let rc = unsafe { libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpgrp()) };
+            if rc != 0 {
+                let e = io::Error::last_os_error();
+                if !matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::ENXIO)) {
+                    return Err(e);
+                }
+            }
+        }
+        for signo in 1..=libc::SIGRTMAX().min(64) {
+            if signo == libc::SIGKILL || signo == libc::SIGSTOP {
+                continue;
+            }
+            let handler = if state.ignored[signo as usize] {
+                libc::SIG_IGN
+            } else {
+                libc::SIG_DFL
+            };
+            // SAFETY: signal(2) with SIG_IGN or SIG_DFL is async-signal-safe; a number the C
+            // library keeps for itself fails with EINVAL, which is fine to drop.
+            unsafe { libc::signal(signo, handler) };
+        }
+        // SAFETY: `state.mask` is an initialised set copied into the closure.
+        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &state.mask, ptr::null_mut()) };
+        Ok(())
+    };
+    // SAFETY: the hook runs between fork and exec in the child of a multi-threaded process;
+    // it only calls sigfillset, sigprocmask, setpgid, getpgrp, tcsetpgrp and signal, which are
+    // async-signal-safe, takes no lock and does not allocate (io::Error from an OS code is not
+    // boxed).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// `/proc/self/status`-style check for the tests of this module: whether `signo` is ignored
+/// in this process now.
+#[cfg(test)]
+pub fn is_ignored_now(signo: i32) -> bool {
+    disposition_is_ignore(signo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_reads_ignored_signals() {
+        // The test harness ignores nothing of these by default; ignore one and read it back.
+        ignore(libc::SIGURG).unwrap();
+        let state = SignalState::capture().unwrap();
+        assert!(state.is_ignored(libc::SIGURG));
+        assert!(is_ignored_now(libc::SIGURG));
+        assert!(!state.is_ignored(libc::SIGKILL));
+        assert!(!state.is_ignored(1000));
+    }
+}
