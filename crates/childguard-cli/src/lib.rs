@@ -20,6 +20,7 @@ mod events;
 mod exit_code;
 mod help;
 mod messages;
+mod probe;
 mod received;
 mod run;
 mod timeline;
@@ -61,6 +62,7 @@ where
         Ok(Invocation::Run(options)) => run::run(&options),
         Ok(Invocation::Demo) => demo::run(),
         Ok(Invocation::With(options)) => with::run(options),
+        Ok(Invocation::Probe(options)) => probe::run(*options),
         // A help or version text that cannot be written (stdout closed or full) is a failure,
         // as in coreutils, never a panic.
         Ok(Invocation::Help(text)) => stdout_or_fail(text),

@@ -237,7 +237,7 @@ fn readiness(mut all: Vec<Ready>, mut any: Vec<Ready>) -> Option<Ready> {
 }
 
 /// `notify`, `tcp:HOST:PORT`, `unix:PATH`, `line:TEXT`, `http:URL` or `exec:CMD`.
-fn parse_ready(text: &str) -> Result<Ready, UsageError> {
+pub(crate) fn parse_ready(text: &str) -> Result<Ready, UsageError> {
     let bad = |why: String| usage(format!("invalid value for --ready: {text:?}: {why}"));
     if text == "notify" {
         return Ok(Ready::Notify);
