@@ -33,7 +33,10 @@ pub enum Disposition {
     Caught,
     /// In `SigIgn`.
     Ignored,
-    /// Neither: the kernel's default action.
+    /// Not caught, not ignored, but blocked (`SigBlk` of the main thread, e.g. read through a
+    /// `signalfd`): it stays pending until the server unblocks or reads it.
+    Blocked,
+    /// None of these: the kernel's default action.
     Default,
 }
 
@@ -42,6 +45,7 @@ impl Disposition {
         match self {
             Disposition::Caught => "caught",
             Disposition::Ignored => "ignored",
+            Disposition::Blocked => "blocked",
             Disposition::Default => "default",
         }
     }
@@ -219,7 +223,7 @@ fn send(pid: u32, signal: Signal) -> Result<(), String> {
     rustix::process::kill_process(target, sig).map_err(|e| format!("kill({pid}, {signal}): {e}"))
 }
 
-/// `SigIgn`/`SigCgt` of `pid` for `signal`.
+/// `SigIgn`/`SigCgt`/`SigBlk` of `pid` for `signal`.
 pub fn disposition(pid: u32, signal: Signal) -> Result<Disposition, String> {
     let path = format!("/proc/{pid}/status");
     let status = std::fs::read_to_string(&path).map_err(|e| format!("reading {path}: {e}"))?;
@@ -235,6 +239,8 @@ pub fn disposition(pid: u32, signal: Signal) -> Result<Disposition, String> {
         Disposition::Ignored
     } else if mask("SigCgt:")? & bit != 0 {
         Disposition::Caught
+    } else if mask("SigBlk:")? & bit != 0 {
+        Disposition::Blocked
     } else {
         Disposition::Default
     })

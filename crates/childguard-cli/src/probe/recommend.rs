@@ -60,6 +60,7 @@ pub fn outcome(signal: Signal, run: &RunResult) -> (String, bool) {
     let Some(status) = run.status else {
         let what = match (run.disposition, run.kept_serving) {
             (Disposition::Ignored, _) => "ignored (SigIgn)".to_string(),
+            (Disposition::Blocked, _) => "blocked (SigBlk): still pending".to_string(),
             (_, Some(true)) => "kept running and serving (reload?)".into(),
             (_, Some(false)) => "kept running, not serving".into(),
             (_, None) => "kept running".into(),
