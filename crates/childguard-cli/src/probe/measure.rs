@@ -33,8 +33,8 @@ pub enum Disposition {
     Caught,
     /// In `SigIgn`.
     Ignored,
-    /// Not caught, not ignored, but blocked (`SigBlk` of the main thread, e.g. read through a
-    /// `signalfd`): it stays pending until the server unblocks or reads it.
+    /// Not caught, not ignored, but blocked in every thread (`SigBlk` of each task, e.g. read
+    /// through a `signalfd`): it stays pending until the server unblocks or reads it.
     Blocked,
     /// None of these: the kernel's default action.
     Default,
@@ -239,11 +239,34 @@ pub fn disposition(pid: u32, signal: Signal) -> Result<Disposition, String> {
         Disposition::Ignored
     } else if mask("SigCgt:")? & bit != 0 {
         Disposition::Caught
-    } else if mask("SigBlk:")? & bit != 0 {
+    } else if blocked_in_every_thread(pid, bit) {
         Disposition::Blocked
     } else {
         Disposition::Default
     })
+}
+
+/// Whether every thread of `pid` blocks the signal of `bit` (a process-directed signal goes to
+/// any thread that does not block it, so the main thread's mask alone says nothing).
+fn blocked_in_every_thread(pid: u32, bit: u64) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut any = false;
+    for task in tasks.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let blocked = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigBlk:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok());
+        match blocked {
+            Some(mask) if mask & bit != 0 => any = true,
+            // A thread that exited meanwhile (no status) does not count.
+            None => {}
+            Some(_) => return false,
+        }
+    }
+    any
 }
 
 /// The cgroup v2 directory `pid` is in, when it is one the library made for it.
