@@ -40,6 +40,17 @@ struct Cli {
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1).peekable();
+    // `childguard ARGS…`: the CLI (the probe scenario), and the hidden subcommand it re-executes
+    // itself with for its own fixture.
+    if args.peek().is_some_and(|a| a == "childguard") {
+        std::process::exit(childguard_cli::main_with(args.skip(1)));
+    }
+    if args
+        .peek()
+        .is_some_and(|a| a == childguard_cli::SLOWSERVER_SUBCOMMAND)
+    {
+        std::process::exit(childguard_cli::main_with(args));
+    }
     if args.peek().is_some_and(|a| a == fixture::SUBCOMMAND) {
         let rest: Vec<OsString> = args.skip(1).collect();
         slowserver::main_with(vec![fixture::SUBCOMMAND.into()], rest);

@@ -320,7 +320,10 @@ fn recheck(ready: &Option<Ready>) -> Option<bool> {
             let _ = handle.close();
             Some(true)
         }
-        Err(e) if e.kind() == ErrorKind::Ready => Some(false),
+        // The ready timeout passed (the placeholder was closed: the error carries its report).
+        Err(e) if e.kind() == ErrorKind::Ready && e.close_report().is_some() => Some(false),
+        // The placeholder itself failed (it exited: this program cannot run its fixture):
+        // nothing was learnt about the server.
         Err(_) => None,
     }
 }
