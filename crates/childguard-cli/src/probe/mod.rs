@@ -237,9 +237,19 @@ pub fn run(options: ProbeOptions) -> i32 {
         results.push(recommend::judge(signal, runs));
     }
     let recommendation = recommend::ladder(&results);
+    // A signal ignored here is ignored in SERVER too unless it installs a handler (`SIG_IGN`
+    // survives fork and exec): a shell's `probe … &` ignores INT and QUIT.
+    let inherited: Vec<Signal> = options
+        .signals
+        .iter()
+        .copied()
+        .filter(|&s| {
+            measure::disposition(std::process::id(), s) == Ok(measure::Disposition::Ignored)
+        })
+        .collect();
     let text = match options.json {
-        true => report::json(&options, &results, &recommendation),
-        false => report::table(&options, &results, &recommendation),
+        true => report::json(&options, &results, &recommendation, &inherited),
+        false => report::table(&options, &results, &recommendation, &inherited),
     };
     if !crate::messages::stdout(&text) {
         return exit_code::FAILED;

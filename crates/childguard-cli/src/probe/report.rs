@@ -13,6 +13,7 @@ use super::recommend::{
     self, Recommendation, SignalResult, CONVENTIONAL, GRACE_FLOOR, GRACE_MULTIPLE, KILL_FLOOR,
 };
 use super::ProbeOptions;
+use childguard::Signal;
 
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 10_000.0).round() / 10.0
@@ -91,9 +92,17 @@ fn quoted(word: &str) -> String {
 }
 
 /// The human table.
-pub fn table(options: &ProbeOptions, results: &[SignalResult], rec: &Recommendation) -> String {
+pub fn table(
+    options: &ProbeOptions,
+    results: &[SignalResult],
+    rec: &Recommendation,
+    inherited: &[Signal],
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "probe of: {}", command_text(options));
+    if !inherited.is_empty() {
+        let _ = writeln!(out, "WARNING: {}", inherited_warning(inherited));
+    }
     let ready: Vec<&str> = options.ready.iter().map(|(t, _)| t.as_str()).collect();
     let _ = writeln!(
         out,
@@ -192,8 +201,24 @@ fn run_json(signal: childguard::Signal, run: &RunResult) -> Value {
     })
 }
 
+fn inherited_warning(inherited: &[Signal]) -> String {
+    let names: Vec<String> = inherited.iter().map(|s| s.to_string()).collect();
+    format!(
+        "childguard itself runs with {} ignored (SigIgn; e.g. started as a shell's background \
+         job `… &`, which ignores INT and QUIT): the server inherits that unless it installs a \
+         handler, so what is measured for {} may not be what a service manager would see",
+        names.join(","),
+        if names.len() == 1 { "it" } else { "them" }
+    )
+}
+
 /// The JSON object (one line).
-pub fn json(options: &ProbeOptions, results: &[SignalResult], rec: &Recommendation) -> String {
+pub fn json(
+    options: &ProbeOptions,
+    results: &[SignalResult],
+    rec: &Recommendation,
+    inherited: &[Signal],
+) -> String {
     let signals: Vec<Value> = results
         .iter()
         .map(|r| {
@@ -226,6 +251,8 @@ pub fn json(options: &ProbeOptions, results: &[SignalResult], rec: &Recommendati
         "recommended_ladder": rec.ladder,
         "kill_grace_s": rec.kill_grace.as_secs(),
         "rule": rule(),
+        "inherited_ignored": inherited.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        "warning": (!inherited.is_empty()).then(|| inherited_warning(inherited)),
     });
     format!("{value}\n")
 }
