@@ -61,6 +61,10 @@ pub fn outcome(signal: Signal, run: &RunResult) -> (String, bool) {
         let what = match (run.disposition, run.kept_serving) {
             (Disposition::Ignored, _) => "ignored (SigIgn)".to_string(),
             (Disposition::Blocked, _) => "blocked (SigBlk): still pending".to_string(),
+            // Said it is stopping, but still there: a shutdown that waits (for clients…).
+            _ if run.stopping == Some(true) => {
+                "kept running after STOPPING=1 (a shutdown that waits)".into()
+            }
             (_, Some(true)) => "kept running and serving (reload?)".into(),
             (_, Some(false)) => "kept running, not serving".into(),
             (_, None) => "kept running".into(),
