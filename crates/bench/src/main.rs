@@ -49,6 +49,17 @@ fn main() -> ExitCode {
         let code = childguard_cli::main_with(std::iter::once(OsString::from("init")).chain(rest));
         std::process::exit(code);
     }
+    // `childguard ARGS…`: the CLI (the probe scenario), and the hidden subcommand it re-executes
+    // itself with for its own fixture.
+    if args.peek().is_some_and(|a| a == "childguard") {
+        std::process::exit(childguard_cli::main_with(args.skip(1)));
+    }
+    if args
+        .peek()
+        .is_some_and(|a| a == childguard_cli::SLOWSERVER_SUBCOMMAND)
+    {
+        std::process::exit(childguard_cli::main_with(args));
+    }
     if args.peek().is_some_and(|a| a == fixture::SUBCOMMAND) {
         let rest: Vec<OsString> = args.skip(1).collect();
         slowserver::main_with(vec![fixture::SUBCOMMAND.into()], rest);

@@ -21,6 +21,8 @@ pub enum Invocation {
     Init(Vec<OsString>),
     /// `childguard with …`.
     With(crate::with::WithOptions),
+    /// `childguard probe …`.
+    Probe(Box<crate::probe::ProbeOptions>),
     /// Print this help text and exit 0.
     Help(&'static str),
     /// `--version`.
@@ -108,6 +110,14 @@ impl UsageError {
         }
     }
 
+    /// An error of `childguard probe`.
+    pub fn probe(message: impl Into<String>) -> UsageError {
+        UsageError {
+            message: message.into(),
+            hint: "childguard probe --help",
+        }
+    }
+
     /// An error of `childguard timeout` (or `timeout`), pointing at its help.
     pub fn timeout(message: impl Into<String>) -> UsageError {
         UsageError {
@@ -161,6 +171,10 @@ where
             Some(options) => Ok(Invocation::With(options)),
             None => Ok(Invocation::Help(help::WITH)),
         },
+        Some("probe") => match crate::probe::parse(args)? {
+            Some(options) => Ok(Invocation::Probe(Box::new(options))),
+            None => Ok(Invocation::Help(help::PROBE)),
+        },
         Some("timeout") => {
             messages::set_program("timeout");
             crate::timeout::parse(args)
@@ -185,6 +199,7 @@ fn help_topic(topic: Option<OsString>) -> Result<&'static str, UsageError> {
         Some(Some("timeout")) => Ok(help::TIMEOUT),
         Some(Some("with")) => Ok(help::WITH),
         Some(Some("init")) => Ok(help::INIT),
+        Some(Some("probe")) => Ok(help::PROBE),
         Some(_) => Err(UsageError::top(format!(
             "no help for {:?} (try run or demo)",
             topic.unwrap_or_default()

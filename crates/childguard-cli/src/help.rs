@@ -12,6 +12,7 @@ Commands:
   with [--ready C] -- SERVER.. -- CMD  start servers, wait until ready, run CMD, close them
   init [OPTIONS] -- CMD [ARG...]    a container's PID 1: tini's behaviour, plus the ladder
                                     within the engine's stop budget (also as argv[0] `tini`)
+  probe [OPTIONS] -- SERVER [ARG...] measure what each signal does to SERVER; recommend a ladder
   demo                              close a server with a 10 s read in flight, in ~1 ms
   help [run|demo]                   print help
 
@@ -240,4 +241,39 @@ $POSIXLY_CORRECT is set (then CMD starts at the first non-option).
 
 Exit status: CMD's; 1 for a bad option or a failed set-up; 126/127 when CMD cannot run or
 is not found.
+";
+
+/// `childguard probe --help`.
+pub const PROBE: &str = "\
+Usage: childguard probe [OPTIONS] [--] SERVER [ARG...]
+
+Measure what each signal does to SERVER and recommend a ladder. For each signal and each run,
+SERVER is started fresh (in a cgroup of its own when one can be made; the output says when
+not), its readiness awaited, the --client started, then the one signal is sent to SERVER's
+main process and its exit awaited for --window. Then it is closed with KILL and checked gone.
+
+Options:
+  --ready COND          readiness, as for `with`: notify, tcp:HOST:PORT, unix:PATH, line:TEXT,
+                        http:URL, exec:CMD (more than one: every one must hold)
+  --ready-timeout DUR   how long to wait for it (default 30s)
+  --client CMD          a client started once SERVER is ready, left running while the signal
+                        is sent (CMD split into words as for exec:)
+  --client-ready COND   the client counts as started once COND holds (e.g. exec:… checking
+                        that its query runs); without it, the signal follows its spawn
+  --signals LIST        the signals probed (default HUP,INT,TERM,QUIT,USR1,USR2)
+  --runs N              runs per signal (default 3)
+  --window DUR          how long an exit is awaited after the signal (default 10s)
+  --user NAME           run SERVER and the client as NAME (e.g. postgres, when root)
+  --json                one JSON object; its key recommended_ladder holds the ladder
+  -h, --help            print this help
+
+Clean: exited within the window by its own hand (an exit code, or a handler that re-raised the
+signal), nothing left in its cgroup, in every run. The ladder: every clean signal, fastest
+first, each grace 3x its slowest exit rounded up to whole seconds (at least 2s), then KILL.
+
+Exit status: 0 a clean signal was found; 3 none was (the ladder is KILL alone); 125 the probe
+failed (bad usage, SERVER never ready, …).
+
+Example:
+  childguard probe --ready unix:/tmp/r.sock -- redis-server --port 0 --unixsocket /tmp/r.sock
 ";

@@ -23,6 +23,7 @@ mod help;
 #[cfg(target_os = "linux")]
 mod init;
 mod messages;
+mod probe;
 mod received;
 mod run;
 #[cfg(target_os = "linux")]
@@ -72,6 +73,7 @@ where
         Ok(Invocation::Demo) => demo::run(),
         Ok(Invocation::Init(rest)) => init_main(rest, false),
         Ok(Invocation::With(options)) => with::run(options),
+        Ok(Invocation::Probe(options)) => probe::run(*options),
         // A help or version text that cannot be written (stdout closed or full) is a failure,
         // as in coreutils, never a panic.
         Ok(Invocation::Help(text)) => stdout_or_fail(text),

@@ -13,6 +13,7 @@ pub mod init;
 mod libnbd;
 mod overhead;
 mod precision;
+mod probe;
 mod ready;
 mod ready_http;
 mod scale;
@@ -95,6 +96,11 @@ pub const ALL: &[Scenario] = &[
         name: "ready_http",
         about: "detection delay from an HTTP server's readiness to spawn() returning (Ready::http on a Unix socket) vs curl run every 10 ms (needs python3 and curl)",
         run: ready_http::run,
+    },
+    Scenario {
+        name: "probe",
+        about: "one `childguard probe` of real redis (6 signals x 3 runs, 10 s window), wall time vs a fixed-wait probe's waits (computed; needs redis-server)",
+        run: probe::run,
     },
     Scenario {
         name: "capture",

@@ -1,0 +1,487 @@
+//! `childguard probe` (issue 23 item 2) against real servers and the slowserver fixture: what
+//! it measures, the ladder it recommends (checked against our presets), that nothing is left
+//! behind (no process, no cgroup), and its usage errors.
+//!
+//! A missing server fails the test naming the Debian package, unless
+//! `CHILDGUARD_SKIP_PEERS=1`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use childguard::{Ladder, Signal};
+use childguard_tests::cgroups::own_cgroup_dir;
+use childguard_tests::postgres::{find_peer, pg_tool, Cluster, INSTALL_POSTGRES};
+use childguard_tests::*;
+
+const INSTALL: &str = "apt-get install -y redis-server qemu-utils libnbd-bin (or run tests/run.sh)";
+
+/// The only early return allowed: the peer is missing and skipping was asked for.
+macro_rules! require {
+    ($found:expr) => {
+        match $found {
+            Some(path) => path,
+            None => return,
+        }
+    };
+}
+
+fn peer(test: &str, name: &str, dirs: &[&str], install: &str) -> Option<PathBuf> {
+    let candidates = dirs.iter().map(|d| Path::new(d).join(name)).collect();
+    find_peer(test, name, candidates, install)
+}
+
+fn probe_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("cg-childguard"));
+    cmd.arg("probe").args(args).stdin(Stdio::null());
+    cmd
+}
+
+/// Runs a probe to completion, then checks that it left nothing: no process whose command
+/// line holds `mark` (a path unique to the test), no cgroup the probe made.
+fn probe(args: &[&str], mark: &str) -> Output {
+    let child = probe_command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running cg-childguard probe");
+    let probe_pid = child.id();
+    let output = child.wait_with_output().unwrap();
+    let mine = format!("childguard-{probe_pid}-");
+    let cgroups: Vec<String> = std::fs::read_dir(own_cgroup_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&mine))
+        .collect();
+    assert!(cgroups.is_empty(), "the probe left cgroups {cgroups:?}");
+    let left = processes_with(mark);
+    assert!(left.is_empty(), "the probe left processes {left:?}");
+    output
+}
+
+/// Live processes whose command line contains `mark`, but for the probe's guardian (`cgguard/…`,
+/// forked from the probe without exec, so with its command line), which ends on its own
+/// once it has seen the probe exit and removed what it guarded.
+fn processes_with(mark: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if cmdline.contains(mark)
+            && !comm.starts_with("cgguard/")
+            && is_alive(pid)
+            && proc_state(pid) != Some('Z')
+        {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The `--json` object on stdout.
+fn json(output: &Output) -> serde_json::Value {
+    let out = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| {
+        panic!(
+            "probe output is not one JSON object ({e}): {out}\nstderr: {}",
+            stderr(output)
+        )
+    })
+}
+
+fn recommended(report: &serde_json::Value) -> Ladder {
+    let text = report["recommended_ladder"]
+        .as_str()
+        .expect("recommended_ladder");
+    text.parse()
+        .unwrap_or_else(|e| panic!("{text:?} does not parse: {e}"))
+}
+
+fn signals_of(ladder: &Ladder) -> Vec<Signal> {
+    ladder.rungs().iter().map(|r| r.signal).collect()
+}
+
+fn clean_signals(report: &serde_json::Value) -> Vec<String> {
+    report["clean_signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The per-signal object for `name`.
+fn result<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["signal"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {report}"))
+}
+
+fn dispositions(report: &serde_json::Value, name: &str) -> Vec<String> {
+    result(report, name)["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["disposition"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// slowserver listening on `socket`, started fresh each run: it does not remove a socket file
+/// left by the run before (one `KILL`ed cannot), so `sh` does, then execs it (the same pid).
+fn slowserver_on(socket: &str, flags: &str) -> Vec<String> {
+    let slow = bin("cg-slowserver").display().to_string();
+    let script =
+        format!("rm -f '{socket}'; exec '{slow}' {flags} --ignore-eof --listen '{socket}'");
+    vec!["--".into(), "sh".into(), "-c".into(), script]
+}
+
+fn assert_contained(report: &serde_json::Value) {
+    assert_eq!(report["contained"], true, "{}", report["containment"]);
+}
+
+#[test]
+fn redis_probe_recommends_term_first_and_kill_last_as_the_preset() {
+    let test = "redis_probe_recommends_term_first_and_kill_last_as_the_preset";
+    let redis = require!(peer(
+        test,
+        "redis-server",
+        &["/usr/bin", "/usr/local/bin"],
+        INSTALL
+    ));
+    let dir = scratch("probe-redis");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("redis.sock").display().to_string();
+    let ready = format!("unix:{socket}");
+    let output = probe(
+        &[
+            "--json",
+            "--runs",
+            "2",
+            "--window",
+            "3s",
+            "--ready",
+            &ready,
+            "--",
+            redis.to_str().unwrap(),
+            "--port",
+            "0",
+            "--unixsocket",
+            &socket,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir.to_str().unwrap(),
+        ],
+        &socket,
+    );
+    let report = json(&output);
+    eprintln!("{report:#}");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_contained(&report);
+    let ladder = recommended(&report);
+    let signals = signals_of(&ladder);
+    assert_eq!(signals.first(), Some(&Signal::TERM), "{ladder}");
+    assert_eq!(signals.last(), Some(&Signal::KILL), "{ladder}");
+    // Our preset: the same first signal, and KILL last.
+    let preset = signals_of(&Ladder::redis());
+    assert_eq!(
+        preset.first(),
+        signals.first(),
+        "preset {}",
+        Ladder::redis()
+    );
+    // HUP: in SigIgn, so marked ignored and never recommended.
+    assert_eq!(dispositions(&report, "HUP"), ["ignored", "ignored"]);
+    assert!(!signals.contains(&Signal::HUP), "{ladder}");
+    // TERM: exit 0 in every run, nothing left in the cgroup.
+    let term = result(&report, "TERM");
+    for run in term["runs"].as_array().unwrap() {
+        assert_eq!(run["exit_code"], 0, "{run}");
+        assert_eq!(run["left_in_cgroup_after"], 0, "{run}");
+        assert!(run["left_after_close"].is_null(), "{run}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn qemu_nbd_probe_agrees_with_the_preset() {
+    let test = "qemu_nbd_probe_agrees_with_the_preset";
+    let qemu_nbd = require!(peer(
+        test,
+        "qemu-nbd",
+        &["/usr/bin", "/usr/local/bin"],
+        INSTALL
+    ));
+    require!(peer(
+        test,
+        "nbdinfo",
+        &["/usr/bin", "/usr/local/bin"],
+        INSTALL
+    ));
+    let dir = scratch("probe-qemu-nbd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let disk = dir.join("disk.raw");
+    std::fs::write(&disk, vec![0u8; 1 << 20]).unwrap();
+    let socket = dir.join("nbd.sock").display().to_string();
+    // Ready after one whole NBD session: a connection closed before its handshake (what
+    // `unix:` makes) leaves qemu-nbd deaf to signals until it is handled (docs/servers.md).
+    let ready = format!("exec:nbdinfo --can connect 'nbd+unix:///?socket={socket}'");
+    let output = probe(
+        &[
+            "--json",
+            "--runs",
+            "2",
+            "--window",
+            "3s",
+            "--signals",
+            "HUP,INT,TERM,QUIT",
+            "--ready",
+            &ready,
+            "--",
+            qemu_nbd.to_str().unwrap(),
+            "-k",
+            &socket,
+            "-f",
+            "raw",
+            "-t",
+            disk.to_str().unwrap(),
+        ],
+        &socket,
+    );
+    let report = json(&output);
+    eprintln!("{report:#}");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_contained(&report);
+    let ladder = recommended(&report);
+    let signals = signals_of(&ladder);
+    assert_eq!(signals.last(), Some(&Signal::KILL), "{ladder}");
+    // Every signal of our preset (HUP, TERM, then KILL) is one the probe found clean, and
+    // recommended; QUIT (no handler: its default action kills it) is not.
+    let preset = Ladder::qemu_nbd();
+    let clean = clean_signals(&report);
+    for signal in signals_of(&preset) {
+        if signal != Signal::KILL {
+            assert!(
+                clean.contains(&signal.to_string()),
+                "preset {preset}: {signal} not clean"
+            );
+            assert!(
+                signals.contains(&signal),
+                "preset {preset}: {signal} not in {ladder}"
+            );
+        }
+    }
+    assert_eq!(dispositions(&report, "QUIT"), ["default", "default"]);
+    assert!(!signals.contains(&Signal::QUIT), "{ladder}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn slowserver_ignoring_signals_gets_them_marked_ignored_and_not_recommended() {
+    let dir = scratch("probe-slowserver");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("slow.sock").display().to_string();
+    let ready = format!("unix:{socket}");
+    let mut args: Vec<String> = ["--json", "--runs", "2", "--window", "3s"]
+        .into_iter()
+        .chain(["--signals", "HUP,INT,TERM,USR2", "--ready", &ready])
+        .map(String::from)
+        .collect();
+    // With --log, slowserver handles HUP, TERM and INT (logs, then re-raises the signal).
+    let log = dir.join("slow.log").display().to_string();
+    args.extend(slowserver_on(
+        &socket,
+        &format!("--ignore HUP,USR2 --log '{log}'"),
+    ));
+    let output = probe(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &socket,
+    );
+    let report = json(&output);
+    eprintln!("{report:#}");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    for name in ["HUP", "USR2"] {
+        assert_eq!(
+            dispositions(&report, name),
+            ["ignored", "ignored"],
+            "{name}"
+        );
+        let verdict = result(&report, name)["verdict"].as_str().unwrap();
+        assert!(verdict.starts_with("ignored"), "{name}: {verdict}");
+        assert_eq!(result(&report, name)["clean"], false);
+    }
+    assert_eq!(clean_signals(&report), ["TERM", "INT"]);
+    assert_eq!(recommended(&report).to_string(), "TERM:2s,INT:2s,KILL:5s");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_server_no_signal_ends_cleanly_exits_3_with_kill_alone() {
+    let dir = scratch("probe-none-clean");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("slow.sock").display().to_string();
+    let ready = format!("unix:{socket}");
+    // QUIT has no handler in slowserver (its default action kills it); TERM is ignored.
+    let mut args: Vec<String> = ["--runs", "1", "--window", "3s", "--signals", "TERM,QUIT"]
+        .into_iter()
+        .chain(["--ready", &ready])
+        .map(String::from)
+        .collect();
+    args.extend(slowserver_on(&socket, "--ignore TERM"));
+    let output = probe(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &socket,
+    );
+    let out = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{out}");
+    assert_eq!(output.status.code(), Some(3), "{out}{}", stderr(&output));
+    assert!(out.contains("recommended ladder: KILL:5s"), "{out}");
+    assert!(
+        out.contains("killed by QUIT: default action, no handler"),
+        "{out}"
+    );
+    assert!(out.contains("ignored (SigIgn)"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_a_usage_error_naming_it() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--signals", "HUP,BOGUS", "--", "true"], "\"BOGUS\""),
+        (&["--signals", "KILL", "--", "true"], "\"KILL\""),
+        (&["--signals", "TERM,TERM", "--", "true"], "named twice"),
+        (&["--runs", "0", "--", "true"], "--runs: \"0\""),
+        (&["--runs", "many", "--", "true"], "--runs: \"many\""),
+        (&["--window", "0", "--", "true"], "--window"),
+        (&["--ready", "bogus:x", "--", "true"], "\"bogus:x\""),
+        (
+            &["--client-ready", "unix:/x", "--", "true"],
+            "--client-ready needs --client",
+        ),
+        (
+            &["--user", "no-such-user-here", "--", "true"],
+            "no-such-user-here",
+        ),
+        (&["--bogus", "--", "true"], "'--bogus'"),
+        (&["--json"], "missing SERVER"),
+        (&[], "missing SERVER"),
+        (&["--"], "missing SERVER"),
+    ];
+    for (args, needle) in cases {
+        let output = probe_command(args).output().unwrap();
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(125), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(err.contains("childguard probe --help"), "{args:?}: {err}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn a_server_never_ready_fails_the_probe_and_leaves_nothing() {
+    let dir = scratch("probe-never-ready");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("never.sock").display().to_string();
+    let ready = format!("unix:{socket}");
+    let slow = bin("cg-slowserver").display().to_string();
+    // slowserver never listens there; its `--log` file is the mark of its processes.
+    let log = dir.join("never.log").display().to_string();
+    let output = probe(
+        &[
+            "--ready",
+            &ready,
+            "--ready-timeout",
+            "300ms",
+            "--",
+            &slow,
+            "--ignore-eof",
+            "--log",
+            &log,
+        ],
+        &log,
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(125), "{err}");
+    assert!(err.contains("probe of HUP, run 1 of 3"), "{err}");
+    assert!(err.contains(&socket), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// postgres with a busy client (`select pg_sleep(60)`): TERM, the smart shutdown, waits for
+/// the client, so it does not end postgres within the window; INT, the fast shutdown, does.
+#[test]
+fn postgres_with_a_busy_client_term_waits_int_ends_it() {
+    let test = "postgres_with_a_busy_client_term_waits_int_ends_it";
+    let postgres = require!(pg_tool(test, "postgres", INSTALL_POSTGRES));
+    require!(peer(test, "psql", &["/usr/bin"], INSTALL_POSTGRES));
+    let cluster = require!(Cluster::new(test));
+    let data = cluster.root.join("data").display().to_string();
+    let run = cluster.root.join("run").display().to_string();
+    let psql = format!("psql -h {run} -U postgres -d postgres");
+    let client = format!("{psql} -c 'select pg_sleep(60)'");
+    let client_ready = format!(
+        "exec:{psql} -tAc \"select 1/count(*) from pg_stat_activity where wait_event = 'PgSleep'\""
+    );
+    let output = probe(
+        &[
+            "--json",
+            "--runs",
+            "1",
+            "--window",
+            "5s",
+            "--signals",
+            "TERM,INT",
+            "--user",
+            "postgres",
+            "--ready",
+            "notify",
+            "--client",
+            &client,
+            "--client-ready",
+            &client_ready,
+            "--",
+            postgres.to_str().unwrap(),
+            "-D",
+            &data,
+            "-c",
+            "listen_addresses=",
+            "-c",
+            &format!("unix_socket_directories={run}"),
+            "-c",
+            "fsync=off",
+        ],
+        &data,
+    );
+    let report = json(&output);
+    eprintln!("{report:#}");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_contained(&report);
+    let term = &result(&report, "TERM")["runs"][0];
+    assert_eq!(term["exited"], false, "{term}");
+    assert_eq!(term["disposition"], "caught", "{term}");
+    let int = &result(&report, "INT")["runs"][0];
+    assert_eq!(int["exit_code"], 0, "{int}");
+    assert_eq!(int["left_in_cgroup_after"], 0, "{int}");
+    assert_eq!(clean_signals(&report), ["INT"]);
+    assert_eq!(
+        signals_of(&recommended(&report)),
+        [Signal::INT, Signal::KILL]
+    );
+}
