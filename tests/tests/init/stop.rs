@@ -30,44 +30,53 @@ fn a_server_that_ignores_term_ends_within_the_budget() {
     if !pid_namespaces("a_server_that_ignores_term_ends_within_the_budget") {
         return;
     }
-    for name in NAMES {
-        for contain in CONTAIN {
-            let args = [
-                contain,
-                &[
-                    "--stop-budget",
-                    "2s",
-                    "--",
-                    "sh",
-                    "-c",
-                    "trap '' TERM; sleep 1000 & wait",
-                ],
-            ]
-            .concat();
-            let child = name.as_pid1(&args).stderr(Stdio::piped()).spawn().unwrap();
-            let init = init_under_unshare(&child);
-            await_descendants(init, 2);
-            let sent = Instant::now();
-            send(init, libc::SIGTERM);
-            let o = child.wait_with_output().unwrap();
-            let took = sent.elapsed();
-            let e = err(&o);
-            assert_eq!(
-                o.status.code(),
-                Some(128 + libc::SIGKILL),
-                "{name:?} {contain:?}: {e}"
-            );
-            // The TERM grace was waited out (the ladder, not an immediate KILL)…
-            assert!(
-                took >= Duration::from_millis(1900),
-                "{name:?} {contain:?}: {took:?} {e}"
-            );
-            // …and the KILL came by the budget, not by an engine 10 s later.
-            assert!(
-                took < Duration::from_secs(2) + SLACK,
-                "{name:?} {contain:?}: {took:?} {e}"
-            );
-            assert!(e.contains("0 processes left"), "{name:?} {contain:?}: {e}");
+    // Two ways to the KILL within the budget: by default the TERM rung is skipped (the
+    // server ignores TERM: `SigIgn`), so KILL goes out at once and the report says so; with
+    // `NOSKIP` the TERM grace, scaled to the budget, is waited out first.
+    for (ladder, skipped) in [("TERM:8s,KILL:1s", true), ("NOSKIP,TERM:8s,KILL:1s", false)] {
+        for name in NAMES {
+            for contain in CONTAIN {
+                let args = [
+                    contain,
+                    &[
+                        "--ladder",
+                        ladder,
+                        "--stop-budget",
+                        "2s",
+                        "--",
+                        "sh",
+                        "-c",
+                        "trap '' TERM; sleep 1000 & wait",
+                    ],
+                ]
+                .concat();
+                let child = name.as_pid1(&args).stderr(Stdio::piped()).spawn().unwrap();
+                let init = init_under_unshare(&child);
+                await_descendants(init, 2);
+                let sent = Instant::now();
+                send(init, libc::SIGTERM);
+                let o = child.wait_with_output().unwrap();
+                let took = sent.elapsed();
+                let e = err(&o);
+                let what = format!("{name:?} {contain:?} {ladder}");
+                assert_eq!(o.status.code(), Some(128 + libc::SIGKILL), "{what}: {e}");
+                if skipped {
+                    assert!(
+                        e.contains("TERM +0.0ms skipped: ignored by the server"),
+                        "{what}: {e}"
+                    );
+                } else {
+                    // The TERM grace was waited out (the ladder, not an immediate KILL)…
+                    assert!(!e.contains("skipped"), "{what}: {e}");
+                    assert!(took >= Duration::from_millis(1900), "{what}: {took:?} {e}");
+                }
+                // …and the KILL came by the budget, not by an engine 10 s later.
+                assert!(
+                    took < Duration::from_secs(2) + SLACK,
+                    "{what}: {took:?} {e}"
+                );
+                assert!(e.contains("0 processes left"), "{what}: {e}");
+            }
         }
     }
 }

@@ -48,7 +48,10 @@ pub fn fit(ladder: &Ladder, budget: Duration) -> Ladder {
         last.signal,
         last.grace.min(budget.max(Duration::from_millis(100))),
     ));
-    Ladder::new(fitted).expect("a fitted ladder has at least one rung")
+    // `NOSKIP` (sending a rung the server ignores, its grace waited out) is kept.
+    Ladder::new(fitted)
+        .expect("a fitted ladder has at least one rung")
+        .skip_ignored(ladder.skips_ignored())
 }
 
 /// `ladder` with its first rung's signal replaced by `signal` (the stop signal received: an
@@ -57,7 +60,9 @@ pub fn fit(ladder: &Ladder, budget: Duration) -> Ladder {
 pub fn starting_with(ladder: &Ladder, signal: Signal) -> Ladder {
     let mut rungs = ladder.rungs().to_vec();
     rungs[0].signal = signal;
-    Ladder::new(rungs).expect("same number of rungs")
+    Ladder::new(rungs)
+        .expect("same number of rungs")
+        .skip_ignored(ladder.skips_ignored())
 }
 
 /// A process left at the stop, pinned by its pidfd.
