@@ -44,6 +44,14 @@ Options:
   --notify                 send READY=1 and STATUS=ready to $NOTIFY_SOCKET when ready, and
                            STOPPING=1 on HUP/TERM/INT (which then end the process as usual)
   --notify-extend DUR      with --notify: with STOPPING=1 also send EXTEND_TIMEOUT_USEC=DUR
+  --watchdog-every DUR     with --notify: from READY=1 on, send WATCHDOG=1 every DUR
+  --watchdog-for DUR       with --watchdog-every: stop sending after DUR (a hung server)
+  --watchdog-trigger DUR   with --notify: DUR after READY=1, send WATCHDOG=trigger
+  --notify-send TEXT       with --notify: right before READY=1, send TEXT as one datagram
+                           (`\n` in TEXT is a newline; repeatable, sent in order)
+  --reload DUR|never|exit  with --notify: HUP is a reload, not an exit: send RELOADING=1
+                           and MONOTONIC_USEC=, then READY=1 DUR later (never: no READY=1;
+                           exit: exit 3 instead)
   --listen PATH            when ready, listen on the Unix socket PATH (connections accepted
                            and closed at once)
   --stderr-flood BYTES     before becoming ready, write BYTES of numbered log lines to stderr
@@ -98,8 +106,29 @@ pub struct Config {
     pub notify_extend: Option<Duration>,
     /// `--listen`.
     pub listen: Option<PathBuf>,
+    /// `--watchdog-every`.
+    pub watchdog_every: Option<Duration>,
+    /// `--watchdog-for`.
+    pub watchdog_for: Option<Duration>,
+    /// `--watchdog-trigger`.
+    pub watchdog_trigger: Option<Duration>,
+    /// `--notify-send`, each with `\n` made a newline.
+    pub notify_send: Vec<String>,
+    /// `--reload`.
+    pub reload: Option<Reload>,
     /// `--stderr-flood`, in bytes.
     pub stderr_flood: Option<u64>,
+}
+
+/// `--reload`: what a HUP does after `RELOADING=1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reload {
+    /// `READY=1` this long after.
+    After(Duration),
+    /// No `READY=1` ever.
+    Never,
+    /// Exit 3.
+    Exit,
 }
 
 /// What the process should be.
@@ -194,6 +223,23 @@ where
             "--notify" => takes_no_value(&mut config, |c| c.notify = true)?,
             "--notify-extend" => config.notify_extend = Some(duration(flag, &value()?)?),
             "--listen" => config.listen = Some(PathBuf::from(value()?)),
+            "--watchdog-every" => config.watchdog_every = Some(duration(flag, &value()?)?),
+            "--watchdog-for" => config.watchdog_for = Some(duration(flag, &value()?)?),
+            "--watchdog-trigger" => config.watchdog_trigger = Some(duration(flag, &value()?)?),
+            "--notify-send" => {
+                let value = value()?;
+                config
+                    .notify_send
+                    .push(utf8(flag, &value)?.replace("\\n", "\n"));
+            }
+            "--reload" => {
+                let value = value()?;
+                config.reload = Some(match utf8(flag, &value)? {
+                    "never" => Reload::Never,
+                    "exit" => Reload::Exit,
+                    _ => Reload::After(duration(flag, &value)?),
+                });
+            }
             "--stderr-flood" => config.stderr_flood = Some(bytes(flag, &value()?)?),
             _ => return Err(UsageError(format!("unknown argument '{text}'"))),
         }

@@ -139,6 +139,7 @@ fn run(config: &Config) -> ! {
         log,
         slow_exit: config.slow_exit,
         notify: notifier.clone(),
+        reload: config.reload.filter(|_| notifier.is_some()),
     };
     signals::install(&config.ignore, handling)
         .unwrap_or_else(|e| fail("cannot install signal handlers", e));
@@ -178,7 +179,20 @@ fn run(config: &Config) -> ! {
     }
     // After the READY line: a supervisor woken by READY=1 finds the line already there.
     if let Some(notifier) = &notifier {
+        // Before READY=1: a supervisor that saw READY=1 has read these too (one queue, in order).
+        for message in &config.notify_send {
+            notifier
+                .send(message)
+                .unwrap_or_else(|e| fail("--notify-send", e));
+        }
         notifier.ready().unwrap_or_else(|e| fail("--notify", e));
+        ready::watchdog(
+            notifier,
+            config.watchdog_every,
+            config.watchdog_for,
+            config.watchdog_trigger,
+        )
+        .unwrap_or_else(|e| fail("--watchdog-every", e));
     }
 
     if config.stop_self {

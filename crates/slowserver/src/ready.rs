@@ -92,3 +92,61 @@ impl Notifier {
         let _ = self.send(&message);
     }
 }
+
+/// `--watchdog-every`/`--watchdog-for`/`--watchdog-trigger`: a thread that sends `WATCHDOG=1`
+/// every `every` (stopping after `until`, if given), and `WATCHDOG=trigger` after `trigger`.
+pub fn watchdog(
+    notifier: &Notifier,
+    every: Option<Duration>,
+    until: Option<Duration>,
+    trigger: Option<Duration>,
+) -> io::Result<()> {
+    if every.is_none() && trigger.is_none() {
+        return Ok(());
+    }
+    let notifier = notifier.clone();
+    thread::Builder::new()
+        .name("watchdog".into())
+        .spawn(move || {
+            let start = std::time::Instant::now();
+            let mut triggered = false;
+            loop {
+                let now = start.elapsed();
+                if trigger.is_some_and(|at| !triggered && now >= at) {
+                    let _ = notifier.send("WATCHDOG=trigger\n");
+                    triggered = true;
+                }
+                let pinging = every.is_some() && until.is_none_or(|u| now < u);
+                if pinging {
+                    let _ = notifier.send("WATCHDOG=1\n");
+                }
+                if !pinging && (triggered || trigger.is_none()) {
+                    return; // nothing left to send: a hung server
+                }
+                let step = every.unwrap_or(Duration::from_millis(10)).min(
+                    trigger
+                        .filter(|_| !triggered)
+                        .map_or(Duration::MAX, |t| t.saturating_sub(now)),
+                );
+                thread::sleep(step.max(Duration::from_millis(1)));
+            }
+        })?;
+    Ok(())
+}
+
+/// `--reload`: the answer to a HUP (`Type=notify-reload`): `RELOADING=1` with
+/// `MONOTONIC_USEC=`, then `READY=1` after the delay (or never, or exit 3).
+pub fn reload(notifier: &Notifier, reload: crate::args::Reload) {
+    let usec = monotonic_ns() / 1000;
+    let _ = notifier.send(&format!(
+        "RELOADING=1\nMONOTONIC_USEC={usec}\nSTATUS=reloading\n"
+    ));
+    match reload {
+        crate::args::Reload::After(delay) => {
+            thread::sleep(delay);
+            let _ = notifier.send("READY=1\nSTATUS=reloaded\n");
+        }
+        crate::args::Reload::Never => {}
+        crate::args::Reload::Exit => crate::exit::after(None, 3),
+    }
+}
