@@ -27,6 +27,7 @@ mod notify_access;
 mod probe;
 mod probes;
 mod ready;
+mod reload;
 mod waits;
 #[cfg(target_os = "linux")]
 pub(crate) mod watchdog;

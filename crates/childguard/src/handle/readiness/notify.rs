@@ -212,6 +212,16 @@ impl NotifySocket {
         }
     }
 
+    /// Forgets a `RELOADING=1` heard before a reload we start (`ChildHandle::reload`).
+    pub(crate) fn reload_begins(&mut self) {
+        self.reloading = false;
+    }
+
+    /// Whether a `RELOADING=1` came and no `READY=1` since.
+    pub(crate) fn reloading(&self) -> bool {
+        self.reloading
+    }
+
     /// The watchdog's miss, if one happened.
     pub(crate) fn watchdog_missed(&self) -> Option<watchdog::WatchdogMiss> {
         self.watchdog.as_ref().and_then(|w| w.missed())
