@@ -52,6 +52,9 @@ Options:
   --reload DUR|never|exit  with --notify: HUP is a reload, not an exit: send RELOADING=1
                            and MONOTONIC_USEC=, then READY=1 DUR later (never: no READY=1;
                            exit: exit 3 instead)
+  --main-worker LOG        with --notify: start a worker (this program again, logging its
+                           signals to LOG) and send MAINPID=<its pid> before READY=1; we
+                           exit when it does, with its code (128+signal if signalled)
   --listen PATH            when ready, listen on the Unix socket PATH (connections accepted
                            and closed at once)
   --stderr-flood BYTES     before becoming ready, write BYTES of numbered log lines to stderr
@@ -116,6 +119,8 @@ pub struct Config {
     pub notify_send: Vec<String>,
     /// `--reload`.
     pub reload: Option<Reload>,
+    /// `--main-worker`: the worker's log.
+    pub main_worker: Option<PathBuf>,
     /// `--stderr-flood`, in bytes.
     pub stderr_flood: Option<u64>,
 }
@@ -223,6 +228,7 @@ where
             "--notify" => takes_no_value(&mut config, |c| c.notify = true)?,
             "--notify-extend" => config.notify_extend = Some(duration(flag, &value()?)?),
             "--listen" => config.listen = Some(PathBuf::from(value()?)),
+            "--main-worker" => config.main_worker = Some(PathBuf::from(value()?)),
             "--watchdog-every" => config.watchdog_every = Some(duration(flag, &value()?)?),
             "--watchdog-for" => config.watchdog_for = Some(duration(flag, &value()?)?),
             "--watchdog-trigger" => config.watchdog_trigger = Some(duration(flag, &value()?)?),

@@ -179,6 +179,13 @@ fn run(config: &Config) -> ! {
     }
     // After the READY line: a supervisor woken by READY=1 finds the line already there.
     if let Some(notifier) = &notifier {
+        if let Some(log) = &config.main_worker {
+            let pid =
+                grandchild::spawn_main_worker(log).unwrap_or_else(|e| fail("--main-worker", e));
+            notifier
+                .send(&format!("MAINPID={pid}\n"))
+                .unwrap_or_else(|e| fail("--main-worker", e));
+        }
         // Before READY=1: a supervisor that saw READY=1 has read these too (one queue, in order).
         for message in &config.notify_send {
             notifier

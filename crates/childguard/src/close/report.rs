@@ -81,6 +81,11 @@ pub struct NotifyReport {
     /// With [`Builder::watchdog`](crate::Builder::watchdog): the miss ("watchdog missed at
     /// +X ms …", since the spawn), then what the watchdog did about it (signals sent).
     pub watchdog: Vec<String>,
+    /// The last `MAINPID=` accepted: the process the close's catchable rungs went to.
+    pub main_pid: Option<u32>,
+    /// What became of each `MAINPID=` (accepted, or refused and why) and the signals sent
+    /// to the main process.
+    pub main: Vec<String>,
 }
 
 /// One `EXTEND_TIMEOUT_USEC=` during the close.

@@ -59,6 +59,9 @@ pub(crate) mod notify {
         pub(crate) fn receive(&mut self) -> Option<Instant> {
             match *self {}
         }
+        pub(crate) fn signal_main(&mut self, _: crate::Signal) -> Option<std::io::Result<u32>> {
+            match *self {}
+        }
     }
 }
 
@@ -79,6 +82,9 @@ impl Listener for notify::NotifySocket {
     }
     fn finish(self: Box<Self>, close_started: Instant) -> crate::close::report::NotifyReport {
         notify::NotifySocket::finish(*self, close_started)
+    }
+    fn signal_main(&mut self, signal: crate::Signal) -> Option<io::Result<u32>> {
+        notify::NotifySocket::signal_main(self, signal)
     }
 }
 

@@ -66,6 +66,12 @@ pub(crate) struct NotifySocket {
     /// A `WATCHDOG_USEC=` heard before the watchdog was armed: its first interval (`Some(None)`:
     /// 0, off).
     watchdog_asked: Option<Option<Duration>>,
+    /// `MAINPID=`, accepted (`notify/main_pid.rs`).
+    main: Option<main_pid::MainPid>,
+    /// The last accepted `MAINPID=` (kept after it exited), for the report.
+    main_pid_now: Option<u32>,
+    /// What became of each `MAINPID=` and the rungs sent to it.
+    main_notes: Vec<String>,
     /// Every accepted extension: when it came, for how long.
     extensions: Vec<(Instant, Duration)>,
     ignored: Vec<String>,
@@ -167,6 +173,9 @@ impl NotifySocket {
             monotonic_usec: None,
             watchdog: None,
             watchdog_asked: None,
+            main: None,
+            main_pid_now: None,
+            main_notes: Vec::new(),
             extensions: Vec::new(),
             ignored: Vec::new(),
             ignored_count: 0,
@@ -306,6 +315,7 @@ impl NotifySocket {
                     }
                 }
                 "RELOADING" if value == "1" => self.reloading = true,
+                "MAINPID" => self.main_pid(sender, value),
                 "MONOTONIC_USEC" => match value.parse::<u64>() {
                     Ok(usec) => self.monotonic_usec = Some(usec),
                     Err(_) => self.ignore(format!("MONOTONIC_USEC={value:?} from pid {sender}")),
@@ -343,7 +353,7 @@ impl NotifySocket {
                         self.ignore(format!("EXTEND_TIMEOUT_USEC={value:?} from pid {sender}"))
                     }
                 },
-                // MAINPID, FDSTORE, … and unknown keys: not ours to act on. BARRIER=1: its fd
+                // FDSTORE, … and unknown keys: not ours to act on. BARRIER=1: its fd
                 // was closed as the datagram was read (`peer::recv_with_sender`), which is the
                 // answer `sd_notify_barrier(3)` waits for.
                 _ => {}
@@ -381,6 +391,8 @@ impl NotifySocket {
             errno: self.errno,
             exit_status: self.exit_status,
             watchdog,
+            main_pid: self.main_pid_now,
+            main: self.main_notes.clone(),
             stopping: self.stopping_at.map(since),
             extensions: self
                 .extensions
@@ -416,5 +428,6 @@ impl Drop for NotifySocket {
     }
 }
 
+mod main_pid;
 #[cfg(test)]
 mod tests;

@@ -93,10 +93,14 @@ impl ChildHandle {
         notify.reload_begins();
         let done_before = notify.reloads_done;
         let sent_at = Instant::now();
-        process
-            .signal(signal)
-            .map_err(|e| fail(ErrorKind::Signal, e))?;
-        if signal.is_catchable() {
+        // To the main process if the server named one (`MAINPID=`), as systemd does.
+        let to_main = notify.signal_main(signal).transpose();
+        if to_main.map_err(|e| fail(ErrorKind::Signal, e))?.is_none() {
+            process
+                .signal(signal)
+                .map_err(|e| fail(ErrorKind::Signal, e))?;
+        }
+        if signal.is_catchable() && !notify.has_main() {
             process
                 .signal(Signal::CONT)
                 .map_err(|e| fail(ErrorKind::Signal, e))?;
