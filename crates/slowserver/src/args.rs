@@ -55,6 +55,10 @@ Options:
   --main-worker LOG        with --notify: start a worker (this program again, logging its
                            signals to LOG) and send MAINPID=<its pid> before READY=1; we
                            exit when it does, with its code (128+signal if signalled)
+  --no-ready               with --notify: never send READY=1 (--notify-send still goes)
+  --barrier                with --notify: before READY=1, sd_notify_barrier(3): BARRIER=1
+                           with a pipe's write end, then wait up to 20 s for the
+                           supervisor to close its copy (else exit 1)
   --listen PATH            when ready, listen on the Unix socket PATH (connections accepted
                            and closed at once)
   --stderr-flood BYTES     before becoming ready, write BYTES of numbered log lines to stderr
@@ -119,6 +123,10 @@ pub struct Config {
     pub notify_send: Vec<String>,
     /// `--reload`.
     pub reload: Option<Reload>,
+    /// `--no-ready`.
+    pub no_ready: bool,
+    /// `--barrier`.
+    pub barrier: bool,
     /// `--main-worker`: the worker's log.
     pub main_worker: Option<PathBuf>,
     /// `--stderr-flood`, in bytes.
@@ -228,6 +236,8 @@ where
             "--notify" => takes_no_value(&mut config, |c| c.notify = true)?,
             "--notify-extend" => config.notify_extend = Some(duration(flag, &value()?)?),
             "--listen" => config.listen = Some(PathBuf::from(value()?)),
+            "--no-ready" => takes_no_value(&mut config, |c| c.no_ready = true)?,
+            "--barrier" => takes_no_value(&mut config, |c| c.barrier = true)?,
             "--main-worker" => config.main_worker = Some(PathBuf::from(value()?)),
             "--watchdog-every" => config.watchdog_every = Some(duration(flag, &value()?)?),
             "--watchdog-for" => config.watchdog_for = Some(duration(flag, &value()?)?),

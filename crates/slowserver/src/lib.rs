@@ -192,7 +192,14 @@ fn run(config: &Config) -> ! {
                 .send(message)
                 .unwrap_or_else(|e| fail("--notify-send", e));
         }
-        notifier.ready().unwrap_or_else(|e| fail("--notify", e));
+        if config.barrier {
+            notifier
+                .barrier(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|e| fail("--barrier", e));
+        }
+        if !config.no_ready {
+            notifier.ready().unwrap_or_else(|e| fail("--notify", e));
+        }
         ready::watchdog(
             notifier,
             config.watchdog_every,

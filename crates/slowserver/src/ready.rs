@@ -77,6 +77,54 @@ impl Notifier {
         Ok(())
     }
 
+    /// `sd_notify_barrier(3)`: `BARRIER=1` with the write end of a fresh pipe, our copy
+    /// closed; the supervisor answers by closing its copy, which we see as `POLLHUP` on the read
+    /// end. `Err(TimedOut)` if that did not happen within `timeout`.
+    pub fn barrier(&self, timeout: Duration) -> io::Result<()> {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        use std::mem::MaybeUninit;
+        use std::os::fd::AsFd;
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let sock = UnixDatagram::unbound()?;
+        let addr = rustix::net::SocketAddrUnix::new(&self.path)?;
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        let fds = [write.as_fd()];
+        if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+            return Err(io::Error::other("no room for the fd"));
+        }
+        rustix::net::sendmsg_addr(
+            &sock,
+            &addr,
+            &[io::IoSlice::new(b"BARRIER=1\n")],
+            &mut control,
+            SendFlags::empty(),
+        )?;
+        drop(write);
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("BARRIER=1 not answered within {timeout:?}"),
+                ));
+            }
+            let mut fds = [rustix::event::PollFd::new(
+                &read,
+                rustix::event::PollFlags::IN,
+            )];
+            let wait = rustix::event::Timespec::try_from(left).map_err(io::Error::other)?;
+            match rustix::event::poll(&mut fds, Some(&wait)) {
+                Ok(0) => continue,
+                Ok(_) if fds[0].revents().contains(rustix::event::PollFlags::HUP) => return Ok(()),
+                Ok(_) => continue,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// The start-up announcement.
     pub fn ready(&self) -> io::Result<()> {
         self.send("STATUS=ready\nREADY=1\n")
