@@ -97,9 +97,9 @@ fn a_server_that_stops_pinging_is_closed_with_its_ladder_and_the_report_says_so(
     assert!(!miss.triggered);
     assert_eq!(miss.pid, pid);
     assert_eq!(miss.interval, Duration::from_millis(500));
-    // The last ping came at 300 ms after readiness at the earliest; the deadline is 500 ms
-    // after it.
-    assert!(miss.at >= Duration::from_millis(800), "{miss:?}");
+    // The deadline is 500 ms after the arming (at readiness) at the earliest. (Not 800 ms:
+    // under load slowserver's last ping may come well before its 300 ms are up.)
+    assert!(miss.at >= Duration::from_millis(500), "{miss:?}");
     assert!(miss.at <= began.elapsed(), "{miss:?}");
     let report = handle.close().expect("close");
     let text = report.to_string();

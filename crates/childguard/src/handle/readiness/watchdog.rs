@@ -49,6 +49,9 @@ pub(crate) enum OnMiss {
         rungs: Vec<(Signal, Duration)>,
     },
     Call(MissFn),
+    /// Record the miss only: no pidfd (the portable mechanism, e.g. under valgrind), and a pid
+    /// number signalled from the loop could name a stranger once the handle reaped the child.
+    Record,
 }
 
 /// One datagram the loop read, for the handle to act on.
@@ -323,6 +326,11 @@ impl Dog {
 
         match &self.on_miss {
             OnMiss::Close { .. } => self.rung(ops, 0),
+            OnMiss::Record => self.note(
+                "watchdog: no pidfd for the child (portable mechanism): nothing sent in the \
+                 background; the handle's close closes it"
+                    .into(),
+            ),
             OnMiss::Call(f) => {
                 let f = Arc::clone(f);
                 let started = std::thread::Builder::new()
@@ -421,21 +429,18 @@ impl crate::ChildHandle {
             Some(f) => OnMiss::Call(f.0),
             None => {
                 let process = self.process().ok_or_else(no_socket)?;
-                let pidfd = process.pidfd().ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "watchdog: closing on a miss needs the child's pidfd (not portable())",
-                    )
-                })?;
-                OnMiss::Close {
-                    pidfd: pidfd.try_clone_to_owned()?,
-                    group: process.leads_group().then(|| process.pid()),
-                    rungs: self
-                        .ladder()
-                        .rungs()
-                        .iter()
-                        .map(|r| (r.signal, r.grace))
-                        .collect(),
+                match process.pidfd() {
+                    None => OnMiss::Record,
+                    Some(pidfd) => OnMiss::Close {
+                        pidfd: pidfd.try_clone_to_owned()?,
+                        group: process.leads_group().then(|| process.pid()),
+                        rungs: self
+                            .ladder()
+                            .rungs()
+                            .iter()
+                            .map(|r| (r.signal, r.grace))
+                            .collect(),
+                    },
                 }
             }
         };
