@@ -375,6 +375,37 @@ mod tests {
     }
 
     #[test]
+    fn sd_notify_flags() {
+        let c = config(&[
+            "--watchdog-every=20ms",
+            "--watchdog-for",
+            "1s",
+            "--watchdog-trigger",
+            "2s",
+            "--notify-send",
+            "A=1\\nB=2",
+            "--notify-send=C=3",
+            "--reload",
+            "100ms",
+            "--main-worker",
+            "/tmp/w.log",
+            "--barrier",
+            "--no-ready",
+        ]);
+        assert_eq!(c.watchdog_every, Some(Duration::from_millis(20)));
+        assert_eq!(c.watchdog_for, Some(Duration::from_secs(1)));
+        assert_eq!(c.watchdog_trigger, Some(Duration::from_secs(2)));
+        assert_eq!(c.notify_send, ["A=1\nB=2", "C=3"]);
+        assert_eq!(c.reload, Some(Reload::After(Duration::from_millis(100))));
+        assert_eq!(c.main_worker, Some(PathBuf::from("/tmp/w.log")));
+        assert!(c.barrier && c.no_ready);
+        assert_eq!(config(&["--reload", "never"]).reload, Some(Reload::Never));
+        assert_eq!(config(&["--reload", "exit"]).reload, Some(Reload::Exit));
+        assert!(run(&["--reload", "sometime"]).is_err());
+        assert!(run(&["--barrier=1"]).is_err());
+    }
+
+    #[test]
     fn help_and_worker() {
         assert_eq!(run(&["--help"]), Ok(Mode::Help));
         assert_eq!(run(&["-h"]), Ok(Mode::Help));

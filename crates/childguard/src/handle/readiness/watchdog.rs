@@ -71,9 +71,23 @@ pub(crate) struct Shared {
     state: Mutex<State>,
 }
 
+/// At most this many datagrams wait for the handle; older ones are dropped (and counted).
+const MAX_QUEUED: usize = 1024;
+
+/// Whether a datagram is nothing but `WATCHDOG=1` lines.
+fn only_pings(data: &[u8]) -> bool {
+    std::str::from_utf8(data).is_ok_and(|text| {
+        text.split('\n')
+            .filter(|l| !l.is_empty())
+            .all(|l| l == "WATCHDOG=1")
+    })
+}
+
 #[derive(Debug, Default)]
 struct State {
     queued: Vec<Queued>,
+    /// Datagrams dropped because the queue was full.
+    dropped: usize,
     /// The current interval; `None`: off (`WATCHDOG_USEC=0`).
     interval: Option<Duration>,
     timer: Option<TimerId>,
@@ -108,7 +122,15 @@ impl Shared {
     }
 
     pub(crate) fn notes(&self) -> Vec<String> {
-        lock(&self.state).notes.clone()
+        let state = lock(&self.state);
+        let mut notes = state.notes.clone();
+        if state.dropped > 0 {
+            notes.push(format!(
+                "{} datagrams dropped: more than {MAX_QUEUED} waited for the handle",
+                state.dropped
+            ));
+        }
+        notes
     }
 
     /// The close began: no miss from now on (the loop keeps reading for the climb).
@@ -257,8 +279,17 @@ impl Dog {
                 }
             }
         }
+        // A datagram that is only `WATCHDOG=1` has nothing for the handle: not queued, so a
+        // server that pings for hours while nobody calls the handle costs no memory. The rest
+        // is bounded too (the oldest dropped, counted).
+        read.retain(|q| q.verdict.is_err() || !only_pings(&q.data));
         let mut state = lock(&self.shared.state);
         state.queued.extend(read);
+        let excess = state.queued.len().saturating_sub(MAX_QUEUED);
+        if excess > 0 {
+            state.queued.drain(..excess);
+            state.dropped += excess;
+        }
         let active = !state.stopped && state.missed.is_none();
         drop(state);
         self.shared.bell.ring();
@@ -446,5 +477,17 @@ impl crate::ChildHandle {
         };
         let notify = self.notify_mut().ok_or_else(no_socket)?;
         notify.arm_watchdog(interval, spawned, on_miss)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_pure_ping_datagrams_are_left_unqueued() {
+        assert!(super::only_pings(b"WATCHDOG=1"));
+        assert!(super::only_pings(b"WATCHDOG=1\nWATCHDOG=1\n"));
+        assert!(!super::only_pings(b"WATCHDOG=1\nSTOPPING=1"));
+        assert!(!super::only_pings(b"WATCHDOG=trigger"));
+        assert!(!super::only_pings(b"\xffWATCHDOG=1"));
     }
 }
