@@ -409,15 +409,21 @@ impl Dog {
         };
         let at = Instant::now().saturating_duration_since(self.spawned);
         if signal != Signal::NONE {
-            let sent = send(pidfd.as_fd(), *group, signal);
-            let _ = send(pidfd.as_fd(), *group, Signal::CONT);
-            self.note(match sent {
-                Ok(()) => format!(
+            // Noted before the signal goes out: a caller woken by the exit it causes reads the
+            // report at once, maybe before this thread runs again (flake-hunt caught that).
+            let index = {
+                let mut state = lock(&self.shared.state);
+                state.notes.push(format!(
                     "watchdog: sent {signal} at +{:.1}ms after spawn",
                     at.as_secs_f64() * 1000.0
-                ),
-                Err(e) => format!("watchdog: {signal} not sent: {e}"),
-            });
+                ));
+                state.notes.len() - 1
+            };
+            let sent = send(pidfd.as_fd(), *group, signal);
+            let _ = send(pidfd.as_fd(), *group, Signal::CONT);
+            if let Err(e) = sent {
+                lock(&self.shared.state).notes[index] = format!("watchdog: {signal} not sent: {e}");
+            }
         }
         let dog = Arc::clone(self);
         let timer = ops.add_timer(
