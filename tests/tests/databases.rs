@@ -305,3 +305,64 @@ fn postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready() {
         "{err}"
     );
 }
+
+/// Issue 23 item 4: the report keeps redis's *last* `STATUS=`: with a save point, redis says
+/// "Saving the final RDB snapshot" on TERM, after its start-up "Ready to accept connections".
+#[test]
+fn redis_last_status_is_its_shutdown_one() {
+    let redis = require!(redis("redis_last_status_is_its_shutdown_one"));
+    let (dir, socket) = redis_dir("redis-status");
+    let mut cmd = redis_command(&redis, &dir, &socket, true);
+    cmd.args(["--save", "3600 1"]);
+    let handle = ChildHandle::builder(cmd)
+        .ready(Ready::Notify)
+        .ladder(Ladder::redis())
+        .spawn()
+        .expect("redis with Ready::Notify");
+    let report = handle.close().unwrap();
+    let notify = report.notify.as_ref().unwrap();
+    assert_eq!(
+        notify.status.as_deref(),
+        Some("Saving the final RDB snapshot"),
+        "{notify:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23 item 4: redis never sends `WATCHDOG=1`, so a watchdog closes it once ready, with
+/// its ladder (TERM: redis saves nothing here and exits 0) — a real server through the miss.
+#[test]
+fn redis_under_a_watchdog_it_does_not_feed_is_closed_with_its_ladder() {
+    let redis = require!(redis(
+        "redis_under_a_watchdog_it_does_not_feed_is_closed_with_its_ladder"
+    ));
+    let (dir, socket) = redis_dir("redis-watchdog");
+    let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, true))
+        .ready(Ready::Notify)
+        .watchdog(Duration::from_millis(300))
+        .ladder(Ladder::redis())
+        .spawn()
+        .expect("redis with Ready::Notify");
+    let pin = pidfd(handle.id().unwrap());
+    assert!(
+        exited_within(&pin, Duration::from_secs(30)),
+        "the watchdog did not close redis"
+    );
+    let miss = handle.watchdog_missed().expect("a miss");
+    assert!(
+        !miss.triggered && miss.at >= Duration::from_millis(300),
+        "{miss:?}"
+    );
+    let report = handle.close().unwrap();
+    assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
+    let notify = report.notify.as_ref().unwrap();
+    assert!(notify.stopping.is_some(), "{notify:?}");
+    assert!(
+        notify
+            .watchdog
+            .iter()
+            .any(|n| n.starts_with("watchdog: sent TERM")),
+        "{notify:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -391,3 +391,15 @@ fn c_ready_http_and_exec() {
     assert!(out.contains("c-probe-said-9"), "{out}");
     run_valgrind("ready_http_exec", &[&server, &script]);
 }
+
+/// Issue 23 item 4: `cg_reload` and `cg_builder_watchdog`.
+#[test]
+fn c_reload_and_watchdog() {
+    let out = c_test("reload_watchdog");
+    assert!(out.contains("reload: done"), "{out}");
+    assert!(
+        out.contains("reload never: ") && out.contains("no READY=1 after RELOADING=1"),
+        "{out}"
+    );
+    assert!(out.contains("watchdog: missed"), "{out}");
+}

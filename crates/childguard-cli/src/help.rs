@@ -169,6 +169,9 @@ Options (for the SERVER that follows them):
   --ready-any COND      (repeatable) ready when the first of these holds, e.g. notify or
                         its port for a server built with or without systemd support
   --ready-timeout DUR   how long to wait for it (default 30s); then it is closed, exit 125
+  --watchdog DUR        with --ready notify: the server must send WATCHDOG=1 at least every
+                        DUR once ready (it gets WATCHDOG_USEC); a miss or WATCHDOG=trigger
+                        closes it with its ladder, which fails the run (exit 125)
   --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s; or a preset such as
                         @postgres, @nginx, @redis, as for run)
   --no-skip-ignored     send its every rung, also those it ignores (default: skipped)

@@ -46,6 +46,8 @@ pub struct Server {
     /// `--ready-any` conditions: the first that holds.
     ready_any: Vec<Ready>,
     ready_timeout: Option<Duration>,
+    /// `--watchdog DUR` (needs `--ready notify`).
+    watchdog: Option<Duration>,
     ladder: Option<Ladder>,
     /// `--no-skip-ignored`: send every rung, also those the server ignores.
     no_skip_ignored: bool,
@@ -74,6 +76,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             ready: Vec::new(),
             ready_any: Vec::new(),
             ready_timeout: None,
+            watchdog: None,
             ladder: None,
             no_skip_ignored: false,
             end: None,
@@ -112,6 +115,20 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
                             "invalid value for --ready-timeout: {text:?}: {why}"
                         ))
                     })?;
+                }
+                "--watchdog" => {
+                    let text = value()?;
+                    server.watchdog = Some(
+                        duration::parse_timeout(&text)
+                            .ok()
+                            .flatten()
+                            .filter(|d| !d.is_zero())
+                            .ok_or_else(|| {
+                                usage(format!(
+                                    "invalid value for --watchdog: {text:?}: a duration above zero"
+                                ))
+                            })?,
+                    );
                 }
                 "--ladder" => {
                     let text = value()?;
@@ -356,6 +373,9 @@ fn start(server: Server) -> childguard::Result<ChildHandle> {
     if let Some(timeout) = server.ready_timeout {
         builder = builder.ready_timeout(timeout);
     }
+    if let Some(interval) = server.watchdog {
+        builder = builder.watchdog(interval);
+    }
     builder.spawn()
 }
 
@@ -389,6 +409,9 @@ fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle
         for server in servers.iter_mut() {
             if let Ok(Some(status)) = server.try_wait() {
                 let program = server.program().unwrap_or("server").to_string();
+                if let Some(miss) = server.watchdog_missed() {
+                    say!("server {program}: {miss}; closed with its ladder");
+                }
                 say!("server {program} exited while CMD ran ({status}); stopping CMD");
                 if let Some(tail) = server.output_tail().filter(|t| !t.is_empty()) {
                     say!("its output ended with:\n{tail}");

@@ -422,6 +422,13 @@ enum cg_status cg_builder_ready_accepted(struct cg_builder *builder);
 // How long `cg_spawn` waits for readiness, in milliseconds (default 30000).
 enum cg_status cg_builder_ready_timeout(struct cg_builder *builder, uint64_t timeout_ms);
 
+// With `cg_builder_ready_notify`: systemd's watchdog. The server gets `WATCHDOG_USEC` and must
+// send `WATCHDOG=1` on its `NOTIFY_SOCKET` at least every `interval_ms` once ready; a miss (or
+// `WATCHDOG=trigger`) closes it with its ladder in the background, and `cg_close`'s report
+// then says "watchdog missed at +X ms". 0, or no notify readiness, fails the spawn with
+// `CG_ERR_CONFIG`.
+enum cg_status cg_builder_watchdog(struct cg_builder *builder, uint64_t interval_ms);
+
 // A new cancel flag, not set. Never NULL.
 struct cg_cancel *cg_cancel_new(void);
 
@@ -460,6 +467,26 @@ enum cg_status cg_wait_timeout_cancel(struct cg_handle *handle,
 enum cg_status cg_close_cancel(struct cg_handle *handle,
                                const struct cg_cancel *cancel,
                                struct cg_report **report);
+
+// With `cg_builder_ready_notify`: reloads the server as systemd's `Type=notify-reload` does —
+// sends `signal` (to its `MAINPID=` process if it named one), then waits up to `timeout_ms`
+// for `RELOADING=1` followed by `READY=1`. `CG_OK` with the time taken in `*took_ms` (if not
+// NULL); `CG_ERR_READY` on a timeout, an exit during the reload or a watchdog miss (the
+// message says which); `CG_ERR_CONFIG` without notify readiness; `CG_ERR_INTERRUPTED` when
+// `cancel` (may be NULL) is set — the server is left reloading.
+//
+// Blocks up to `timeout_ms`. Thread-safety: one thread at a time per handle.
+enum cg_status cg_reload(struct cg_handle *handle,
+                         int32_t signal,
+                         uint64_t timeout_ms,
+                         const struct cg_cancel *cancel,
+                         uint64_t *took_ms);
+
+// With `cg_builder_watchdog`: whether a watchdog deadline was missed (or `WATCHDOG=trigger`
+// came); `*at_ms` (if not NULL) is then when, in milliseconds since the spawn. Never blocks.
+// After a miss the server is being closed with its ladder in the background (where the child
+// has a pidfd); `cg_close` reaps it and its report names the miss.
+bool cg_watchdog_missed(const struct cg_handle *handle, uint64_t *at_ms);
 
 // The status of the last failed call on the calling thread (`CG_OK` if none failed yet).
 //

@@ -70,6 +70,8 @@ pub struct cg_builder {
     pub(crate) cgroup_parent: Option<PathBuf>,
     pub(crate) ready: Option<Ready>,
     pub(crate) ready_timeout: Option<Duration>,
+    /// `cg_builder_watchdog`.
+    pub(crate) watchdog: Option<Duration>,
     pub(crate) exit_with_parent: bool,
     pub(crate) death_signal: Option<Signal>,
     pub(crate) capture: Option<Capture>,
@@ -116,6 +118,7 @@ pub extern "C" fn cg_builder_new(argv: *const *const c_char) -> *mut cg_builder 
                 cgroup_parent: None,
                 ready: None,
                 ready_timeout: None,
+                watchdog: None,
                 exit_with_parent: false,
                 death_signal: None,
                 capture: None,
@@ -547,6 +550,19 @@ pub extern "C" fn cg_builder_ready_accepted(builder: *mut cg_builder) -> cg_stat
 pub extern "C" fn cg_builder_ready_timeout(builder: *mut cg_builder, timeout_ms: u64) -> cg_status {
     with("cg_builder_ready_timeout", builder, |b| {
         b.ready_timeout = Some(Duration::from_millis(timeout_ms));
+        Ok(())
+    })
+}
+
+/// With `cg_builder_ready_notify`: systemd's watchdog. The server gets `WATCHDOG_USEC` and must
+/// send `WATCHDOG=1` on its `NOTIFY_SOCKET` at least every `interval_ms` once ready; a miss (or
+/// `WATCHDOG=trigger`) closes it with its ladder in the background, and `cg_close`'s report
+/// then says "watchdog missed at +X ms". 0, or no notify readiness, fails the spawn with
+/// `CG_ERR_CONFIG`.
+#[no_mangle]
+pub extern "C" fn cg_builder_watchdog(builder: *mut cg_builder, interval_ms: u64) -> cg_status {
+    with("cg_builder_watchdog", builder, |b| {
+        b.watchdog = Some(Duration::from_millis(interval_ms));
         Ok(())
     })
 }

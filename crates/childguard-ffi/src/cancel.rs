@@ -155,3 +155,57 @@ pub extern "C" fn cg_close_cancel(
         close_with(handle, control, report)
     })
 }
+
+/// With `cg_builder_ready_notify`: reloads the server as systemd's `Type=notify-reload` does —
+/// sends `signal` (to its `MAINPID=` process if it named one), then waits up to `timeout_ms`
+/// for `RELOADING=1` followed by `READY=1`. `CG_OK` with the time taken in `*took_ms` (if not
+/// NULL); `CG_ERR_READY` on a timeout, an exit during the reload or a watchdog miss (the
+/// message says which); `CG_ERR_CONFIG` without notify readiness; `CG_ERR_INTERRUPTED` when
+/// `cancel` (may be NULL) is set — the server is left reloading.
+///
+/// Blocks up to `timeout_ms`. Thread-safety: one thread at a time per handle.
+#[no_mangle]
+pub extern "C" fn cg_reload(
+    handle: *mut cg_handle,
+    signal: i32,
+    timeout_ms: u64,
+    cancel: *const cg_cancel,
+    took_ms: *mut u64,
+) -> cg_status {
+    crate::error::guard_status("cg_reload", || {
+        let h = ptr::borrow_mut(handle, "handle")?.get()?;
+        let signal = childguard::Signal::from_raw(signal).ok_or_else(|| {
+            crate::error::Failure::invalid(format!("signal {signal} is not a signal number"))
+        })?;
+        let timeout = Duration::from_millis(timeout_ms);
+        let took = match ptr::borrow_or_none(cancel) {
+            Some(cancel) => h.reload_interruptible(signal, timeout, &cancel.interrupt())?,
+            None => h.reload(signal, timeout)?,
+        };
+        ptr::put(took_ms, u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+        Ok(())
+    })
+}
+
+/// With `cg_builder_watchdog`: whether a watchdog deadline was missed (or `WATCHDOG=trigger`
+/// came); `*at_ms` (if not NULL) is then when, in milliseconds since the spawn. Never blocks.
+/// After a miss the server is being closed with its ladder in the background (where the child
+/// has a pidfd); `cg_close` reaps it and its report names the miss.
+#[no_mangle]
+pub extern "C" fn cg_watchdog_missed(handle: *const cg_handle, at_ms: *mut u64) -> bool {
+    guard(
+        "cg_watchdog_missed",
+        |_| false,
+        || {
+            let h = ptr::borrow(handle, "handle")?;
+            let miss = h.peek().and_then(childguard::ChildHandle::watchdog_missed);
+            if let Some(miss) = miss {
+                ptr::put(
+                    at_ms,
+                    u64::try_from(miss.at.as_millis()).unwrap_or(u64::MAX),
+                );
+            }
+            Ok(miss.is_some())
+        },
+    )
+}

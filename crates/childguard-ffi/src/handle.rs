@@ -31,6 +31,11 @@ impl cg_handle {
             .as_mut()
             .ok_or_else(|| Failure::invalid("handle was already given up"))
     }
+
+    /// The handle, to read only (`None` inside a `cg_detach`).
+    pub(crate) fn peek(&self) -> Option<&ChildHandle> {
+        self.inner.as_ref()
+    }
 }
 
 /// Spawns the child the builder describes, and returns once it runs (and, with a readiness
@@ -87,6 +92,9 @@ pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
             }
             if let Some(timeout) = b.ready_timeout {
                 spawn = spawn.ready_timeout(timeout);
+            }
+            if let Some(interval) = b.watchdog {
+                spawn = spawn.watchdog(interval);
             }
             if let Some(interrupt) = b.interrupt {
                 spawn = spawn.interrupt(interrupt);

@@ -203,6 +203,34 @@ impl Handle {
         }
     }
 
+    /// `reload(signal, timeout)`: systemd's `Type=notify-reload` (`ChildHandle::reload`): the
+    /// seconds it took, or `ReadyError` (timeout, exit during the reload, watchdog miss) /
+    /// `ConfigError` (no `Notify()`). The handle's lock is held during it (other calls on this
+    /// server wait); Ctrl-C raises `KeyboardInterrupt` within 0.1 s, the server left reloading.
+    fn reload(&self, py: Python<'_>, signal: SignalSpec, timeout: f64) -> PyResult<f64> {
+        let signal = options::signal(py, signal)?;
+        let timeout = options::seconds(py, "timeout", Some(timeout))?.unwrap_or_default();
+        let guard = interrupt::PyInterrupt::new();
+        let result = self.with_open(py, "reload", |h| {
+            h.reload_interruptible(signal, timeout, guard.interrupt())
+        })?;
+        match result {
+            Ok(took) => Ok(took.as_secs_f64()),
+            Err(e) => Err(guard.take().unwrap_or_else(|| to_py(py, e))),
+        }
+    }
+
+    /// With `watchdog=`: seconds from the spawn to the missed deadline, or `None`.
+    fn watchdog_missed(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        self.check_owner(py, "watchdog_missed")?;
+        Ok(py.allow_threads(|| {
+            self.lock()
+                .as_ref()
+                .and_then(ChildHandle::watchdog_missed)
+                .map(|m| m.at.as_secs_f64())
+        }))
+    }
+
     /// The close (shutdown, close, ladder, reap): the report's `Display` line and JSON.
     /// Ctrl-C during it raises `KeyboardInterrupt` within 0.1 s; the rest of the ladder and the
     /// reap then go to the background reaper (the atexit drain waits for it).
@@ -268,7 +296,7 @@ impl Drop for Handle {
     contain=None, kill_mode=None, cgroup_parent=None, process_group=false, socket=None,
     capture=None, exit_with_parent=false, uid=None, gid=None, notify_owner=None,
     stdin_null=false, stdout_null=false, stderr_null=false, connect_timeout=None,
-    runtime_dir=None, notify_access=None, skip_ignored=true,
+    runtime_dir=None, notify_access=None, skip_ignored=true, watchdog=None,
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per Builder setting.
 pub fn spawn(
@@ -296,6 +324,7 @@ pub fn spawn(
     runtime_dir: Option<PathBuf>,
     notify_access: Option<&str>,
     skip_ignored: bool,
+    watchdog: Option<f64>,
 ) -> PyResult<Handle> {
     let (program, args) = match argv.split_first() {
         Some(split) => split,
@@ -373,6 +402,9 @@ pub fn spawn(
         builder = builder.notify_owner(uid, gid);
     }
     builder = builder.notify_access(options::notify_access(py, notify_access)?);
+    if let Some(interval) = options::seconds(py, "watchdog", watchdog)? {
+        builder = builder.watchdog(interval);
+    }
     // Noted before the spawn: an interrupted spawn's server is closed by the reaper, whose
     // drain at exit must allow for this ladder.
     crate::exit::note_ladder(ladder_grace);

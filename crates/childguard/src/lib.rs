@@ -99,7 +99,7 @@ pub use handle::detach::DetachError;
 pub use handle::exit_watch::ExitWatch;
 pub use handle::output::Output;
 pub use handle::readiness::{
-    ConnectTo, ExecCheck, HttpCheck, NotifyAccess, Ready, ReadyParseError,
+    ConnectTo, ExecCheck, HttpCheck, NotifyAccess, Ready, ReadyParseError, WatchdogMiss,
     DEFAULT_EXEC_ATTEMPT_TIMEOUT, DEFAULT_HTTP_ATTEMPT_TIMEOUT, DEFAULT_NOTIFY_EXTEND_MAX,
     DEFAULT_READY_TIMEOUT, EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES, MAX_STATUS_LINE,
 };

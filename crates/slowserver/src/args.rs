@@ -44,6 +44,21 @@ Options:
   --notify                 send READY=1 and STATUS=ready to $NOTIFY_SOCKET when ready, and
                            STOPPING=1 on HUP/TERM/INT (which then end the process as usual)
   --notify-extend DUR      with --notify: with STOPPING=1 also send EXTEND_TIMEOUT_USEC=DUR
+  --watchdog-every DUR     with --notify: from READY=1 on, send WATCHDOG=1 every DUR
+  --watchdog-for DUR       with --watchdog-every: stop sending after DUR (a hung server)
+  --watchdog-trigger DUR   with --notify: DUR after READY=1, send WATCHDOG=trigger
+  --notify-send TEXT       with --notify: right before READY=1, send TEXT as one datagram
+                           (`\n` in TEXT is a newline; repeatable, sent in order)
+  --reload DUR|never|exit  with --notify: HUP is a reload, not an exit: send RELOADING=1
+                           and MONOTONIC_USEC=, then READY=1 DUR later (never: no READY=1;
+                           exit: exit 3 instead)
+  --main-worker LOG        with --notify: start a worker (this program again, logging its
+                           signals to LOG) and send MAINPID=<its pid> before READY=1; we
+                           exit when it does, with its code (128+signal if signalled)
+  --no-ready               with --notify: never send READY=1 (--notify-send still goes)
+  --barrier                with --notify: before READY=1, sd_notify_barrier(3): BARRIER=1
+                           with a pipe's write end, then wait up to 20 s for the
+                           supervisor to close its copy (else exit 1)
   --listen PATH            when ready, listen on the Unix socket PATH (connections accepted
                            and closed at once)
   --stderr-flood BYTES     before becoming ready, write BYTES of numbered log lines to stderr
@@ -98,8 +113,35 @@ pub struct Config {
     pub notify_extend: Option<Duration>,
     /// `--listen`.
     pub listen: Option<PathBuf>,
+    /// `--watchdog-every`.
+    pub watchdog_every: Option<Duration>,
+    /// `--watchdog-for`.
+    pub watchdog_for: Option<Duration>,
+    /// `--watchdog-trigger`.
+    pub watchdog_trigger: Option<Duration>,
+    /// `--notify-send`, each with `\n` made a newline.
+    pub notify_send: Vec<String>,
+    /// `--reload`.
+    pub reload: Option<Reload>,
+    /// `--no-ready`.
+    pub no_ready: bool,
+    /// `--barrier`.
+    pub barrier: bool,
+    /// `--main-worker`: the worker's log.
+    pub main_worker: Option<PathBuf>,
     /// `--stderr-flood`, in bytes.
     pub stderr_flood: Option<u64>,
+}
+
+/// `--reload`: what a HUP does after `RELOADING=1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reload {
+    /// `READY=1` this long after.
+    After(Duration),
+    /// No `READY=1` ever.
+    Never,
+    /// Exit 3.
+    Exit,
 }
 
 /// What the process should be.
@@ -194,6 +236,26 @@ where
             "--notify" => takes_no_value(&mut config, |c| c.notify = true)?,
             "--notify-extend" => config.notify_extend = Some(duration(flag, &value()?)?),
             "--listen" => config.listen = Some(PathBuf::from(value()?)),
+            "--no-ready" => takes_no_value(&mut config, |c| c.no_ready = true)?,
+            "--barrier" => takes_no_value(&mut config, |c| c.barrier = true)?,
+            "--main-worker" => config.main_worker = Some(PathBuf::from(value()?)),
+            "--watchdog-every" => config.watchdog_every = Some(duration(flag, &value()?)?),
+            "--watchdog-for" => config.watchdog_for = Some(duration(flag, &value()?)?),
+            "--watchdog-trigger" => config.watchdog_trigger = Some(duration(flag, &value()?)?),
+            "--notify-send" => {
+                let value = value()?;
+                config
+                    .notify_send
+                    .push(utf8(flag, &value)?.replace("\\n", "\n"));
+            }
+            "--reload" => {
+                let value = value()?;
+                config.reload = Some(match utf8(flag, &value)? {
+                    "never" => Reload::Never,
+                    "exit" => Reload::Exit,
+                    _ => Reload::After(duration(flag, &value)?),
+                });
+            }
             "--stderr-flood" => config.stderr_flood = Some(bytes(flag, &value()?)?),
             _ => return Err(UsageError(format!("unknown argument '{text}'"))),
         }
@@ -310,6 +372,37 @@ mod tests {
         assert_eq!(c.alloc_gib, Some(0.5));
         assert_eq!(c.exit_immediately, Some(7));
         assert_eq!(c.log, Some(PathBuf::from("/tmp/x")));
+    }
+
+    #[test]
+    fn sd_notify_flags() {
+        let c = config(&[
+            "--watchdog-every=20ms",
+            "--watchdog-for",
+            "1s",
+            "--watchdog-trigger",
+            "2s",
+            "--notify-send",
+            "A=1\\nB=2",
+            "--notify-send=C=3",
+            "--reload",
+            "100ms",
+            "--main-worker",
+            "/tmp/w.log",
+            "--barrier",
+            "--no-ready",
+        ]);
+        assert_eq!(c.watchdog_every, Some(Duration::from_millis(20)));
+        assert_eq!(c.watchdog_for, Some(Duration::from_secs(1)));
+        assert_eq!(c.watchdog_trigger, Some(Duration::from_secs(2)));
+        assert_eq!(c.notify_send, ["A=1\nB=2", "C=3"]);
+        assert_eq!(c.reload, Some(Reload::After(Duration::from_millis(100))));
+        assert_eq!(c.main_worker, Some(PathBuf::from("/tmp/w.log")));
+        assert!(c.barrier && c.no_ready);
+        assert_eq!(config(&["--reload", "never"]).reload, Some(Reload::Never));
+        assert_eq!(config(&["--reload", "exit"]).reload, Some(Reload::Exit));
+        assert!(run(&["--reload", "sometime"]).is_err());
+        assert!(run(&["--barrier=1"]).is_err());
     }
 
     #[test]

@@ -139,6 +139,7 @@ fn run(config: &Config) -> ! {
         log,
         slow_exit: config.slow_exit,
         notify: notifier.clone(),
+        reload: config.reload.filter(|_| notifier.is_some()),
     };
     signals::install(&config.ignore, handling)
         .unwrap_or_else(|e| fail("cannot install signal handlers", e));
@@ -178,7 +179,34 @@ fn run(config: &Config) -> ! {
     }
     // After the READY line: a supervisor woken by READY=1 finds the line already there.
     if let Some(notifier) = &notifier {
-        notifier.ready().unwrap_or_else(|e| fail("--notify", e));
+        if let Some(log) = &config.main_worker {
+            let pid =
+                grandchild::spawn_main_worker(log).unwrap_or_else(|e| fail("--main-worker", e));
+            notifier
+                .send(&format!("MAINPID={pid}\n"))
+                .unwrap_or_else(|e| fail("--main-worker", e));
+        }
+        // Before READY=1: a supervisor that saw READY=1 has read these too (one queue, in order).
+        for message in &config.notify_send {
+            notifier
+                .send(message)
+                .unwrap_or_else(|e| fail("--notify-send", e));
+        }
+        if config.barrier {
+            notifier
+                .barrier(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|e| fail("--barrier", e));
+        }
+        if !config.no_ready {
+            notifier.ready().unwrap_or_else(|e| fail("--notify", e));
+        }
+        ready::watchdog(
+            notifier,
+            config.watchdog_every,
+            config.watchdog_for,
+            config.watchdog_trigger,
+        )
+        .unwrap_or_else(|e| fail("--watchdog-every", e));
     }
 
     if config.stop_self {

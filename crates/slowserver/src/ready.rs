@@ -77,6 +77,54 @@ impl Notifier {
         Ok(())
     }
 
+    /// `sd_notify_barrier(3)`: `BARRIER=1` with the write end of a fresh pipe, our copy
+    /// closed; the supervisor answers by closing its copy, which we see as `POLLHUP` on the read
+    /// end. `Err(TimedOut)` if that did not happen within `timeout`.
+    pub fn barrier(&self, timeout: Duration) -> io::Result<()> {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        use std::mem::MaybeUninit;
+        use std::os::fd::AsFd;
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let sock = UnixDatagram::unbound()?;
+        let addr = rustix::net::SocketAddrUnix::new(&self.path)?;
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        let fds = [write.as_fd()];
+        if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+            return Err(io::Error::other("no room for the fd"));
+        }
+        rustix::net::sendmsg_addr(
+            &sock,
+            &addr,
+            &[io::IoSlice::new(b"BARRIER=1\n")],
+            &mut control,
+            SendFlags::empty(),
+        )?;
+        drop(write);
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("BARRIER=1 not answered within {timeout:?}"),
+                ));
+            }
+            let mut fds = [rustix::event::PollFd::new(
+                &read,
+                rustix::event::PollFlags::IN,
+            )];
+            let wait = rustix::event::Timespec::try_from(left).map_err(io::Error::other)?;
+            match rustix::event::poll(&mut fds, Some(&wait)) {
+                Ok(0) => continue,
+                Ok(_) if fds[0].revents().contains(rustix::event::PollFlags::HUP) => return Ok(()),
+                Ok(_) => continue,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// The start-up announcement.
     pub fn ready(&self) -> io::Result<()> {
         self.send("STATUS=ready\nREADY=1\n")
@@ -90,5 +138,63 @@ impl Notifier {
         }
         // Best effort: the supervisor may be gone.
         let _ = self.send(&message);
+    }
+}
+
+/// `--watchdog-every`/`--watchdog-for`/`--watchdog-trigger`: a thread that sends `WATCHDOG=1`
+/// every `every` (stopping after `until`, if given), and `WATCHDOG=trigger` after `trigger`.
+pub fn watchdog(
+    notifier: &Notifier,
+    every: Option<Duration>,
+    until: Option<Duration>,
+    trigger: Option<Duration>,
+) -> io::Result<()> {
+    if every.is_none() && trigger.is_none() {
+        return Ok(());
+    }
+    let notifier = notifier.clone();
+    thread::Builder::new()
+        .name("watchdog".into())
+        .spawn(move || {
+            let start = std::time::Instant::now();
+            let mut triggered = false;
+            loop {
+                let now = start.elapsed();
+                if trigger.is_some_and(|at| !triggered && now >= at) {
+                    let _ = notifier.send("WATCHDOG=trigger\n");
+                    triggered = true;
+                }
+                let pinging = every.is_some() && until.is_none_or(|u| now < u);
+                if pinging {
+                    let _ = notifier.send("WATCHDOG=1\n");
+                }
+                if !pinging && (triggered || trigger.is_none()) {
+                    return; // nothing left to send: a hung server
+                }
+                let step = every.unwrap_or(Duration::from_millis(10)).min(
+                    trigger
+                        .filter(|_| !triggered)
+                        .map_or(Duration::MAX, |t| t.saturating_sub(now)),
+                );
+                thread::sleep(step.max(Duration::from_millis(1)));
+            }
+        })?;
+    Ok(())
+}
+
+/// `--reload`: the answer to a HUP (`Type=notify-reload`): `RELOADING=1` with
+/// `MONOTONIC_USEC=`, then `READY=1` after the delay (or never, or exit 3).
+pub fn reload(notifier: &Notifier, reload: crate::args::Reload) {
+    let usec = monotonic_ns() / 1000;
+    let _ = notifier.send(&format!(
+        "RELOADING=1\nMONOTONIC_USEC={usec}\nSTATUS=reloading\n"
+    ));
+    match reload {
+        crate::args::Reload::After(delay) => {
+            thread::sleep(delay);
+            let _ = notifier.send("READY=1\nSTATUS=reloaded\n");
+        }
+        crate::args::Reload::Never => {}
+        crate::args::Reload::Exit => crate::exit::after(None, 3),
     }
 }

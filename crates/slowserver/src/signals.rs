@@ -80,6 +80,8 @@ pub struct Handling {
     pub slow_exit: Option<Duration>,
     /// `--notify`: `STOPPING=1` (and `--notify-extend`) before a signal-triggered exit.
     pub notify: Option<crate::ready::Notifier>,
+    /// `--reload` (with `--notify`): HUP reloads instead of ending the process.
+    pub reload: Option<crate::args::Reload>,
 }
 
 /// Installs handlers for HUP, TERM, INT (and CONT, USR1 when logging) that
@@ -124,6 +126,10 @@ fn handle(handling: &Handling, signo: c_int) {
         let _ = log.write_all(line.as_bytes()).and_then(|()| log.flush());
     }
     if !TERMINATING.contains(&signo) {
+        return;
+    }
+    if let (libc::SIGHUP, Some(reload), Some(notify)) = (signo, handling.reload, &handling.notify) {
+        crate::ready::reload(notify, reload);
         return;
     }
     if let Some(notify) = &handling.notify {

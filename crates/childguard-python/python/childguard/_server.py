@@ -125,6 +125,18 @@ class Server:
         spec: Union[int, str] = sig if isinstance(sig, str) else int(sig)
         return self._native.kill(spec, float(grace))
 
+    def reload(self, sig: SignalLike = _signal.SIGHUP, timeout: float = 30.0) -> float:
+        """Reloads a ``Notify()`` server as systemd's ``Type=notify-reload``: sends ``sig``,
+        then waits up to ``timeout`` seconds for ``RELOADING=1`` followed by ``READY=1``.
+        Returns the seconds it took; :class:`ReadyError` on a timeout, an exit during the
+        reload or a watchdog miss. Ctrl-C raises ``KeyboardInterrupt``."""
+        spec: Union[int, str] = sig if isinstance(sig, str) else int(sig)
+        return self._native.reload(spec, float(timeout))
+
+    def watchdog_missed(self) -> Optional[float]:
+        """With ``watchdog=``: seconds from the spawn to the missed deadline, or ``None``."""
+        return self._native.watchdog_missed()
+
     def detach(self) -> Optional[_socket.socket]:
         """Gives the server up: it keeps running, childguard still reaps it when it exits.
         Returns our end of the socket (now yours), or ``None``."""
@@ -269,6 +281,7 @@ def spawn(
     runtime_dir: Optional[StrPath] = None,
     notify_access: Optional[str] = None,
     skip_ignored: bool = True,
+    watchdog: Optional[float] = None,
 ) -> Server:
     """Spawns ``argv`` and returns the :class:`Server` — once it is ready, with ``ready=``.
 
@@ -302,6 +315,10 @@ def spawn(
       wrapper such as ``runuser`` works) or ``"main"`` (the spawned process only, systemd's
       default); others are ignored and listed in the report. ``runtime_dir``: where the
       socket directory is made (a relative one is made absolute).
+    - ``watchdog``: with ``Notify()``, seconds: systemd's watchdog — the server gets
+      ``WATCHDOG_USEC`` and must send ``WATCHDOG=1`` at least that often once ready; a miss
+      (or ``WATCHDOG=trigger``) closes it with its ladder in the background
+      (:meth:`Server.watchdog_missed` says when; the close report names it).
 
     The GIL is released for the whole spawn, readiness wait included. With ``ready=``, Ctrl-C
     during the wait raises ``KeyboardInterrupt`` within 0.05 s (in the main thread); the
@@ -348,6 +365,7 @@ def spawn(
         runtime_dir=os.fspath(runtime_dir) if runtime_dir is not None else None,
         notify_access=notify_access,
         skip_ignored=skip_ignored,
+        watchdog=watchdog,
     )
     return Server(native, args, Path(cwd) if cwd is not None else None)
 

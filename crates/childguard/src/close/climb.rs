@@ -71,6 +71,10 @@ pub(crate) trait Listener: std::fmt::Debug + Send {
     fn report(&self, close_started: Instant) -> NotifyReport;
     /// What the child said, the socket closed and removed.
     fn finish(self: Box<Self>, close_started: Instant) -> NotifyReport;
+    /// `MAINPID=`: sends `signal` (and `SIGCONT` after a catchable one) to the server's main
+    /// process if the child named one that still runs: `Some(Ok(pid))`. `None`: there is none
+    /// (or it exited), the child is the target.
+    fn signal_main(&mut self, signal: Signal) -> Option<io::Result<u32>>;
 }
 
 impl Climb {
@@ -203,16 +207,27 @@ impl Climb {
                 }
             }
         }
-        let (_, reached) = match process.signal_counting(rung.signal) {
-            Ok(counted) => counted,
-            Err(e) => {
-                if let Some(release) = &mut self.release {
-                    release.kill_refused();
+        // MAINPID=: a catchable rung goes to the server's main process instead of the child
+        // (`KILL` to both); once it exited, to the child again (`readiness/main_pid.rs`).
+        let main = self
+            .notify
+            .as_mut()
+            .and_then(|n| n.signal_main(rung.signal));
+        let to_main = matches!(main, Some(Ok(_))) && rung.signal.is_catchable();
+        let (_, reached) = if to_main {
+            (true, Some(1))
+        } else {
+            match process.signal_counting(rung.signal) {
+                Ok(counted) => counted,
+                Err(e) => {
+                    if let Some(release) = &mut self.release {
+                        release.kill_refused();
+                    }
+                    return Ok(self.give_up(rung.signal, e, now));
                 }
-                return Ok(self.give_up(rung.signal, e, now));
             }
         };
-        if rung.signal.is_catchable() {
+        if rung.signal.is_catchable() && !to_main {
             if let Err(e) = process.signal(Signal::CONT) {
                 return Ok(self.give_up(Signal::CONT, e, now));
             }
@@ -222,8 +237,8 @@ impl Climb {
             signal: rung.signal,
             at: now.saturating_duration_since(self.started),
             rung: self.next_rung,
-            to_group: process.leads_group(),
-            to_cgroup: process.reaches_cgroup(rung.signal),
+            to_group: process.leads_group() && !to_main,
+            to_cgroup: process.reaches_cgroup(rung.signal) && !to_main,
             reached,
             disposition,
         });

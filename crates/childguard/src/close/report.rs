@@ -75,6 +75,18 @@ pub struct NotifyReport {
     pub extensions: Vec<Extension>,
     /// Datagrams ignored, and why (wrong sender, malformed …; at most 8, then a count).
     pub ignored: Vec<String>,
+    /// The latest `ERRNO=` (the server reports a failure with this errno).
+    pub errno: Option<i32>,
+    /// The latest `EXIT_STATUS=` (the exit status the server says it ends with).
+    pub exit_status: Option<i32>,
+    /// With [`Builder::watchdog`](crate::Builder::watchdog): the miss ("watchdog missed at
+    /// +X ms …", since the spawn), then what the watchdog did about it (signals sent).
+    pub watchdog: Vec<String>,
+    /// The last `MAINPID=` accepted: the process the close's catchable rungs went to.
+    pub main_pid: Option<u32>,
+    /// What became of each `MAINPID=` (accepted, or refused and why) and the signals sent
+    /// to the main process.
+    pub main: Vec<String>,
 }
 
 /// One `EXTEND_TIMEOUT_USEC=` during the close.
@@ -408,6 +420,9 @@ impl fmt::Display for CloseReport {
         }
         if self.handed_to_reaper {
             parts.push("handed to background reaper".into());
+        }
+        if let Some(notify) = &self.notify {
+            parts.extend(notify.watchdog.first().cloned());
         }
         if !self.escaped.is_empty() {
             parts.push(format!(

@@ -101,6 +101,10 @@ pub struct Builder {
     pub(super) notify_extend_max: Duration,
     pub(super) notify_owner: Option<(u32, u32)>,
     pub(super) notify_access: NotifyAccess,
+    /// [`Builder::watchdog`].
+    pub(super) watchdog: Option<Duration>,
+    /// [`Builder::on_watchdog`].
+    pub(super) on_watchdog: Option<readiness::OnWatchdog>,
     /// [`Builder::interrupt`] (`interruptible.rs`).
     pub(crate) interrupt: Option<Interrupt>,
 }
@@ -240,6 +244,33 @@ impl Builder {
         self
     }
 
+    /// With [`Ready::Notify`]: systemd's watchdog (`WatchdogSec=`). The child gets
+    /// `WATCHDOG_USEC` (microseconds; an inherited `WATCHDOG_PID` is removed, so libsystemd's
+    /// `sd_watchdog_enabled(3)` accepts it in any process of the child's) and must send
+    /// `WATCHDOG=1` on its `NOTIFY_SOCKET` at least every `interval` once it is ready. From
+    /// readiness on, a deadline without one — or a `WATCHDOG=trigger` — is a miss: the server
+    /// is closed with its ladder in the background (or [`on_watchdog`](Builder::on_watchdog)
+    /// is called instead), [`ChildHandle::watchdog_missed`] says so, and so does the close
+    /// report ("watchdog missed at +X ms", [`NotifyReport::watchdog`](crate::NotifyReport::watchdog)).
+    /// `WATCHDOG_USEC=` sent by the child changes the interval from then on (0 turns it off),
+    /// as with systemd. The deadline is a timer of the library's one event loop, which reads the
+    /// notify socket from readiness on: no thread of its own. A zero `interval` is refused.
+    pub fn watchdog(mut self, interval: Duration) -> Builder {
+        self.watchdog = Some(interval);
+        self
+    }
+
+    /// With [`watchdog`](Builder::watchdog): on a miss, call `f` (on a thread started for that
+    /// one call, never the event loop's) instead of closing the server. The handle stays as it
+    /// is: close it, or let the server be, as `f` decides through your own state.
+    pub fn on_watchdog(
+        mut self,
+        f: impl Fn(crate::WatchdogMiss) + Send + Sync + 'static,
+    ) -> Builder {
+        self.on_watchdog = Some(readiness::OnWatchdog(std::sync::Arc::new(f)));
+        self
+    }
+
     /// After a `SIGKILL` rung, call `process_mrelease(2)` on a child with at least 64 MiB
     /// resident (Linux 5.15; default on). The memory of a big child is then freed by two CPUs
     /// at once — its own exit path and a short-lived helper thread that sends the kill and
@@ -372,6 +403,8 @@ impl ChildHandle {
             notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,
             notify_owner: None,
             notify_access: NotifyAccess::default(),
+            watchdog: None,
+            on_watchdog: None,
             interrupt: None,
         }
     }

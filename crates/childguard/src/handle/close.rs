@@ -116,6 +116,11 @@ impl ChildHandle {
         drop(self.pipes.stdin.take());
         remove_socket_dir(self.socket_dir.take(), &mut report);
         let notify = self.notify.take();
+        #[cfg(target_os = "linux")]
+        if let Some(notify) = &notify {
+            // The close climbs from here: a watchdog deadline must not start another climb.
+            notify.stop_watchdog();
+        }
         let child = process.map(|p| {
             let mut climb = Climb::begin(
                 &self.ladder,

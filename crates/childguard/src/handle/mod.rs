@@ -166,6 +166,17 @@ impl ChildHandle {
         self.notify.as_ref()
     }
 
+    /// With [`Builder::watchdog`]: the missed deadline (or `WATCHDOG=trigger`), if one came.
+    /// After a miss the server is being closed with its ladder in the background (unless
+    /// [`Builder::on_watchdog`] was given): [`close`](ChildHandle::close) still reaps it and
+    /// returns the report, which names the miss.
+    pub fn watchdog_missed(&self) -> Option<crate::WatchdogMiss> {
+        #[cfg(target_os = "linux")]
+        return self.notify.as_ref().and_then(NotifySocket::watchdog_missed);
+        #[cfg(not(target_os = "linux"))]
+        return None;
+    }
+
     /// The child's pid, if there is a child.
     pub fn id(&self) -> Option<u32> {
         self.process.as_ref().map(Process::pid)

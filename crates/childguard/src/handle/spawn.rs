@@ -35,6 +35,17 @@ impl Builder {
         let fail = |kind, e: io::Error| Error::new(kind, Some(&program), e);
         let _span = crate::base::trace::spawn_span(&program);
         sigchld::check_not_ignored().map_err(|e| fail(ErrorKind::SigchldIgnored, e))?;
+        let started = Instant::now();
+        if let Some(interval) = self.watchdog {
+            readiness::check_watchdog(self.ready.as_ref(), interval)
+                .map_err(|e| fail(ErrorKind::Config, e))?;
+            // As systemd: the interval in microseconds. Not `WATCHDOG_PID`: only the child
+            // knows its pid before it execs (see `Builder::watchdog`); an inherited one, ours
+            // from a supervisor, would make `sd_watchdog_enabled` say no.
+            self.command
+                .env("WATCHDOG_USEC", interval.as_micros().to_string())
+                .env_remove("WATCHDOG_PID");
+        }
         if self.exit_with_parent && !cfg!(any(target_os = "linux", target_os = "android")) {
             return Err(fail(
                 ErrorKind::Config,
@@ -239,10 +250,18 @@ impl Builder {
                 }
             }
         }
-        match readiness {
-            Some(pending) => pending.await_on(handle, spawn_probe),
-            None => Ok(handle),
+        let mut handle = match readiness {
+            Some(pending) => pending.await_on(handle, spawn_probe)?,
+            None => handle,
+        };
+        if let Some(interval) = self.watchdog {
+            let on_miss = self.on_watchdog.take();
+            if let Err(e) = handle.arm_watchdog(interval, started, on_miss) {
+                let tail = handle.abandon();
+                return Err(fail(ErrorKind::Spawn, e).with_output_tail(tail));
+            }
         }
+        Ok(handle)
     }
 
     /// Makes the child's cgroup as [`contain`](Builder::contain) asks: `(cgroup, None)`,

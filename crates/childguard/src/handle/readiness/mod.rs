@@ -18,6 +18,7 @@
 mod connect;
 mod exec;
 mod http;
+mod miss;
 mod not_ready;
 #[cfg(target_os = "linux")]
 pub(crate) mod notify;
@@ -26,7 +27,10 @@ mod notify_access;
 mod probe;
 mod probes;
 mod ready;
+mod reload;
 mod waits;
+#[cfg(target_os = "linux")]
+pub(crate) mod watchdog;
 #[cfg(not(target_os = "linux"))]
 pub(crate) mod notify {
     //! Off Linux there is no `SO_PASSCRED`: `Ready::Notify` is refused before the fork, so no
@@ -55,6 +59,9 @@ pub(crate) mod notify {
         pub(crate) fn receive(&mut self) -> Option<Instant> {
             match *self {}
         }
+        pub(crate) fn signal_main(&mut self, _: crate::Signal) -> Option<std::io::Result<u32>> {
+            match *self {}
+        }
     }
 }
 
@@ -76,6 +83,9 @@ impl Listener for notify::NotifySocket {
     fn finish(self: Box<Self>, close_started: Instant) -> crate::close::report::NotifyReport {
         notify::NotifySocket::finish(*self, close_started)
     }
+    fn signal_main(&mut self, signal: crate::Signal) -> Option<io::Result<u32>> {
+        notify::NotifySocket::signal_main(self, signal)
+    }
 }
 
 use std::io;
@@ -87,6 +97,8 @@ pub use connect::ConnectTo;
 pub(crate) use exec::ProbeSpawn;
 pub use exec::{ExecCheck, DEFAULT_EXEC_ATTEMPT_TIMEOUT, EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES};
 pub use http::{HttpCheck, DEFAULT_HTTP_ATTEMPT_TIMEOUT, MAX_STATUS_LINE};
+pub(crate) use miss::OnWatchdog;
+pub use miss::WatchdogMiss;
 use not_ready::NotReady;
 pub use probe::ReadyParseError;
 pub use ready::{NotifyAccess, Ready};
@@ -96,6 +108,31 @@ use crate::core::wait::Interrupt;
 use crate::error::{Error, ErrorKind};
 use crate::spawn::capture::Capture;
 use crate::ChildHandle;
+
+/// Before the fork: a [`Builder::watchdog`](crate::Builder::watchdog) needs a notify socket
+/// (a [`Ready::Notify`], alone or in an `any`/`all`) and a non-zero interval.
+pub(crate) fn check_watchdog(ready: Option<&Ready>, interval: Duration) -> io::Result<()> {
+    fn notifies(ready: &Ready) -> bool {
+        match ready {
+            Ready::Notify => true,
+            Ready::Any(parts) | Ready::All(parts) => parts.iter().any(notifies),
+            _ => false,
+        }
+    }
+    if interval.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "watchdog: the interval must be more than zero",
+        ));
+    }
+    if !ready.is_some_and(notifies) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "watchdog needs Ready::Notify: WATCHDOG=1 comes on the NOTIFY_SOCKET",
+        ));
+    }
+    Ok(())
+}
 
 /// The default of [`Builder::ready_timeout`](crate::Builder::ready_timeout): 30 s.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);

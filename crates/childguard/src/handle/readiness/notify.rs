@@ -17,11 +17,13 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use super::notify_access::{Access, CgroupScope, Sender};
+use super::watchdog;
 use super::NotifyAccess;
 use crate::base::socket_dir::{base_dir, check_path_fits, make_private_dir, SocketDir};
 use crate::close::report::NotifyReport;
@@ -30,7 +32,7 @@ use crate::sys::peer;
 /// The environment variable naming the socket.
 pub(crate) const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 /// systemd reads at most this much of a datagram; longer ones are ignored as malformed.
-const MAX_DATAGRAM: usize = 4096;
+pub(crate) const MAX_DATAGRAM: usize = 4096;
 /// How many ignored datagrams the report describes (the rest are counted).
 const NOTED_MAX: usize = 8;
 
@@ -50,6 +52,26 @@ pub(crate) struct NotifySocket {
     pub(crate) status: Option<String>,
     /// When `STOPPING=1` came.
     stopping_at: Option<Instant>,
+    /// `EXIT_STATUS=`: the exit status the child says it will have (or had).
+    pub(crate) exit_status: Option<i32>,
+    /// `RELOADING=1` came and no `READY=1` since (systemd's `Type=notify-reload`).
+    reloading: bool,
+    /// How many `READY=1` came after a `RELOADING=1`: each ends one reload.
+    pub(crate) reloads_done: u64,
+    /// The latest `MONOTONIC_USEC=` (sent with `RELOADING=1`).
+    pub(crate) monotonic_usec: Option<u64>,
+    /// [`Builder::watchdog`](crate::Builder::watchdog), once armed: the loop reads the socket
+    /// and queues the datagrams here (`watchdog.rs`).
+    watchdog: Option<Arc<watchdog::Shared>>,
+    /// A `WATCHDOG_USEC=` heard before the watchdog was armed: its first interval (`Some(None)`:
+    /// 0, off).
+    watchdog_asked: Option<Option<Duration>>,
+    /// `MAINPID=`, accepted (`notify/main_pid.rs`).
+    main: Option<main_pid::MainPid>,
+    /// The last accepted `MAINPID=` (kept after it exited), for the report.
+    main_pid_now: Option<u32>,
+    /// What became of each `MAINPID=` and the rungs sent to it.
+    main_notes: Vec<String>,
     /// Every accepted extension: when it came, for how long.
     extensions: Vec<(Instant, Duration)>,
     ignored: Vec<String>,
@@ -145,15 +167,73 @@ impl NotifySocket {
             errno: None,
             status: None,
             stopping_at: None,
+            exit_status: None,
+            reloading: false,
+            reloads_done: 0,
+            monotonic_usec: None,
+            watchdog: None,
+            watchdog_asked: None,
+            main: None,
+            main_pid_now: None,
+            main_notes: Vec::new(),
             extensions: Vec::new(),
             ignored: Vec::new(),
             ignored_count: 0,
         }
     }
 
-    /// The socket, to poll for readability.
+    /// The fd to poll for readability: the socket, or once the watchdog is armed the bell
+    /// the event loop rings after queueing a datagram.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        match &self.watchdog {
+            Some(shared) => shared.fd(),
+            None => self.fd.as_fd(),
+        }
+    }
+
+    /// Hands the socket to the event loop's watchdog (see `watchdog.rs`): from now on the loop
+    /// reads it and this socket reads the loop's queue.
+    pub(crate) fn arm_watchdog(
+        &mut self,
+        interval: Duration,
+        spawned: Instant,
+        on_miss: watchdog::OnMiss,
+    ) -> io::Result<()> {
+        // What came before the loop reads the socket: a `WATCHDOG_USEC=` sets the interval.
+        self.receive();
+        let socket = self.fd.try_clone()?;
+        let shared = watchdog::start(
+            socket,
+            self.access.clone(),
+            self.watchdog_asked.unwrap_or(Some(interval)),
+            self.access.child,
+            spawned,
+            on_miss,
+        )?;
+        self.watchdog = Some(shared);
+        Ok(())
+    }
+
+    /// The close began: no watchdog miss from now on.
+    pub(crate) fn stop_watchdog(&self) {
+        if let Some(shared) = &self.watchdog {
+            shared.stop();
+        }
+    }
+
+    /// Forgets a `RELOADING=1` heard before a reload we start (`ChildHandle::reload`).
+    pub(crate) fn reload_begins(&mut self) {
+        self.reloading = false;
+    }
+
+    /// Whether a `RELOADING=1` came and no `READY=1` since.
+    pub(crate) fn reloading(&self) -> bool {
+        self.reloading
+    }
+
+    /// The watchdog's miss, if one happened.
+    pub(crate) fn watchdog_missed(&self) -> Option<watchdog::WatchdogMiss> {
+        self.watchdog.as_ref().and_then(|w| w.missed())
     }
 
     /// How far `EXTEND_TIMEOUT_USEC=` may extend a wait beyond its grace.
@@ -165,6 +245,19 @@ impl NotifySocket {
     /// asked for by one of them, if any.
     pub(crate) fn receive(&mut self) -> Option<Instant> {
         let mut extended = None;
+        if let Some(shared) = self.watchdog.clone() {
+            for q in shared.take() {
+                let until = match q.verdict {
+                    Ok(pid) => self.accept(pid, &q.data, q.len, q.at),
+                    Err(why) => {
+                        self.ignore(why);
+                        None
+                    }
+                };
+                extended = until.or(extended);
+            }
+            return extended;
+        }
         let mut data = [0u8; MAX_DATAGRAM + 1];
         loop {
             let received = match peer::recv_with_sender(self.fd.as_fd(), &mut data) {
@@ -183,7 +276,7 @@ impl NotifySocket {
             drop(sender);
             let bytes = received.len.min(data.len());
             let until = match verdict {
-                Ok(pid) => self.accept(pid, &data[..bytes], received.len),
+                Ok(pid) => self.accept(pid, &data[..bytes], received.len, Instant::now()),
                 Err(why) => {
                     self.ignore(why);
                     None
@@ -197,7 +290,7 @@ impl NotifySocket {
 
     /// One datagram (`data`, of `len` bytes sent) from `sender`, who may speak: acts on it if
     /// it is well-formed, else notes why not.
-    fn accept(&mut self, sender: u32, data: &[u8], len: usize) -> Option<Instant> {
+    fn accept(&mut self, sender: u32, data: &[u8], len: usize, now: Instant) -> Option<Instant> {
         if len > MAX_DATAGRAM {
             self.ignore(format!(
                 "a datagram from pid {sender} of {len} bytes, longer than {MAX_DATAGRAM}"
@@ -208,7 +301,6 @@ impl NotifySocket {
             self.ignore(format!("a datagram from pid {sender} that is not UTF-8"));
             return None;
         };
-        let now = Instant::now();
         let mut extended = None;
         for line in text.split('\n').filter(|l| !l.is_empty()) {
             let Some((key, value)) = line.split_once('=') else {
@@ -216,7 +308,33 @@ impl NotifySocket {
                 continue;
             };
             match key {
-                "READY" if value == "1" => self.ready = true,
+                "READY" if value == "1" => {
+                    self.ready = true;
+                    if std::mem::take(&mut self.reloading) {
+                        self.reloads_done += 1;
+                    }
+                }
+                "RELOADING" if value == "1" => self.reloading = true,
+                "MAINPID" => self.main_pid(sender, value),
+                "MONOTONIC_USEC" => match value.parse::<u64>() {
+                    Ok(usec) => self.monotonic_usec = Some(usec),
+                    Err(_) => self.ignore(format!("MONOTONIC_USEC={value:?} from pid {sender}")),
+                },
+                "EXIT_STATUS" => match value.parse::<i32>() {
+                    Ok(status) if (0..=255).contains(&status) => self.exit_status = Some(status),
+                    _ => self.ignore(format!("EXIT_STATUS={value:?} from pid {sender}")),
+                },
+                "WATCHDOG" | "WATCHDOG_USEC" => {
+                    // Acted on by the event loop as it reads (`watchdog.rs`); noted here if bad,
+                    // kept for the arming if it came before.
+                    match watchdog::parse(key, value) {
+                        Some(Err(bad)) => self.ignore(format!("{bad} from pid {sender}")),
+                        Some(Ok(watchdog::Message::Interval(interval))) => {
+                            self.watchdog_asked = Some(interval);
+                        }
+                        _ => {}
+                    }
+                }
                 "STATUS" => self.status = Some(value.to_owned()),
                 "STOPPING" if value == "1" => {
                     self.stopping_at.get_or_insert(now);
@@ -235,7 +353,9 @@ impl NotifySocket {
                         self.ignore(format!("EXTEND_TIMEOUT_USEC={value:?} from pid {sender}"))
                     }
                 },
-                // MAINPID, WATCHDOG, RELOADING, FDSTORE, … and unknown keys: not ours to act on.
+                // FDSTORE, … and unknown keys: not ours to act on. BARRIER=1: its fd
+                // was closed as the datagram was read (`peer::recv_with_sender`), which is the
+                // answer `sd_notify_barrier(3)` waits for.
                 _ => {}
             }
         }
@@ -261,8 +381,18 @@ impl NotifySocket {
         if self.ignored_count > notes.len() {
             notes.push(format!("{} more ignored", self.ignored_count - notes.len()));
         }
+        let mut watchdog: Vec<String> = Vec::new();
+        if let Some(shared) = &self.watchdog {
+            watchdog.extend(shared.missed().map(|m| m.to_string()));
+            watchdog.extend(shared.notes());
+        }
         NotifyReport {
             status: self.status.clone(),
+            errno: self.errno,
+            exit_status: self.exit_status,
+            watchdog,
+            main_pid: self.main_pid_now,
+            main: self.main_notes.clone(),
             stopping: self.stopping_at.map(since),
             extensions: self
                 .extensions
@@ -290,113 +420,14 @@ impl NotifySocket {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn socket_for(child: u32) -> NotifySocket {
-        let (fd, _) = rustix::net::socketpair(
-            AddressFamily::UNIX,
-            SocketType::DGRAM,
-            SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
-        let access = Access {
-            rule: NotifyAccess::All,
-            child,
-            cgroup: None,
-        };
-        NotifySocket::new(fd, None, access, Duration::ZERO)
-    }
-
-    fn send(s: &mut NotifySocket, data: &[u8]) -> Option<Instant> {
-        s.accept(s.access.child, data, data.len())
-    }
-
-    #[test]
-    fn well_formed_messages_are_acted_on() {
-        let me = std::process::id();
-        let mut s = socket_for(me);
-        assert_eq!(send(&mut s, b"STATUS=starting\nMAINPID=1\n"), None);
-        assert_eq!(s.status.as_deref(), Some("starting"));
-        assert!(!s.ready);
-        assert!(send(&mut s, b"READY=1\nSTATUS=up").is_none());
-        assert!(s.ready && s.status.as_deref() == Some("up"));
-        let before = Instant::now();
-        let until = send(&mut s, b"EXTEND_TIMEOUT_USEC=2000000").unwrap();
-        assert!(until >= before + Duration::from_secs(2));
-        send(&mut s, b"ERRNO=2");
-        assert_eq!(s.errno, Some(2));
-        assert!(s.ignored.is_empty(), "{:?}", s.ignored);
-    }
-
-    #[test]
-    fn bad_input_is_ignored_and_noted_never_a_panic() {
-        let me = std::process::id();
-        let mut s = socket_for(me);
-        send(&mut s, b"READY");
-        send(&mut s, b"\xff\xfe=1");
-        send(&mut s, b"ERRNO=-3\nERRNO=x");
-        send(
-            &mut s,
-            b"EXTEND_TIMEOUT_USEC=-1\nEXTEND_TIMEOUT_USEC=99999999999999999999",
-        );
-        // Truncated by the receive buffer: the sent length decides.
-        s.accept(me, &[b'x'; MAX_DATAGRAM], MAX_DATAGRAM + 1);
-        assert!(!s.ready, "no bad datagram may make it ready");
-        assert_eq!(s.errno, None);
-        assert_eq!(s.ignored_count, 7, "{:?}", s.ignored);
-        assert!(
-            s.ignored[6].contains(&format!("of {} bytes, longer than", MAX_DATAGRAM + 1)),
-            "{:?}",
-            s.ignored
-        );
-        s.ignore("filler 1".into());
-        s.ignore("filler 2".into());
-        // An absurd but well-formed extension saturates instead of overflowing.
-        let until = send(
-            &mut s,
-            &format!("EXTEND_TIMEOUT_USEC={}", u64::MAX).into_bytes(),
-        );
-        assert!(until.is_some_and(|u| u > Instant::now() + Duration::from_secs(3600)));
-        let report = s.finish(Instant::now());
-        assert_eq!(report.ignored.len(), NOTED_MAX + 1, "{:?}", report.ignored);
-        assert_eq!(report.ignored[NOTED_MAX], "1 more ignored");
-    }
-
-    #[test]
-    fn datagrams_are_read_with_their_sender_and_judged() {
-        // A real socket pair: the kernel attaches our pid (and pidfd) to what we send.
-        let (ours, theirs) = rustix::net::socketpair(
-            AddressFamily::UNIX,
-            SocketType::DGRAM,
-            SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
-        rustix::net::sockopt::set_socket_passcred(&ours, true).unwrap();
-        peer::set_pass_pidfd(ours.as_fd()).expect("SO_PASSPIDFD (Linux 6.5)");
-        let me = std::process::id();
-        let parent = crate::process::group::parent_of(me).unwrap();
-        let stranger = Access {
-            rule: NotifyAccess::All,
-            child: parent,
-            cgroup: None,
-        };
-        let mut s = NotifySocket::new(ours, None, stranger, Duration::ZERO);
-        rustix::net::send(&theirs, b"READY=1", rustix::net::SendFlags::empty()).unwrap();
-        s.receive();
-        assert!(s.ready, "we descend from our parent: {:?}", s.ignored);
-        s.access.child = u32::MAX;
-        s.ready = false;
-        rustix::net::send(&theirs, b"READY=1", rustix::net::SendFlags::empty()).unwrap();
-        s.receive();
-        assert!(!s.ready);
-        assert!(
-            s.ignored[0].starts_with(&format!("a datagram from pid {me}, not a descendant")),
-            "{:?}",
-            s.ignored
-        );
+impl Drop for NotifySocket {
+    fn drop(&mut self) {
+        if let Some(shared) = self.watchdog.take() {
+            shared.drop_socket();
+        }
     }
 }
+
+mod main_pid;
+#[cfg(test)]
+mod tests;

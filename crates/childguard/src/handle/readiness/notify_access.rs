@@ -79,7 +79,7 @@ pub(crate) struct Sender {
 }
 
 /// The rule and whom it admits.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Access {
     pub(crate) rule: NotifyAccess,
     pub(crate) child: u32,

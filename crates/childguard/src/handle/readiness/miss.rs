@@ -1,0 +1,109 @@
+//! [`WatchdogMiss`]: what a missed watchdog deadline was (`watchdog.rs`, Linux), and the
+//! user's callback for it ([`Builder::on_watchdog`](crate::Builder::on_watchdog)), and the
+//! watchdog's messages (`WATCHDOG=`, `WATCHDOG_USEC=`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What happened at a missed watchdog deadline, for [`Builder::on_watchdog`](crate::Builder::on_watchdog)
+/// and [`ChildHandle::watchdog_missed`](crate::ChildHandle::watchdog_missed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WatchdogMiss {
+    /// The child's pid.
+    pub pid: u32,
+    /// When, since the spawn.
+    pub at: Duration,
+    /// `true`: the child sent `WATCHDOG=trigger`; `false`: the interval passed without a
+    /// `WATCHDOG=1`.
+    pub triggered: bool,
+    /// The interval in force then (the builder's, or the child's last `WATCHDOG_USEC=`).
+    pub interval: Duration,
+}
+
+impl std::fmt::Display for WatchdogMiss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = self.at.as_secs_f64() * 1000.0;
+        if self.triggered {
+            write!(f, "watchdog missed at +{ms:.1}ms (WATCHDOG=trigger)")
+        } else {
+            write!(
+                f,
+                "watchdog missed at +{ms:.1}ms (no WATCHDOG=1 within {:?})",
+                self.interval
+            )
+        }
+    }
+}
+
+/// The user's callback.
+pub(crate) type MissFn = Arc<dyn Fn(WatchdogMiss) + Send + Sync>;
+
+/// [`MissFn`] in the builder (which is `Debug`).
+#[derive(Clone)]
+pub(crate) struct OnWatchdog(pub(crate) MissFn);
+
+impl std::fmt::Debug for OnWatchdog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnWatchdog(..)")
+    }
+}
+
+/// One watchdog message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Message {
+    /// `WATCHDOG=1`.
+    Ping,
+    /// `WATCHDOG=trigger`.
+    Trigger,
+    /// `WATCHDOG_USEC=`: the new interval (`None`: 0, the watchdog off).
+    Interval(Option<Duration>),
+}
+
+/// Reads one `KEY=VALUE` line: `None` if it is not a watchdog key, `Some(Err)` if it is one
+/// with a value we do not understand.
+pub(crate) fn parse(key: &str, value: &str) -> Option<Result<Message, String>> {
+    match key {
+        "WATCHDOG" => Some(match value {
+            "1" => Ok(Message::Ping),
+            "trigger" => Ok(Message::Trigger),
+            _ => Err(format!("WATCHDOG={value:?}")),
+        }),
+        "WATCHDOG_USEC" => Some(match value.parse::<u64>() {
+            Ok(0) => Ok(Message::Interval(None)),
+            Ok(usec) => Ok(Message::Interval(Some(Duration::from_micros(usec)))),
+            Err(_) => Err(format!("WATCHDOG_USEC={value:?}")),
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_parse_and_bad_values_say_so() {
+        assert_eq!(parse("WATCHDOG", "1"), Some(Ok(Message::Ping)));
+        assert_eq!(parse("WATCHDOG", "trigger"), Some(Ok(Message::Trigger)));
+        assert_eq!(
+            parse("WATCHDOG_USEC", "0"),
+            Some(Ok(Message::Interval(None)))
+        );
+        assert_eq!(
+            parse("WATCHDOG_USEC", "250000"),
+            Some(Ok(Message::Interval(Some(Duration::from_millis(250)))))
+        );
+        // Huge but well-formed: a deadline far away, saturated by `later` when armed.
+        assert_eq!(
+            parse("WATCHDOG_USEC", &u64::MAX.to_string()),
+            Some(Ok(Message::Interval(Some(Duration::from_micros(u64::MAX)))))
+        );
+        assert!(parse("WATCHDOG", "2").unwrap().is_err());
+        assert!(parse("WATCHDOG_USEC", "-1").unwrap().is_err());
+        assert!(parse("WATCHDOG_USEC", "99999999999999999999")
+            .unwrap()
+            .is_err());
+        assert_eq!(parse("READY", "1"), None);
+    }
+}

@@ -1,0 +1,141 @@
+//! Issue 23 item 4: `MAINPID=` against slowserver `--main-worker` (a wrapper that forks its
+//! server and names it): the close's catchable rungs go to the named process, not the child;
+//! a `MAINPID=` outside the child's tree (or cgroup), `0`, garbage or a process that does not
+//! exist is refused and noted, and the ladder stays on the child.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+use childguard::{ChildHandle, Containment, Ready, Signal};
+use childguard_tests::cgroups::serial;
+use childguard_tests::*;
+
+fn logged(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn redirects_the_ladder(name: &str, contain: bool) {
+    let worker_log = scratch(&format!("{name}-worker.log"));
+    let wrapper_log = scratch(&format!("{name}-wrapper.log"));
+    let cmd: Command = slowserver(&[
+        "--notify",
+        "--main-worker",
+        worker_log.to_str().unwrap(),
+        "--log",
+        wrapper_log.to_str().unwrap(),
+        "--ignore-eof",
+    ]);
+    let mut builder = ChildHandle::builder(cmd)
+        .ready(Ready::Notify)
+        .ladder(ladder("TERM:10s,KILL:1s"));
+    if contain {
+        builder = builder.contain(Containment::Cgroup);
+    }
+    let handle = builder.spawn().expect("spawn");
+    let child = handle.id().unwrap();
+    let report = handle.close().expect("close");
+    let notify = report.notify.clone().expect("a notify report");
+    let main = notify.main_pid.expect("MAINPID accepted");
+    assert_ne!(main, child);
+    assert!(
+        notify.main[0] == format!("MAINPID={main} accepted: the close's catchable rungs go to it"),
+        "{notify:?}"
+    );
+    assert!(
+        notify
+            .main
+            .contains(&format!("TERM to the main process {main}")),
+        "{notify:?}"
+    );
+    // The worker got TERM and the wrapper did not: it exited because its server did, with the
+    // server's 128 + TERM.
+    assert_eq!(logged(&worker_log), ["TERM"], "{report}");
+    assert!(
+        logged(&wrapper_log).is_empty(),
+        "{:?}",
+        logged(&wrapper_log)
+    );
+    assert_eq!(
+        report.status.and_then(|s| s.code()),
+        Some(128 + libc::SIGTERM),
+        "{report}"
+    );
+    assert_eq!(report.signals.len(), 1, "{report}");
+    let sent = report.signals[0];
+    assert_eq!(sent.signal, Signal::TERM);
+    assert!(!sent.to_group && !sent.to_cgroup, "{report}");
+}
+
+#[test]
+fn mainpid_of_a_forked_worker_gets_the_ladder_instead_of_the_child() {
+    redirects_the_ladder("mainpid", false);
+}
+
+#[test]
+fn mainpid_in_the_cgroup_gets_the_ladder_when_contained() {
+    let _serial = serial();
+    redirects_the_ladder("mainpid-contained", true);
+}
+
+fn refused(contain: bool) -> (childguard::CloseReport, Vec<String>) {
+    let mut builder = ChildHandle::builder(slowserver(&[
+        "--notify",
+        "--notify-send",
+        "MAINPID=1",
+        "--notify-send",
+        "MAINPID=0\\nMAINPID=garbage\\nMAINPID=-4",
+        "--notify-send",
+        "MAINPID=4294967295",
+        "--ignore-eof",
+    ]))
+    .ready(Ready::Notify)
+    .ladder(ladder("TERM:10s,KILL:1s"));
+    if contain {
+        builder = builder.contain(Containment::Cgroup);
+    }
+    let report = builder.spawn().expect("spawn").close().expect("close");
+    let notify = report.notify.clone().expect("a notify report");
+    assert_eq!(notify.main_pid, None, "{notify:?}");
+    for bad in ["\"0\"", "\"garbage\"", "\"-4\"", "\"4294967295\""] {
+        let want = format!("MAINPID={bad} from pid");
+        assert!(
+            notify
+                .main
+                .iter()
+                .any(|n| n.starts_with(&want) && n.ends_with("refused: not a process id")),
+            "{want}: {notify:?}"
+        );
+    }
+    // The ladder stayed on the child, which TERM ended.
+    assert_eq!(
+        report.status.and_then(|s| s.signal()),
+        Some(libc::SIGTERM),
+        "{report}"
+    );
+    (report, notify.main)
+}
+
+#[test]
+fn mainpid_outside_the_tree_and_garbage_are_refused_and_noted() {
+    let (_, main) = refused(false);
+    assert!(
+        main.iter()
+            .any(|n| n.starts_with("MAINPID=1 refused: not a descendant of the child")),
+        "{main:?}"
+    );
+}
+
+#[test]
+fn mainpid_outside_the_cgroup_is_refused_when_contained() {
+    let _serial = serial();
+    let (_, main) = refused(true);
+    assert!(
+        main.iter()
+            .any(|n| n.starts_with("MAINPID=1 refused: outside the child's cgroup")),
+        "{main:?}"
+    );
+}
