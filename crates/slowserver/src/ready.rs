@@ -84,7 +84,18 @@ impl Notifier {
         use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
         use std::mem::MaybeUninit;
         use std::os::fd::AsFd;
+        #[cfg(not(target_vendor = "apple"))]
         let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        // macOS has no pipe2: close-on-exec set right after (this fixture spawns nothing
+        // meanwhile).
+        #[cfg(target_vendor = "apple")]
+        let (read, write) = {
+            let (read, write) = rustix::pipe::pipe()?;
+            for fd in [&read, &write] {
+                rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+            }
+            (read, write)
+        };
         let sock = UnixDatagram::unbound()?;
         let addr = rustix::net::SocketAddrUnix::new(&self.path)?;
         let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];

@@ -35,6 +35,8 @@ impl Builder {
         let fail = |kind, e: io::Error| Error::new(kind, Some(&program), e);
         let _span = crate::base::trace::spawn_span(&program);
         sigchld::check_not_ignored().map_err(|e| fail(ErrorKind::SigchldIgnored, e))?;
+        // Off Linux only the (refused) watchdog would read it.
+        #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
         let started = Instant::now();
         if let Some(interval) = self.watchdog {
             readiness::check_watchdog(self.ready.as_ref(), interval)
@@ -250,10 +252,14 @@ impl Builder {
                 }
             }
         }
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut handle = match readiness {
             Some(pending) => pending.await_on(handle, spawn_probe)?,
             None => handle,
         };
+        // Off Linux `check_watchdog` refused a watchdog before the fork (it needs
+        // `Ready::Notify`, which needs `SO_PASSCRED`): nothing to arm.
+        #[cfg(target_os = "linux")]
         if let Some(interval) = self.watchdog {
             let on_miss = self.on_watchdog.take();
             if let Err(e) = handle.arm_watchdog(interval, started, on_miss) {

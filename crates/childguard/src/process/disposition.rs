@@ -71,6 +71,7 @@ pub(crate) struct Masks {
 impl Masks {
     /// Parses the text of `/proc/PID/status`. `None`: a zombie (`State: Z`/`X`), or a text
     /// without both masks.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // off Linux nothing reads /proc
     pub(crate) fn parse(status: &str) -> Option<Masks> {
         let (mut ignored, mut caught, mut alive) = (None, None, true);
         for line in status.lines() {

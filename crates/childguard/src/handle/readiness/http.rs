@@ -18,7 +18,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
-use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType};
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketType};
 
 use super::probe::{bound_text, ReadyParseError};
 use crate::core::wait::later;
@@ -227,7 +227,7 @@ impl HttpCheck {
         );
         let mut sent = 0;
         while sent < request.len() {
-            match rustix::net::send(&socket, &request.as_bytes()[sent..], SendFlags::NOSIGNAL) {
+            match rustix::net::send(&socket, &request.as_bytes()[sent..], no_sigpipe()) {
                 Ok(n) => sent += n,
                 Err(Errno::AGAIN | Errno::INTR) => {
                     if Instant::now() >= until {
@@ -299,8 +299,23 @@ impl HttpCheck {
             Target::Tcp(SocketAddr::V6(_)) => AddressFamily::INET6,
             Target::Unix(_) => AddressFamily::UNIX,
         };
-        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
-        rustix::net::socket_with(family, SocketType::STREAM, flags, None)
+        #[cfg(not(target_vendor = "apple"))]
+        {
+            use rustix::net::SocketFlags;
+            let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+            rustix::net::socket_with(family, SocketType::STREAM, flags, None)
+        }
+        // macOS has neither SOCK_NONBLOCK/SOCK_CLOEXEC nor MSG_NOSIGNAL: the flags are set
+        // right after, and SO_NOSIGPIPE keeps a send to a closed peer from raising SIGPIPE.
+        #[cfg(target_vendor = "apple")]
+        {
+            let socket = rustix::net::socket(family, SocketType::STREAM, None)?;
+            rustix::io::fcntl_setfd(&socket, rustix::io::FdFlags::CLOEXEC)?;
+            let flags = rustix::fs::fcntl_getfl(&socket)?;
+            rustix::fs::fcntl_setfl(&socket, flags | rustix::fs::OFlags::NONBLOCK)?;
+            rustix::net::sockopt::set_socket_nosigpipe(&socket, true)?;
+            Ok(socket)
+        }
     }
 
     fn connect_on(&self, socket: &OwnedFd) -> rustix::io::Result<()> {
@@ -401,3 +416,11 @@ fn quoted(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// `MSG_NOSIGNAL` where it exists (on macOS the socket has `SO_NOSIGPIPE` instead).
+fn no_sigpipe() -> SendFlags {
+    #[cfg(not(target_vendor = "apple"))]
+    return SendFlags::NOSIGNAL;
+    #[cfg(target_vendor = "apple")]
+    return SendFlags::empty();
+}

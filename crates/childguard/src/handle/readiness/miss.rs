@@ -2,6 +2,10 @@
 //! user's callback for it ([`Builder::on_watchdog`](crate::Builder::on_watchdog)), and the
 //! watchdog's messages (`WATCHDOG=`, `WATCHDOG_USEC=`).
 
+// Off Linux the watchdog is refused before the fork (it needs `Ready::Notify`): the message
+// parsing and the callback are only kept for the builder's API.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -10,10 +10,14 @@
 //! `READY=1`, the child's exit, a watchdog miss, the timeout, or the interrupt.
 
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(target_os = "linux")]
+use std::time::Instant;
 
 use crate::base::signal::Signal;
-use crate::core::wait::{later, Interrupt};
+#[cfg(target_os = "linux")]
+use crate::core::wait::later;
+use crate::core::wait::Interrupt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ChildHandle;
 
