@@ -8,3 +8,4 @@ pub(crate) mod ladder;
 pub mod reaper;
 pub(crate) mod release;
 pub(crate) mod report;
+pub(crate) mod target;
