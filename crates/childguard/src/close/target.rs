@@ -6,7 +6,8 @@
 //! - a [`Pinned`] process, named by a pidfd we hold but reaped by somebody else — the child of
 //!   a handle, signalled from the event loop on a watchdog miss while the handle keeps the
 //!   process (`handle/readiness/watchdog.rs`). One climb, two kinds of target: the watchdog
-//!   does not climb a ladder of its own.
+//!   does not climb a ladder of its own — and a process we did not spawn at all, left in a
+//!   container at its stop (`sweep.rs`, for `childguard init`).
 
 use std::io;
 #[cfg(target_os = "linux")]
@@ -75,6 +76,11 @@ impl Pinned {
     /// `pidfd` names `pid`; `group`: signal its process group (it leads one).
     pub(crate) fn new(pidfd: OwnedFd, pid: u32, group: bool) -> Pinned {
         Pinned { pidfd, pid, group }
+    }
+
+    /// The pidfd.
+    pub(crate) fn pidfd(&self) -> &OwnedFd {
+        &self.pidfd
     }
 
     /// Whether the process has exited (its pidfd readable; a zombie counts).
