@@ -317,7 +317,7 @@ impl Builder {
 /// its own process group (the ladder reaches what it starts), stdout and stderr captured (the
 /// tail quoted when it never passes), and the ladder `KILL:1s` for a probe that overran (a
 /// probe has nothing to clean up). Not contained: it is our client, not part of the server.
-fn spawn_probe(command: std::process::Command) -> Result<ChildHandle> {
+pub(super) fn spawn_probe(command: std::process::Command) -> Result<ChildHandle> {
     use crate::base::signal::Signal;
     use crate::close::ladder::{Ladder, Rung};
     use crate::handle::readiness::{EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES};
