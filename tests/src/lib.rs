@@ -203,6 +203,17 @@ pub fn fd_table() -> Vec<(i32, String)> {
     table
 }
 
+/// The fds open now that were not in `before` (a [`fd_table`]): what a leak check must find
+/// empty. A table, not a count: background work of an earlier test (the reaper, the event
+/// loop) may close an fd of its own meanwhile, which a count takes for a leak undone; a number
+/// reused for something else shows as new.
+pub fn fds_new_since(before: &[(i32, String)]) -> Vec<(i32, String)> {
+    fd_table()
+        .into_iter()
+        .filter(|fd| !before.contains(fd))
+        .collect()
+}
+
 /// Whether our fd `fd` is a handle on this process's own `/proc/self/fd` directory.
 pub fn is_own_fd_table(fd: i32) -> bool {
     let own_table = PathBuf::from(format!("/proc/{}/fd", std::process::id()));
