@@ -342,16 +342,19 @@ impl Climb {
 
     /// The signals sent so far, and when (after [`Climb::record`]: none, they moved into the
     /// report).
+    #[cfg(target_os = "linux")]
     pub(crate) fn sent(&self) -> &[SentSignal] {
         &self.sent
     }
 
     /// The rungs skipped so far.
+    #[cfg(target_os = "linux")]
     pub(crate) fn skipped(&self) -> &[SkippedRung] {
         &self.skipped
     }
 
     /// When the climb began (the signals' `at` counts from here).
+    #[cfg(target_os = "linux")]
     pub(crate) fn started(&self) -> Instant {
         self.started
     }

@@ -116,6 +116,7 @@ impl ChildHandle {
         drop(self.pipes.stdin.take());
         remove_socket_dir(self.socket_dir.take(), &mut report);
         let notify = self.notify.take();
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut earlier_kill = self.last_kill;
         #[cfg(target_os = "linux")]
         if let Some(notify) = &notify {
