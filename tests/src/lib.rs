@@ -235,6 +235,14 @@ pub fn scratch(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("childguard-test-{}-{n}-{name}", std::process::id()))
 }
 
+/// [`scratch`]`(name)` as a directory, emptied of what an earlier run left and created.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = scratch(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    dir
+}
+
 /// Pids whose parent is this process, alive or zombie.
 pub fn our_children() -> Vec<u32> {
     let me = std::process::id();

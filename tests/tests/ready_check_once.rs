@@ -10,9 +10,7 @@ use childguard_tests::*;
 
 #[test]
 fn connect_holds_exactly_while_something_listens() {
-    let dir = scratch("check-once-connect");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("check-once-connect");
     let path = dir.join("s");
     let ready = Ready::connect(path.as_path());
     assert!(!ready.check_once().unwrap(), "no socket yet");

@@ -16,9 +16,7 @@ const SERVER: &str = include_str!("../../src/http_server.py");
 #[test]
 fn http_ready_file_appears_after_a_get_was_answered_2xx() {
     for name in NAMES {
-        let dir = scratch(&format!("init-ready-http-{name:?}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir(&format!("init-ready-http-{name:?}"));
         let (sock, ready) = (dir.join("s"), dir.join("ready"));
         let url = format!(
             "http+unix://{}/health",
@@ -89,9 +87,7 @@ fn http_ready_file_appears_after_a_get_was_answered_2xx() {
 #[test]
 fn exec_ready_file_appears_only_once_the_probe_passes() {
     for name in NAMES {
-        let dir = scratch(&format!("init-ready-exec-{name:?}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir(&format!("init-ready-exec-{name:?}"));
         let (up, ready) = (dir.join("up"), dir.join("ready"));
         let probe = format!("exec:test -e {}", up.display());
         let script = format!("sleep 0.3; : > {}; exec sleep 1000", up.display());

@@ -251,9 +251,7 @@ fn a_second_stop_signal_skips_to_the_next_rung() {
 #[test]
 fn the_ready_file_appears_when_ready_and_goes_at_the_stop() {
     for name in NAMES {
-        let dir = scratch(&format!("init-ready-{name:?}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir(&format!("init-ready-{name:?}"));
         let (sock, ready, seen) = (dir.join("s"), dir.join("ready"), dir.join("seen"));
         let server = format!(
             "import os, signal, socket, sys, time\n\
