@@ -411,8 +411,10 @@ impl Dog {
         let OnMiss::Close { target, .. } = &self.on_miss else {
             return;
         };
-        let mut target = lock(target);
+        // The state's lock first, then the target's, as in `miss` (only this thread takes the
+        // target's, but one order everywhere).
         let mut state = lock(&self.shared.state);
+        let mut target = lock(target);
         if state.gone || state.stopped || target.exited() {
             return;
         }
