@@ -117,35 +117,7 @@ pub fn pid_namespaces(test: &str) -> bool {
     }
 }
 
-/// The children of `pid` now, from every thread's `children` file.
-pub fn children_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return found;
-    };
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            found.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
-        }
-    }
-    found
-}
-
-/// Every descendant of `pid` now.
-pub fn descendants_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for child in children_of(p) {
-            found.push(child);
-            frontier.push(child);
-        }
-    }
-    found
-}
+pub use childguard_cli::procs::{children_of, descendants_of};
 
 /// init's pid (in our namespace) under `unshare`, once it is there.
 pub fn init_under_unshare(unshare: &Child) -> u32 {

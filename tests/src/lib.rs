@@ -203,6 +203,17 @@ pub fn fd_table() -> Vec<(i32, String)> {
     table
 }
 
+/// The fds open now that were not in `before` (a [`fd_table`]): what a leak check must find
+/// empty. A table, not a count: background work of an earlier test (the reaper, the event
+/// loop) may close an fd of its own meanwhile, which a count takes for a leak undone; a number
+/// reused for something else shows as new.
+pub fn fds_new_since(before: &[(i32, String)]) -> Vec<(i32, String)> {
+    fd_table()
+        .into_iter()
+        .filter(|fd| !before.contains(fd))
+        .collect()
+}
+
 /// Whether our fd `fd` is a handle on this process's own `/proc/self/fd` directory.
 pub fn is_own_fd_table(fd: i32) -> bool {
     let own_table = PathBuf::from(format!("/proc/{}/fd", std::process::id()));
@@ -222,6 +233,14 @@ pub fn scratch(name: &str) -> PathBuf {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     std::env::temp_dir().join(format!("childguard-test-{}-{n}-{name}", std::process::id()))
+}
+
+/// [`scratch`]`(name)` as a directory, emptied of what an earlier run left and created.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = scratch(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    dir
 }
 
 /// Pids whose parent is this process, alive or zombie.

@@ -1,6 +1,7 @@
 //! The server's environment is the one the caller built — with `env_clear` or without — plus
 //! exactly the variables its mode adds (`LISTEN_FDS`, `LISTEN_FDNAMES`, `LISTEN_PID` with
-//! socket activation, `NOTIFY_SOCKET` with notify readiness), in every socket mode (issue 22).
+//! socket activation, `NOTIFY_SOCKET` with notify readiness, `WATCHDOG_USEC` and `WATCHDOG_PID`
+//! with a watchdog), in every socket mode (issue 22).
 //!
 //! The "secret" is a variable of this test process (cargo sets several, `CARGO_PKG_NAME`
 //! among them): after `env_clear` it must not reach the server, and without `env_clear` the
@@ -73,8 +74,8 @@ fn names(env: &Env) -> Vec<String> {
 
 /// Spawns cg-env-dump in `mode` (notify readiness or not), its Command cleared or not, and
 /// asserts the environment it got.
-fn check(mode: &SocketMode, notify: bool, clear: bool) {
-    let what = format!("{mode:?}, notify {notify}, env_clear {clear}");
+fn check(mode: &SocketMode, notify: bool, watchdog: bool, clear: bool) {
+    let what = format!("{mode:?}, notify {notify}, watchdog {watchdog}, env_clear {clear}");
     let file = scratch("env-dump");
     let secret = secret();
     let mut cmd = Command::new(bin("cg-env-dump"));
@@ -99,8 +100,20 @@ fn check(mode: &SocketMode, notify: bool, clear: bool) {
     if notify {
         builder = builder.ready(Ready::Notify);
     }
+    if watchdog {
+        // Far away: never missed here. An inherited WATCHDOG_PID must not pass.
+        builder = builder.watchdog(std::time::Duration::from_secs(600));
+        expected.remove(std::ffi::OsStr::new("WATCHDOG_PID"));
+    }
     let handle = builder.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
     let got = dump(&file);
+    if watchdog {
+        // As systemd sets them: the interval, and the server's own pid (written by the child
+        // between fork and exec: with activation beside LISTEN_PID).
+        let pid = handle.id().expect("pid").to_string();
+        expected.insert("WATCHDOG_USEC".into(), "600000000".into());
+        expected.insert("WATCHDOG_PID".into(), pid.into());
+    }
     if let SocketMode::Activation { .. } = mode {
         expected.retain(|k, _| !k.as_bytes().starts_with(b"LISTEN_"));
         let pid = handle.id().expect("pid").to_string();
@@ -146,9 +159,9 @@ fn check(mode: &SocketMode, notify: bool, clear: bool) {
 }
 
 fn every_case(mode: SocketMode) {
-    for notify in [false, true] {
+    for (notify, watchdog) in [(false, false), (true, false), (true, true)] {
         for clear in [true, false] {
-            check(&mode, notify, clear);
+            check(&mode, notify, watchdog, clear);
         }
     }
 }

@@ -229,13 +229,6 @@ fn usr1_script(dir: &std::path::Path) -> PathBuf {
     script
 }
 
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = scratch(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// `--foreground`: the command stays in the caller's group, so a signal to that whole group
 /// reaches it (here USR1 to a setsid'd shell's group).
 #[test]

@@ -38,9 +38,7 @@ fn redis_is_ready_for_the_client_and_closed_after() {
     if !peer("redis-server", "redis-server") {
         return;
     }
-    let dir = scratch("with-redis");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("with-redis");
     let sock = dir.join("redis.sock");
     let sock_s = sock.to_str().unwrap();
     let ready = format!("unix:{sock_s}");
@@ -294,9 +292,7 @@ fn a_servers_own_double_dash_reaches_it_with_end() {
 /// is ready only when the test writes its fifo, after childguard said it got the signal.
 #[test]
 fn a_signal_while_the_servers_start_ends_the_run_without_cmd() {
-    let dir = scratch("with-start-signal");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("with-start-signal");
     let fifo = dir.join("go");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
     assert!(made.success());

@@ -94,6 +94,63 @@ pub struct UsageError {
     hint: &'static str,
 }
 
+/// A long option as given: `--name=value` (the value inline) or `--name` (the value, if it
+/// takes one, is the next argument). What `with` and `probe` share; `init` and `timeout`
+/// follow tini's and coreutils' own rules and have parsers of their own.
+pub(crate) struct LongOpt {
+    pub(crate) name: String,
+    inline: Option<String>,
+}
+
+impl LongOpt {
+    /// Splits `text` at its first `=` when it is a long option.
+    pub(crate) fn split(text: &str) -> LongOpt {
+        match text.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => LongOpt {
+                name: n.to_string(),
+                inline: Some(v.to_string()),
+            },
+            _ => LongOpt {
+                name: text.to_string(),
+                inline: None,
+            },
+        }
+    }
+
+    /// Whether a value came inline (`--name=value`): an error for a flag.
+    pub(crate) fn has_inline_value(&self) -> bool {
+        self.inline.is_some()
+    }
+
+    /// The option's value: the inline one, else the next of `args`; none is `usage`'s error
+    /// "NAME needs a value".
+    pub(crate) fn value(
+        &self,
+        args: &mut impl Iterator<Item = std::ffi::OsString>,
+        usage: fn(String) -> UsageError,
+    ) -> Result<String, UsageError> {
+        match &self.inline {
+            Some(v) => Ok(v.clone()),
+            None => args
+                .next()
+                .map(|v| v.to_string_lossy().into_owned())
+                .ok_or_else(|| usage(format!("{} needs a value", self.name))),
+        }
+    }
+}
+
+/// `--ready-timeout DUR` (`0`/`inf`: none), as `with` and `probe` take it.
+pub(crate) fn ready_timeout(
+    text: &str,
+    usage: fn(String) -> UsageError,
+) -> Result<Option<std::time::Duration>, UsageError> {
+    crate::duration::parse_timeout(text).map_err(|why| {
+        usage(format!(
+            "invalid value for --ready-timeout: {text:?}: {why}"
+        ))
+    })
+}
+
 impl UsageError {
     fn top(message: impl Into<String>) -> UsageError {
         UsageError {

@@ -234,8 +234,9 @@ Options beyond tini:
                       docker stop's 10 s; or $CHILDGUARD_STOP_BUDGET): the graces before the
                       last rung are scaled by one factor, never up, to fit
   --ready COND --ready-file PATH
-                      PATH exists while CMD accepts connections (COND: tcp:HOST:PORT or
-                      unix:PATH); removed at the stop, before CMD's first signal
+                      PATH exists once COND holds (tcp:HOST:PORT, unix:PATH, http:URL,
+                      exec:CMD, checked every 50 ms; repeated: all of them); removed at
+                      the stop, before CMD's first signal
   --no-contain        no cgroup for CMD even where one can be made: the sweep of the PID
                       namespace (our descendants when not PID 1) alone finds what is left
 

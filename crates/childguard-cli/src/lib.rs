@@ -24,6 +24,8 @@ mod help;
 mod init;
 mod messages;
 mod probe;
+#[cfg(target_os = "linux")]
+pub mod procs;
 mod received;
 mod run;
 #[cfg(target_os = "linux")]

@@ -91,30 +91,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             if text == "--" {
                 break;
             }
-            let (name, inline) = match text.split_once('=') {
-                Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-                _ => (text.clone(), None),
-            };
-            let mut value = || -> Result<String, UsageError> {
-                match inline.clone() {
-                    Some(v) => Ok(v),
-                    None => args
-                        .next()
-                        .map(|v| v.to_string_lossy().into_owned())
-                        .ok_or_else(|| usage(format!("{name} needs a value"))),
-                }
-            };
-            match name.as_str() {
+            let opt = crate::args::LongOpt::split(&text);
+            let mut value = || opt.value(&mut args, usage);
+            match opt.name.as_str() {
                 "-h" | "--help" => return Ok(None),
                 "--ready" => server.ready.push(parse_ready(&value()?)?),
                 "--ready-any" => server.ready_any.push(parse_ready(&value()?)?),
                 "--ready-timeout" => {
                     let text = value()?;
-                    server.ready_timeout = duration::parse_timeout(&text).map_err(|why| {
-                        usage(format!(
-                            "invalid value for --ready-timeout: {text:?}: {why}"
-                        ))
-                    })?;
+                    server.ready_timeout = crate::args::ready_timeout(&text, usage)?;
                 }
                 "--watchdog" => {
                     let text = value()?;
@@ -137,7 +122,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
                     })?);
                 }
                 "--end" => server.end = Some(end_word(value()?)?),
-                "--no-skip-ignored" if inline.is_none() => server.no_skip_ignored = true,
+                "--no-skip-ignored" if !opt.has_inline_value() => server.no_skip_ignored = true,
                 _ => return Err(usage(format!("unknown option '{text}'"))),
             }
         }

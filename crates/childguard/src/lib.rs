@@ -94,6 +94,8 @@ pub use close::ladder::{
 pub use close::report::{
     CloseReport, Ending, Extension, MemoryRelease, NotifyReport, SentSignal, SkippedRung,
 };
+#[cfg(target_os = "linux")]
+pub use close::sweep::{Sweep, SweepOutcome};
 pub use error::{Error, ErrorKind, Result};
 pub use handle::detach::DetachError;
 pub use handle::exit_watch::ExitWatch;

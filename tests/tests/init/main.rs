@@ -3,6 +3,7 @@
 //! and the ready file.
 
 mod more;
+mod ready;
 mod stop;
 mod tini;
 

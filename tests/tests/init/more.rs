@@ -24,9 +24,7 @@ fn every_catchable_signal_is_forwarded() {
         ("URG", libc::SIGURG),
     ];
     for name in NAMES {
-        let dir = scratch(&format!("init-forward-{name:?}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir(&format!("init-forward-{name:?}"));
         let (up, log) = (dir.join("up"), dir.join("log"));
         let mut script = String::new();
         for (sig, _) in signals {

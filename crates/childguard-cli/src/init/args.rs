@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use childguard::{ConnectTo, Ladder, Ready, Signal};
+use childguard::{Ladder, Ready, Signal};
 
 use crate::args::UsageError;
 
@@ -55,8 +55,9 @@ pub struct InitOptions {
     pub ladder: Ladder,
     /// `--stop-budget` (else `CHILDGUARD_STOP_BUDGET`, else [`DEFAULT_STOP_BUDGET`]).
     pub stop_budget: Duration,
-    /// `--ready COND` (`tcp:HOST:PORT` or `unix:PATH`).
-    pub ready: Option<ConnectTo>,
+    /// `--ready COND` (`tcp:HOST:PORT`, `unix:PATH`, `http:URL`, `exec:CMD`; more than one:
+    /// all of them).
+    pub ready: Option<Ready>,
     /// `--ready-file PATH`.
     pub ready_file: Option<PathBuf>,
     /// CMD in a cgroup of its own when one can be made (not with `--no-contain`).
@@ -158,17 +159,23 @@ pub fn parse(
                 "stop-budget" => budget = Some(parse_budget("--stop-budget", &value()?)?),
                 "ready" => {
                     let text = value()?;
-                    o.ready = match crate::with::parse_ready(&text) {
-                        Ok(Ready::Connect(to)) => Some(to),
-                        Ok(_) => {
-                            return Err(usage(format!(
-                                "invalid value for --ready: {text:?}: init waits for \
-                                 tcp:HOST:PORT or unix:PATH (CMD's output and NOTIFY_SOCKET \
-                                 stay the container's)"
-                            )))
+                    let ready = crate::with::parse_ready(&text)?;
+                    if matches!(ready, Ready::Notify | Ready::Output(_)) {
+                        return Err(usage(format!(
+                            "invalid value for --ready: {text:?}: init checks CMD from \
+                             outside (tcp:, unix:, http:, exec:): CMD's NOTIFY_SOCKET and \
+                             output stay the container's"
+                        )));
+                    }
+                    // More than one: every one must hold.
+                    o.ready = Some(match o.ready.take() {
+                        None => ready,
+                        Some(Ready::All(mut all)) => {
+                            all.push(ready);
+                            Ready::all(all)
                         }
-                        Err(e) => return Err(usage(e.to_string())),
-                    };
+                        Some(first) => Ready::all([first, ready]),
+                    });
                 }
                 "ready-file" => o.ready_file = Some(PathBuf::from(value()?)),
                 "no-contain" if inline.is_none() => o.contain = false,
@@ -396,7 +403,7 @@ mod tests {
             (&["--bogus", "x"], "'--bogus'"),
             (
                 &["--ready", "notify", "--ready-file", "/r", "x"],
-                "tcp:HOST:PORT or unix:PATH",
+                "init checks CMD from outside",
             ),
         ];
         for (args, needle) in cases {

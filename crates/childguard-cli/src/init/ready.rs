@@ -1,27 +1,30 @@
 //! `--ready COND --ready-file PATH`: a file that exists exactly while CMD is ready, for a
-//! Kubernetes `exec` readiness probe (`test -e PATH`). A thread tries to connect to CMD's
-//! socket (`tcp:HOST:PORT`, `unix:PATH`), every 50 ms until it accepts — a probe, as the
-//! engine's own — then writes the file (through a temporary name and a rename, so a probe
-//! never sees it half-made). At the stop the file is removed first, so the endpoint is taken
-//! out of service before CMD gets its first signal.
+//! Kubernetes `exec` readiness probe (`test -e PATH`). A thread checks the condition from
+//! outside CMD every 50 ms — the library's readiness kinds that need no part in the spawn:
+//! a connect (`tcp:HOST:PORT`, `unix:PATH`), an HTTP `GET` (`http:URL`), a probe command
+//! (`exec:CMD`), each one attempt of [`Ready::check_once`], the same attempt the spawn's wait
+//! makes — until it holds, then writes the file (through a temporary name and a rename, so a
+//! probe never sees it half-made). At the stop the file is removed first, so the endpoint is
+//! taken out of service before CMD gets its first signal.
+//!
+//! `notify` and `line:` are refused (`args.rs`): they would need init's spawn of CMD to wait
+//! for readiness, and PID 1 cannot block in a spawn while signals and orphans wait.
 
 use std::fs;
-use std::net::TcpStream;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use childguard::ConnectTo;
+use childguard::Ready;
 
 use crate::messages::say;
 
-/// How often the thread tries to connect.
+/// How often the thread checks.
 const EVERY: Duration = Duration::from_millis(50);
 
-/// The readiness watch: the file appears once CMD accepts a connection.
+/// The readiness watch: the file appears once the condition holds.
 #[derive(Debug)]
 pub struct ReadyFile {
     path: PathBuf,
@@ -29,8 +32,8 @@ pub struct ReadyFile {
 }
 
 impl ReadyFile {
-    /// Starts the thread that waits for `to` and then writes `path`.
-    pub fn watch(to: ConnectTo, path: PathBuf) -> std::io::Result<ReadyFile> {
+    /// Starts the thread that waits for `ready` and then writes `path`.
+    pub fn watch(ready: Ready, path: PathBuf) -> std::io::Result<ReadyFile> {
         let stopped = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stopped);
         let file = path.clone();
@@ -38,7 +41,15 @@ impl ReadyFile {
             .name("childguard-ready".into())
             .spawn(move || {
                 while !flag.load(Ordering::SeqCst) {
-                    if accepts(&to) {
+                    let holds = match ready.check_once() {
+                        Ok(holds) => holds,
+                        Err(e) => {
+                            // No retry fixes it (a probe that cannot start): said once.
+                            say!("--ready: {e}; no ready file will be written");
+                            return;
+                        }
+                    };
+                    if holds {
                         // Checked again after the connect: a stop that came meanwhile wins.
                         if !flag.load(Ordering::SeqCst) {
                             if let Err(e) = write(&file) {
@@ -57,14 +68,6 @@ impl ReadyFile {
     pub fn withdraw(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         let _ = fs::remove_file(&self.path);
-    }
-}
-
-fn accepts(to: &ConnectTo) -> bool {
-    match to {
-        ConnectTo::Tcp(addr) => TcpStream::connect_timeout(addr, Duration::from_secs(1)).is_ok(),
-        ConnectTo::Unix(path) => UnixStream::connect(path).is_ok(),
-        _ => false,
     }
 }
 

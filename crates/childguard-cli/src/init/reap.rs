@@ -115,7 +115,7 @@ pub fn descendants() -> Vec<u32> {
         let kids = if parent == me {
             children()
         } else if by_children {
-            children_of(parent)
+            crate::procs::children_of(parent).into_iter().collect()
         } else {
             scan_children(parent)
         };
@@ -124,23 +124,6 @@ pub fn descendants() -> Vec<u32> {
                 found.push(pid);
                 frontier.push(pid);
             }
-        }
-    }
-    found
-}
-
-/// `/proc/PID/task/*/children` of another process.
-fn children_of(pid: u32) -> BTreeSet<u32> {
-    let mut found = BTreeSet::new();
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return found;
-    };
-    for task in tasks.flatten() {
-        if let Ok(text) = fs::read_to_string(task.path().join("children")) {
-            found.extend(
-                text.split_ascii_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
         }
     }
     found

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! childguard init: stop: server[7]: TERM +0.0ms, KILL +4000.2ms, exited +4000.9ms (signal 9, ended by rung 1 (KILL)), reaped +4001.0ms
-//! childguard init: stop: swept 2 left: 12 (daemon) after TERM +0.8ms; 13 (worker) after KILL +4500.3ms (ladder TERM:4.5s,KILL:1s)
+//! childguard init: stop: swept 2 left: 12 (daemon) after TERM +0.8ms; 13 (worker) after KILL +0.9ms (TERM skipped (ignored)) (ladder TERM:4.5s,KILL:1s)
 //! childguard init: stop: 0 processes left after 8501.7ms
 //! ```
 
@@ -28,11 +28,21 @@ pub fn write(
     if let Some((ladder, _)) = swept {
         let each: Vec<String> = left
             .iter()
-            .map(|l| match l.ended {
-                Some((_, signal, at)) => {
-                    format!("{} ({}) after {signal} +{}", l.pid, l.comm, ms(at))
-                }
-                None => format!("{} ({}) outlived the ladder", l.pid, l.comm),
+            .map(|l| {
+                let Some(outcome) = &l.outcome else {
+                    return format!("{} ({}) not swept", l.pid, l.comm);
+                };
+                let ended = match outcome.ended {
+                    Some((Some((_, signal)), at)) => format!("after {signal} +{}", ms(at)),
+                    Some((None, at)) => format!("exited +{} before any rung", ms(at)),
+                    None => "outlived the ladder".to_string(),
+                };
+                let notes = if outcome.notes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", outcome.notes.join(", "))
+                };
+                format!("{} ({}) {ended}{notes}", l.pid, l.comm)
             })
             .collect();
         say!(

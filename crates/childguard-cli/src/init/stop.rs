@@ -3,16 +3,16 @@
 //!
 //! CMD's own ladder is the library's climb (`ChildHandle::close_with`, in `init/mod.rs`). The
 //! processes left afterwards — orphaned daemons, double-forked workers, whatever else runs in
-//! the PID namespace — are not children the library spawned, so no handle can climb for them:
-//! [`sweep`] does, with the same rungs, over pidfds (so a pid that exits and is reused is
-//! never signalled: a pidfd names one process for good). It waits on those pidfds and the
-//! doorbell in one `poll` per rung; a stop signal on the doorbell cuts the rung's wait short,
-//! as it does for CMD's climb.
+//! the PID namespace — are not children the library spawned, so no handle climbs for them: the
+//! library's [`Sweep`] does — the same `Climb` as CMD's close, one per process, over pidfds (so
+//! a pid that exits and is reused is never signalled: a pidfd names one process for good).
+//! [`sweep`] waits between its steps on those pidfds and the doorbell in one `poll`; a stop
+//! signal on the doorbell cuts the current graces short, as it does for CMD's climb.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use childguard::{Ladder, Rung, Signal};
+use childguard::{Ladder, Rung, Signal, Sweep, SweepOutcome};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 
@@ -48,10 +48,12 @@ pub fn fit(ladder: &Ladder, budget: Duration) -> Ladder {
         last.signal,
         last.grace.min(budget.max(Duration::from_millis(100))),
     ));
-    // `NOSKIP` (sending a rung the server ignores, its grace waited out) is kept.
-    Ladder::new(fitted)
+    // `NOSKIP` (sending a rung the server ignores, its grace waited out) is kept; the EOF
+    // wait is not (an engine's stop begins with a signal).
+    ladder
+        .with_rungs(fitted)
         .expect("a fitted ladder has at least one rung")
-        .skip_ignored(ladder.skips_ignored())
+        .without_eof_grace()
 }
 
 /// `ladder` with its first rung's signal replaced by `signal` (the stop signal received: an
@@ -60,21 +62,19 @@ pub fn fit(ladder: &Ladder, budget: Duration) -> Ladder {
 pub fn starting_with(ladder: &Ladder, signal: Signal) -> Ladder {
     let mut rungs = ladder.rungs().to_vec();
     rungs[0].signal = signal;
-    Ladder::new(rungs)
-        .expect("same number of rungs")
-        .skip_ignored(ladder.skips_ignored())
+    ladder.with_rungs(rungs).expect("same number of rungs")
 }
 
-/// A process left at the stop, pinned by its pidfd.
+/// A process left at the stop, pinned by its pidfd until the sweep takes it.
 #[derive(Debug)]
 pub struct Leftover {
     /// Its pid when listed.
     pub pid: u32,
     /// Its command name when listed.
     pub comm: String,
-    fd: OwnedFd,
-    /// The rung (index, signal, time since the sweep began) that it exited after, once gone.
-    pub ended: Option<(usize, Signal, Duration)>,
+    fd: Option<OwnedFd>,
+    /// What the sweep did to it (filled in by [`sweep`]).
+    pub outcome: Option<SweepOutcome>,
 }
 
 /// The processes left now: with `whole_namespace` (we are PID 1), every process in `/proc`
@@ -110,19 +110,20 @@ pub fn leftovers(whole_namespace: bool) -> Vec<Leftover> {
         found.push(Leftover {
             pid,
             comm: stat.comm,
-            fd,
-            ended: None,
+            fd: Some(fd),
+            outcome: None,
         });
     }
     found
 }
 
-/// Climbs `ladder` over `left`: each rung's signal to every one still alive (then `SIGCONT`,
-/// for a stopped one, after a catchable signal), then a wait until all are gone, the rung's
-/// grace ends, or `skip` says a stop signal came (the doorbell `bell` turned readable and
-/// `skip` returns true). `reap` is called after each wake-up (our children among them must be
-/// reaped). Returns how long the sweep took; each leftover's `ended` says which rung it went
-/// after (`None`: it outlived the ladder).
+/// Climbs `ladder` over `left` with the library's [`Sweep`] — the same climb as CMD's close,
+/// one per process: each rung to every one still running (then `SIGCONT` after a catchable
+/// one), a rung a process ignores skipped for it, until all are gone or the ladder is used
+/// up. Between steps it waits on their pidfds and the doorbell `bell` in one `poll`; when the
+/// bell rang and `skip` says a stop signal came, the current graces are cut short. `reap` is
+/// called after each wake-up (our children among them must be reaped). Returns how long the
+/// sweep took; each leftover's `outcome` says which rung it went after.
 pub fn sweep(
     left: &mut [Leftover],
     ladder: &Ladder,
@@ -130,79 +131,34 @@ pub fn sweep(
     mut skip: impl FnMut() -> bool,
     mut reap: impl FnMut(),
 ) -> Duration {
-    let started = Instant::now();
-    for (index, rung) in ladder.rungs().iter().enumerate() {
-        mark_gone(left, index, rung.signal, started);
-        if left.iter().all(|l| l.ended.is_some()) {
-            break;
+    let mut sweep = Sweep::new(ladder);
+    for l in left.iter_mut() {
+        if let Some(fd) = l.fd.take() {
+            sweep.add(fd, l.pid);
         }
-        for l in left.iter().filter(|l| l.ended.is_none()) {
-            send(l, rung.signal);
-            if rung.signal.is_catchable() {
-                send(l, Signal::CONT);
-            }
-        }
-        let deadline = started_at_least(Instant::now(), rung.grace);
-        loop {
-            reap();
-            mark_gone(left, index, rung.signal, started);
-            let alive: Vec<&Leftover> = left.iter().filter(|l| l.ended.is_none()).collect();
-            let now = Instant::now();
-            if alive.is_empty() || now >= deadline {
-                break;
-            }
-            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(alive.len() + 1);
+    }
+    while let Some(next) = sweep.step(Instant::now()) {
+        let rang = {
+            let running = sweep.running_fds();
+            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(running.len() + 1);
             fds.push(PollFd::new(&bell, PollFlags::IN));
-            fds.extend(alive.iter().map(|l| PollFd::new(&l.fd, PollFlags::IN)));
-            let left_ms = deadline.saturating_duration_since(now);
-            let timeout = Timespec::try_from(left_ms).ok();
+            fds.extend(running.iter().map(|fd| PollFd::new(fd, PollFlags::IN)));
+            let wait = next.saturating_duration_since(Instant::now());
+            let timeout = Timespec::try_from(wait).ok();
             let _ = poll(&mut fds, timeout.as_ref());
-            let rang = fds[0].revents().contains(PollFlags::IN);
-            drop(fds);
-            if rang && skip() {
-                break;
-            }
+            fds[0].revents().contains(PollFlags::IN)
+        };
+        reap();
+        if rang && skip() {
+            sweep.skip(Instant::now());
         }
     }
     reap();
-    let last = ladder.rungs().len().saturating_sub(1);
-    let signal = ladder.rungs().last().map_or(Signal::KILL, |r| r.signal);
-    mark_gone(left, last, signal, started);
-    started.elapsed()
-}
-
-fn started_at_least(now: Instant, grace: Duration) -> Instant {
-    now.checked_add(grace).unwrap_or(now)
-}
-
-/// Records as ended (after rung `index`) every leftover whose pidfd says it exited.
-fn mark_gone(left: &mut [Leftover], index: usize, signal: Signal, started: Instant) {
-    for l in left.iter_mut().filter(|l| l.ended.is_none()) {
-        if exited(l.fd.as_fd()) {
-            l.ended = Some((index, signal, started.elapsed()));
-        }
+    let mut outcomes = sweep.outcomes().into_iter();
+    for l in left.iter_mut() {
+        l.outcome = outcomes.next();
     }
-}
-
-/// A pidfd is readable once its process has exited (a zombie counts: it runs no more).
-fn exited(fd: BorrowedFd<'_>) -> bool {
-    let mut one = [PollFd::new(&fd, PollFlags::IN)];
-    matches!(poll(&mut one, Some(&Timespec::default())), Ok(n) if n > 0)
-}
-
-/// `pidfd_send_signal(2)`; a signal rustix does not name (a real-time one in a custom ladder)
-/// goes by `kill(2)` to the pid listed, after the pidfd says the process has not exited (a
-/// pid is reused only after its zombie is reaped, which for our children only we do).
-fn send(l: &Leftover, signal: Signal) {
-    match rustix::process::Signal::from_named_raw(signal.as_raw()) {
-        Some(s) => {
-            let _ = rustix::process::pidfd_send_signal(&l.fd, s);
-        }
-        None if !exited(l.fd.as_fd()) => {
-            let _ = crate::sys::kill(l.pid as i32, signal.as_raw());
-        }
-        None => {}
-    }
+    sweep.started().elapsed()
 }
 
 #[cfg(test)]

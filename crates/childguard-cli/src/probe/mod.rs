@@ -92,20 +92,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<ProbeOpt
             options.command.extend(args.by_ref());
             break;
         }
-        let (name, inline) = match text.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (text.clone(), None),
-        };
-        let mut value = || -> Result<String, UsageError> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => args
-                    .next()
-                    .map(|v| v.to_string_lossy().into_owned())
-                    .ok_or_else(|| usage(format!("{name} needs a value"))),
-            }
-        };
-        match name.as_str() {
+        let opt = crate::args::LongOpt::split(&text);
+        let mut value = || opt.value(&mut args, usage);
+        match opt.name.as_str() {
             "-h" | "--help" => return Ok(None),
             "--ready" => {
                 let text = value()?;
@@ -114,11 +103,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<ProbeOpt
             }
             "--ready-timeout" => {
                 let text = value()?;
-                options.ready_timeout = duration::parse_timeout(&text).map_err(|why| {
-                    usage(format!(
-                        "invalid value for --ready-timeout: {text:?}: {why}"
-                    ))
-                })?;
+                options.ready_timeout = crate::args::ready_timeout(&text, usage)?;
             }
             "--client" => {
                 let text = value()?;
@@ -161,7 +146,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<ProbeOpt
                 options.user = Some((text, uid, gid));
             }
             "--json" => {
-                if inline.is_some() {
+                if opt.has_inline_value() {
                     return Err(usage("--json takes no value"));
                 }
                 options.json = true;

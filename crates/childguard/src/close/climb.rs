@@ -1,5 +1,6 @@
 //! [`Climb`]: one run up a [`Ladder`], as a state machine that any driver can step — the
-//! blocking close path, the background reaper, or the tokio face.
+//! blocking close path, the background reaper, the tokio face, or the event loop on a
+//! watchdog miss — towards any [`Target`] (our own child, or a process pinned by a pidfd).
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -9,6 +10,7 @@ use crate::base::signal::Signal;
 use crate::close::ladder::{Ladder, Rung};
 use crate::close::release::{self, Release};
 use crate::close::report::{CloseReport, Ending, NotifyReport, SentSignal, SkippedRung};
+use crate::close::target::Target;
 use crate::core::wait::later;
 use crate::process::disposition::Disposition;
 use crate::process::Process;
@@ -183,30 +185,20 @@ impl Climb {
     /// follows is bounded by the rung's deadline whatever the release takes.
     ///
     /// `disposition`: what the child did with the rung's signal just before (for the report).
-    fn send_next(
+    fn send_next<T: Target + ?Sized>(
         &mut self,
-        process: &mut Process,
+        target: &mut T,
         disposition: Option<Disposition>,
     ) -> io::Result<bool> {
         let Some(rung) = self.ladder.rungs().get(self.next_rung).copied() else {
             return Ok(false);
         };
-        // Sized before the kill: afterwards the child drops its memory within microseconds.
-        let plan = if rung.signal == Signal::KILL && self.release_inline && self.release.is_none() {
-            release::plan(self.release_memory, process)
-        } else {
-            release::Plan::Nothing
-        };
-        let now = Instant::now();
-        match plan {
-            release::Plan::Nothing => {}
-            release::Plan::Skip(reason) => self.release = Some(Release::skipped(reason)),
-            release::Plan::Release => {
-                if let Some(pidfd) = process.pidfd() {
-                    self.release = Some(Release::kill_and_release(pidfd, process.pid()));
-                }
+        if rung.signal == Signal::KILL && self.release_inline && self.release.is_none() {
+            if let Some(owned) = target.owned() {
+                self.start_release(owned);
             }
         }
+        let now = Instant::now();
         // MAINPID=: a catchable rung goes to the server's main process instead of the child
         // (`KILL` to both); once it exited, to the child again (`readiness/main_pid.rs`).
         let main = self
@@ -217,7 +209,7 @@ impl Climb {
         let (_, reached) = if to_main {
             (true, Some(1))
         } else {
-            match process.signal_counting(rung.signal) {
+            match target.signal_counting(rung.signal) {
                 Ok(counted) => counted,
                 Err(e) => {
                     if let Some(release) = &mut self.release {
@@ -228,17 +220,17 @@ impl Climb {
             }
         };
         if rung.signal.is_catchable() && !to_main {
-            if let Err(e) = process.signal(Signal::CONT) {
+            if let Err(e) = target.signal_counting(Signal::CONT) {
                 return Ok(self.give_up(Signal::CONT, e, now));
             }
         }
-        crate::base::trace::rung(process.pid(), self.next_rung, rung.signal, reached);
+        crate::base::trace::rung(target.pid(), self.next_rung, rung.signal, reached);
         self.sent.push(SentSignal {
             signal: rung.signal,
             at: now.saturating_duration_since(self.started),
             rung: self.next_rung,
-            to_group: process.leads_group() && !to_main,
-            to_cgroup: process.reaches_cgroup(rung.signal) && !to_main,
+            to_group: target.leads_group() && !to_main,
+            to_cgroup: target.reaches_cgroup(rung.signal) && !to_main,
             reached,
             disposition,
         });
@@ -290,33 +282,37 @@ impl Climb {
 
     /// Advances without blocking: sends every rung whose time has come. Returns `false` once
     /// the ladder is used up and its last grace has passed.
-    pub(crate) fn advance(&mut self, process: &mut Process, now: Instant) -> io::Result<bool> {
-        self.advance_announcing(process, now, &mut |_, _| {})
+    pub(crate) fn advance<T: Target + ?Sized>(
+        &mut self,
+        target: &mut T,
+        now: Instant,
+    ) -> io::Result<bool> {
+        self.advance_announcing(target, now, &mut |_, _| {})
     }
 
     /// [`advance`](Climb::advance), calling `announce` with each rung just before its signal
     /// goes out. First [hears](Climb::hear) the notify socket: an extension moves the deadline
     /// before it is compared with `now`.
-    pub(crate) fn advance_announcing(
+    pub(crate) fn advance_announcing<T: Target + ?Sized>(
         &mut self,
-        process: &mut Process,
+        target: &mut T,
         now: Instant,
         announce: &mut dyn FnMut(usize, Rung),
     ) -> io::Result<bool> {
         self.hear();
         while now >= self.deadline {
-            let disposition = self.next_disposition(process);
+            let disposition = self.next_disposition(target);
             if self.skip_if_ignored(disposition, now) {
                 let skipped = self.skipped.last().map(|s| (s.rung, s.signal));
                 if let Some((index, signal)) = skipped {
-                    crate::base::trace::rung_skipped(process.pid(), index, signal);
+                    crate::base::trace::rung_skipped(target.pid(), index, signal);
                 }
                 continue;
             }
             if let Some(rung) = self.ladder.rungs().get(self.next_rung) {
                 announce(self.next_rung, *rung);
             }
-            if !self.send_next(process, disposition)? {
+            if !self.send_next(target, disposition)? {
                 return Ok(false);
             }
         }
@@ -325,9 +321,42 @@ impl Climb {
 
     /// What the child does with the next rung's signal now (`process/disposition.rs`: the
     /// leader's, while it runs; `None` for `KILL`/`STOP`, off Linux, or when unknown).
-    fn next_disposition(&self, process: &Process) -> Option<Disposition> {
+    fn next_disposition<T: Target + ?Sized>(&self, target: &T) -> Option<Disposition> {
         let rung = self.ladder.rungs().get(self.next_rung)?;
-        process.disposition(rung.signal)
+        target.disposition(rung.signal)
+    }
+
+    /// Before a `SIGKILL` rung to a child we own: sizes it (before the kill: afterwards it
+    /// drops its memory within microseconds) and starts its memory release if it is worth one.
+    fn start_release(&mut self, process: &mut Process) {
+        match release::plan(self.release_memory, process) {
+            release::Plan::Nothing => {}
+            release::Plan::Skip(reason) => self.release = Some(Release::skipped(reason)),
+            release::Plan::Release => {
+                if let Some(pidfd) = process.pidfd() {
+                    self.release = Some(Release::kill_and_release(pidfd, process.pid()));
+                }
+            }
+        }
+    }
+
+    /// The signals sent so far, and when (after [`Climb::record`]: none, they moved into the
+    /// report).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn sent(&self) -> &[SentSignal] {
+        &self.sent
+    }
+
+    /// The rungs skipped so far.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn skipped(&self) -> &[SkippedRung] {
+        &self.skipped
+    }
+
+    /// When the climb began (the signals' `at` counts from here).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn started(&self) -> Instant {
+        self.started
     }
 
     /// Skips the next rung at once if the child ignores its signal and skipping is on: nothing

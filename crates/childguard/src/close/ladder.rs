@@ -205,6 +205,26 @@ impl Ladder {
         self
     }
 
+    /// The same ladder without its EOF wait: the first rung is due at once (a climb that did
+    /// not begin with a shutdown — a watchdog miss, an engine's stop).
+    pub fn without_eof_grace(mut self) -> Ladder {
+        self.eof_grace = None;
+        self
+    }
+
+    /// The same ladder (its EOF wait, its [`skip_ignored`](Ladder::skip_ignored) setting) with
+    /// other rungs: a ladder scaled into a budget, or begun with another signal. Fails if
+    /// `rungs` is empty.
+    pub fn with_rungs(
+        &self,
+        rungs: impl IntoIterator<Item = Rung>,
+    ) -> Result<Ladder, LadderParseError> {
+        let mut ladder = Ladder::new(rungs)?;
+        ladder.eof_grace = self.eof_grace;
+        ladder.skip_ignored = self.skip_ignored;
+        Ok(ladder)
+    }
+
     /// The same ladder, skipping (`true`, the default) or sending (`false`) a rung whose signal
     /// the server ignores.
     ///

@@ -8,3 +8,6 @@ pub(crate) mod ladder;
 pub mod reaper;
 pub(crate) mod release;
 pub(crate) mod report;
+#[cfg(target_os = "linux")]
+pub(crate) mod sweep;
+pub(crate) mod target;

@@ -17,7 +17,10 @@ pub enum Ending {
     NoChild,
     /// The child had already exited when the close began.
     BeforeClose,
-    /// The child exited after a [`ChildHandle::kill`](crate::ChildHandle::kill) call.
+    /// The child exited after a signal sent before the close: a
+    /// [`ChildHandle::kill`](crate::ChildHandle::kill) call, or the climb a watchdog miss
+    /// started ([`Builder::watchdog`](crate::Builder::watchdog); the report's
+    /// [`NotifyReport::watchdog`] lists its signals), which the close then took over.
     Kill {
         /// The signal that call sent.
         signal: Signal,

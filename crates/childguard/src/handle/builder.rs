@@ -245,8 +245,10 @@ impl Builder {
     }
 
     /// With [`Ready::Notify`]: systemd's watchdog (`WatchdogSec=`). The child gets
-    /// `WATCHDOG_USEC` (microseconds; an inherited `WATCHDOG_PID` is removed, so libsystemd's
-    /// `sd_watchdog_enabled(3)` accepts it in any process of the child's) and must send
+    /// `WATCHDOG_USEC` (microseconds) and `WATCHDOG_PID` (its own pid, as systemd sets it, so
+    /// libsystemd's `sd_watchdog_enabled(3)` answers yes in the child and no in the processes
+    /// it forks; written by the child between fork and exec, through our own exec, so a spawn
+    /// with a watchdog always forks) and must send
     /// `WATCHDOG=1` on its `NOTIFY_SOCKET` at least every `interval` once it is ready. From
     /// readiness on, a deadline without one — or a `WATCHDOG=trigger` — is a miss: the server
     /// is closed with its ladder in the background (or [`on_watchdog`](Builder::on_watchdog)

@@ -116,16 +116,22 @@ impl ChildHandle {
         drop(self.pipes.stdin.take());
         remove_socket_dir(self.socket_dir.take(), &mut report);
         let notify = self.notify.take();
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+        let mut earlier_kill = self.last_kill;
         #[cfg(target_os = "linux")]
         if let Some(notify) = &notify {
-            // The close climbs from here: a watchdog deadline must not start another climb.
-            notify.stop_watchdog();
+            // The close climbs from here: a watchdog deadline must not start another climb,
+            // and one under way stops; the close resumes behind its last signal, as after a
+            // `kill` (whichever came last).
+            if let Some(watchdog) = notify.stop_watchdog() {
+                earlier_kill = earlier_kill.filter(|k| k.1 > watchdog.1).or(Some(watchdog));
+            }
         }
         let child = process.map(|p| {
             let mut climb = Climb::begin(
                 &self.ladder,
                 started,
-                self.last_kill,
+                earlier_kill,
                 self.release_memory,
                 self.skip_ignored,
             );

@@ -8,6 +8,7 @@
 #[cfg(doctest)]
 mod api_marks;
 mod builder;
+mod check_once;
 mod close;
 pub(crate) mod detach;
 pub(crate) mod exit_watch;

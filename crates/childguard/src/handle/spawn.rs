@@ -15,9 +15,9 @@ use crate::handle::readiness;
 use crate::handle::ChildHandle;
 use crate::process::containment::Containment;
 use crate::process::{sigchld, Process};
-use crate::spawn::activation;
 use crate::spawn::placing::{self, placing_error, ContainedIn, Placing};
 use crate::spawn::stdio::Pipes;
+use crate::spawn::{activation, own_exec};
 use crate::{spawn::spawner, sys};
 
 impl Builder {
@@ -41,9 +41,8 @@ impl Builder {
         if let Some(interval) = self.watchdog {
             readiness::check_watchdog(self.ready.as_ref(), interval)
                 .map_err(|e| fail(ErrorKind::Config, e))?;
-            // As systemd: the interval in microseconds. Not `WATCHDOG_PID`: only the child
-            // knows its pid before it execs (see `Builder::watchdog`); an inherited one, ours
-            // from a supervisor, would make `sd_watchdog_enabled` say no.
+            // As systemd: the interval in microseconds, and `WATCHDOG_PID` the child's pid
+            // (written by the child itself, below); an inherited one is never passed on.
             self.command
                 .env("WATCHDOG_USEC", interval.as_micros().to_string())
                 .env_remove("WATCHDOG_PID");
@@ -103,15 +102,24 @@ impl Builder {
                     _ => fail(ErrorKind::Spawn, e),
                 })?;
         }
-        let (activation_exec, pending) = match &self.socket {
+        // WATCHDOG_PID (as systemd sets it) names the child, known only after the fork: our
+        // own exec writes it there (`spawn/own_exec.rs`), as it writes LISTEN_PID.
+        let watchdog_pid = self.watchdog.is_some() && cfg!(target_os = "linux");
+        let (own_exec, pending) = match &self.socket {
             SocketMode::Activation { name } => {
                 let prepared = activation::prepare(
                     &self.command,
                     name.as_deref(),
                     self.runtime_dir.as_deref(),
+                    watchdog_pid,
                 )
                 .map_err(|(kind, e)| fail(kind, e))?;
                 (Some(prepared.exec), Some((prepared.dir, prepared.listener)))
+            }
+            _ if watchdog_pid => {
+                let exec = own_exec::prepare(&self.command, |_| {}, &["WATCHDOG_PID"], None)
+                    .map_err(|(kind, e)| fail(kind, e))?;
+                (Some(exec), None)
             }
             _ => (None, None),
         };
@@ -122,14 +130,18 @@ impl Builder {
             .exit_with_parent
             .then(|| (self.death_signal, std::process::id()));
         // With activation fd 3 is the listener; everything above stays ours.
-        let first_private_fd = if activation_exec.is_some() { 4 } else { 3 };
+        let first_private_fd = if own_exec.as_ref().is_some_and(|e| e.has_listener()) {
+            4
+        } else {
+            3
+        };
         let placement = cgroup
             .as_ref()
             .map(|c| Placing::new(c, self.containment == Containment::BestEffort))
             .transpose()
             .map_err(|e| fail(ErrorKind::Containment, e))?;
-        if sweep {
-            if activation_exec.is_none() {
+        if sweep || own_exec.is_some() {
+            if own_exec.is_none() {
                 crate::spawn::exec_check::refuse_unknown_format(&self.command)
                     .map_err(|e| fail(ErrorKind::Spawn, e))?;
             }
@@ -138,7 +150,7 @@ impl Builder {
                 sys::ChildSetup {
                     death_signal,
                     first_private_fd,
-                    activation: activation_exec,
+                    own_exec,
                     placement: placement.as_ref().map(Placing::fds),
                     ignore_sigpipe: self.ignore_sigpipe,
                 },
@@ -317,7 +329,7 @@ impl Builder {
 /// its own process group (the ladder reaches what it starts), stdout and stderr captured (the
 /// tail quoted when it never passes), and the ladder `KILL:1s` for a probe that overran (a
 /// probe has nothing to clean up). Not contained: it is our client, not part of the server.
-fn spawn_probe(command: std::process::Command) -> Result<ChildHandle> {
+pub(super) fn spawn_probe(command: std::process::Command) -> Result<ChildHandle> {
     use crate::base::signal::Signal;
     use crate::close::ladder::{Ladder, Rung};
     use crate::handle::readiness::{EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES};

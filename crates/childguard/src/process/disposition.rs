@@ -113,11 +113,21 @@ impl Process {
     /// longer running (see the module's "whose disposition counts"), or `/proc` unreadable
     /// (`hidepid`, no fd left). `None` means "send the rung as written".
     pub(crate) fn disposition(&self, signal: Signal) -> Option<Disposition> {
-        if !signal.is_catchable() || signal == Signal::NONE || !self.is_running() {
+        if !self.is_running() {
             return None;
         }
-        read(self.pid())?.of(signal)
+        of_pid(self.pid(), signal)
     }
+}
+
+/// The disposition of `signal` in process `pid` as `/proc` shows it now (`None` for an
+/// uncatchable signal, or when unreadable). The caller makes sure `pid` names the process it
+/// means (a child not yet reaped; a pidfd checked after the read).
+pub(crate) fn of_pid(pid: u32, signal: Signal) -> Option<Disposition> {
+    if !signal.is_catchable() || signal == Signal::NONE {
+        return None;
+    }
+    read(pid)?.of(signal)
 }
 
 #[cfg(target_os = "linux")]

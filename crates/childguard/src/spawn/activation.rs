@@ -32,10 +32,10 @@
 //! - **Leftovers.** [`SocketDir`] removes the socket file and the directory on drop: after the
 //!   socket was closed on [`close`](crate::ChildHandle::close), and on every error path.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Command;
@@ -48,7 +48,8 @@ use crate::base::socket_dir::{base_dir, check_path_fits};
 use crate::core::wait::Interrupt;
 use crate::error::ErrorKind;
 use crate::process::Process;
-use crate::sys::ActivationExec;
+use crate::spawn::own_exec;
+use crate::sys::PidExec;
 
 pub(crate) use crate::base::socket_dir::SocketDir;
 
@@ -58,8 +59,7 @@ pub(crate) const DEFAULT_NAME: &str = "unknown";
 /// Longest `LISTEN_FDNAMES` entry systemd accepts (`FDNAME_MAX`).
 const FDNAME_MAX: usize = 255;
 
-/// An error with the step it belongs to.
-pub(crate) type Failure = (ErrorKind, io::Error);
+pub(crate) use crate::spawn::own_exec::Failure;
 
 /// Everything made before the fork.
 #[derive(Debug)]
@@ -69,30 +69,35 @@ pub(crate) struct Prepared {
     /// Our copy of the listening socket, kept until the server accepted our connection.
     pub(crate) listener: OwnedFd,
     /// The child's exec, moved into the pre-exec hook.
-    pub(crate) exec: ActivationExec,
+    pub(crate) exec: PidExec,
 }
 
 /// Validates the name, resolves the program, makes the directory and the listening socket, and
-/// builds the child's exec — all before the fork.
+/// builds the child's exec (`own_exec.rs`) — all before the fork. `watchdog`: the child's
+/// environment names its pid in `WATCHDOG_PID` too.
 pub(crate) fn prepare(
     command: &Command,
     name: Option<&str>,
     runtime_dir: Option<&Path>,
+    watchdog: bool,
 ) -> Result<Prepared, Failure> {
     let name = name.unwrap_or(DEFAULT_NAME);
     validate_name(name).map_err(|e| (ErrorKind::Config, e))?;
     let base = base_dir(runtime_dir).map_err(|e| (ErrorKind::Config, e))?;
     check_path_fits(&base).map_err(|e| (ErrorKind::Config, e))?;
-    // NULs first: they would make the Command's Debug output unreadable (a vaguer error).
-    build_argv(command, None).map_err(|e| (ErrorKind::Config, e))?;
-    let hidden = crate::spawn::command_debug::read(command).map_err(|e| (ErrorKind::Config, e))?;
-    let program = crate::spawn::program::resolve(command, hidden.env_clear)
-        .map_err(|e| (ErrorKind::Spawn, e))?;
-    let argv = build_argv(command, hidden.arg0.as_deref()).map_err(|e| (ErrorKind::Config, e))?;
-    let env = build_env(command, hidden.env_clear, name).map_err(|e| (ErrorKind::Config, e))?;
     let dir = make_private_dir(&base).map_err(|e| (ErrorKind::Socket, e))?;
     let listener = listen_on(dir.path()).map_err(|e| (ErrorKind::Socket, e))?;
-    let exec = ActivationExec::new(program, argv, env, listener.as_raw_fd());
+    let pid_keys: &[&str] = if watchdog {
+        &["LISTEN_PID", "WATCHDOG_PID"]
+    } else {
+        &["LISTEN_PID"]
+    };
+    let exec = own_exec::prepare(
+        command,
+        |vars| activation_env(vars, name),
+        pid_keys,
+        Some(listener.as_raw_fd()),
+    )?;
     Ok(Prepared {
         dir,
         listener,
@@ -136,40 +141,13 @@ fn listen_on(path: &Path) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(listener))
 }
 
-/// argv\[0\] is the Command's `arg0`, else the program as given (like std), then the Command's
-/// arguments.
-fn build_argv(command: &Command, arg0: Option<&OsStr>) -> io::Result<Vec<CString>> {
-    std::iter::once(arg0.unwrap_or(command.get_program()))
-        .chain(command.get_args())
-        .map(|a| crate::spawn::program::c_string(a.as_bytes()))
-        .collect()
-}
-
-/// The environment std would give the child — ours, or none after `env_clear` — with the
-/// Command's `env`/`env_remove` applied, every inherited `LISTEN_*` removed, and
-/// `LISTEN_FDS=1`, `LISTEN_FDNAMES=name` added (`LISTEN_PID` is added by [`ActivationExec`]).
-fn build_env(command: &Command, env_clear: bool, name: &str) -> io::Result<Vec<CString>> {
-    let mut vars: Vec<(OsString, OsString)> = match env_clear {
-        true => Vec::new(),
-        false => std::env::vars_os().collect(),
-    };
-    for (key, value) in command.get_envs() {
-        vars.retain(|(k, _)| k != key);
-        if let Some(value) = value {
-            vars.push((key.to_os_string(), value.to_os_string()));
-        }
-    }
+/// Every inherited `LISTEN_*` removed (a server must never mistake our own activation
+/// variables for its own), `LISTEN_FDS=1` and `LISTEN_FDNAMES=name` added (`LISTEN_PID` is
+/// written by the child, `own_exec.rs`).
+fn activation_env(vars: &mut Vec<(OsString, OsString)>, name: &str) {
     vars.retain(|(k, _)| !k.as_bytes().starts_with(b"LISTEN_"));
     vars.push(("LISTEN_FDS".into(), "1".into()));
     vars.push(("LISTEN_FDNAMES".into(), name.into()));
-    vars.into_iter()
-        .map(|(k, v)| {
-            let mut entry = k.into_vec();
-            entry.push(b'=');
-            entry.extend_from_slice(OsStr::as_bytes(&v));
-            crate::spawn::program::c_string(&entry)
-        })
-        .collect()
 }
 
 /// After the fork: connects to the socket and waits until the server has accepted the
@@ -313,7 +291,7 @@ mod tests {
         cmd.env("CG_A", "1")
             .env("LISTEN_FDS", "7")
             .env_remove("HOME");
-        let env = strings(build_env(&cmd, false, "n").unwrap());
+        let env = strings(build_env(&cmd, false, "n"));
         assert!(env.contains(&"CG_A=1".to_string()));
         assert!(env.contains(&"LISTEN_FDS=1".to_string()));
         assert!(env.contains(&"LISTEN_FDNAMES=n".to_string()));
@@ -321,9 +299,14 @@ mod tests {
         assert_eq!(env.iter().filter(|e| e.starts_with("LISTEN_")).count(), 2);
     }
 
-    fn strings(env: Vec<CString>) -> Vec<String> {
+    /// The child's environment as activation builds it (the pid entries aside).
+    fn build_env(cmd: &Command, env_clear: bool, name: &str) -> Vec<(OsString, OsString)> {
+        own_exec::env_for(cmd, env_clear, |v| activation_env(v, name), &["LISTEN_PID"])
+    }
+
+    fn strings(env: Vec<(OsString, OsString)>) -> Vec<String> {
         env.iter()
-            .map(|c| c.to_string_lossy().into_owned())
+            .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
             .collect()
     }
 
@@ -333,18 +316,8 @@ mod tests {
         cmd.env_clear().env("CG_A", "1").env("LISTEN_PID", "7");
         let hidden = crate::spawn::command_debug::read(&cmd).unwrap();
         assert!(hidden.env_clear);
-        let mut env = strings(build_env(&cmd, hidden.env_clear, "n").unwrap());
+        let mut env = strings(build_env(&cmd, hidden.env_clear, "n"));
         env.sort();
         assert_eq!(env, ["CG_A=1", "LISTEN_FDNAMES=n", "LISTEN_FDS=1"]);
-    }
-
-    #[test]
-    fn arg0_is_argv0() {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new("/bin/x");
-        cmd.arg0("zero").arg("a");
-        let hidden = crate::spawn::command_debug::read(&cmd).unwrap();
-        let argv = build_argv(&cmd, hidden.arg0.as_deref()).unwrap();
-        assert_eq!(strings(argv), ["zero", "a"]);
     }
 }

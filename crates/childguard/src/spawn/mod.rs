@@ -8,6 +8,7 @@ pub(crate) mod capture;
 pub(crate) mod command_debug;
 pub(crate) mod exec_check;
 pub(crate) mod inheritable;
+pub(crate) mod own_exec;
 pub(crate) mod placing;
 pub(crate) mod program;
 pub(crate) mod spawner;

@@ -1,6 +1,7 @@
 //! The child's side of a spawn between `fork` and `exec`: the `Command::pre_exec` hook and
 //! every async-signal-safe call it makes (cgroup placement, parent-death signal, fd marking,
-//! the socket-activation `execve`).
+//! our own `execve` for a child whose environment names its pid: socket activation, the
+//! watchdog).
 
 use std::ffi::CString;
 use std::io;
@@ -18,8 +19,9 @@ pub(crate) struct ChildSetup {
     pub death_signal: Option<(Signal, u32)>,
     /// Every fd from this one up is marked close-on-exec: 3 normally, 4 with socket activation.
     pub first_private_fd: i32,
-    /// Socket activation: the hook places the listener on fd 3 and `execve`s itself.
-    pub activation: Option<ActivationExec>,
+    /// The child's environment names its own pid (`LISTEN_PID`, `WATCHDOG_PID`): the hook
+    /// writes it, places an activation listener on fd 3, and `execve`s itself.
+    pub own_exec: Option<PidExec>,
     /// Containment: the child moves itself into its cgroup first of all.
     pub placement: Option<Placement>,
     /// Start the program with `SIGPIPE` ignored (std has just reset it to the default).
@@ -74,7 +76,7 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
             ignore_sigpipe()?;
         }
         mark_cloexec_from(setup.first_private_fd);
-        match setup.activation.as_mut() {
+        match setup.own_exec.as_mut() {
             // Returns only if execve failed; std then reports that error from `spawn()`.
             Some(exec) => Err(exec.exec()),
             None => Ok(()),
@@ -82,9 +84,9 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
     };
     // SAFETY: the hook runs between fork and exec in a possibly multi-threaded parent's child:
     // it only calls write (to fds the parent opened and keeps open until spawn returns), setpgid, prctl,
-    // getppid, signal, close_range/fcntl, getrlimit and (activation) getpid, dup2,
+    // getppid, signal, close_range/fcntl, getrlimit and (own exec) getpid, dup2,
     // execve and close, which are async-signal-safe; it takes no lock and does not allocate
-    // (io::Error from an OS code is not boxed; ActivationExec writes into buffers it owns).
+    // (io::Error from an OS code is not boxed; PidExec writes into buffers it owns).
     unsafe {
         cmd.pre_exec(hook);
     }
@@ -207,79 +209,117 @@ fn open_files_limit() -> i32 {
 /// The fd a socket-activated program finds its listening socket on (`SD_LISTEN_FDS_START`).
 const LISTEN_FD: i32 = 3;
 
-/// `LISTEN_PID=` followed by room for any pid (`u32::MAX` has 10 digits) and the NUL.
-const LISTEN_PID_PREFIX: &[u8] = b"LISTEN_PID=";
-const LISTEN_PID_LEN: usize = LISTEN_PID_PREFIX.len() + 10 + 1;
+/// Room for `KEY=` (the longest key used: `WATCHDOG_PID`), any pid's digits (`u32::MAX` has
+/// 10) and the NUL.
+const PID_ENTRY_LEN: usize = 32;
 
-/// A complete `execve(2)` for a socket-activated child, built before the fork.
-///
-/// Why not let std exec: `LISTEN_PID` must be the child's own pid, known only after the fork,
-/// and std builds the environment before it. So every C string and pointer array is allocated
-/// here, in the parent; the child only writes its pid's digits into a buffer reserved for them,
-/// moves the listener to fd 3, and calls `execve` on these arrays.
+/// One `KEY=PID` entry of the child's environment, whose digits the child writes.
 #[derive(Debug)]
-pub(crate) struct ActivationExec {
+struct PidEntry {
+    /// `KEY=` + digits + NUL.
+    buf: Box<[u8; PID_ENTRY_LEN]>,
+    /// Length of `KEY=`.
+    prefix: usize,
+    /// Index of the entry in `env_ptrs`.
+    slot: usize,
+}
+
+/// A complete `execve(2)` for a child whose environment names its own pid — `LISTEN_PID` for
+/// socket activation, `WATCHDOG_PID` for the watchdog — built before the fork.
+///
+/// Why not let std exec: the pid is the child's own, known only after the fork, and std
+/// builds the environment before it. So every C string and pointer array is allocated here,
+/// in the parent; the child only writes its pid's digits into buffers reserved for them,
+/// moves the activation listener (if any) to fd 3, and calls `execve` on these arrays.
+#[derive(Debug)]
+pub(crate) struct PidExec {
     program: CString,
     /// Owns the strings `argv_ptrs` points into.
     _argv: Vec<CString>,
     argv_ptrs: Vec<*const libc::c_char>,
-    /// Owns the strings `env_ptrs` points into (all but the `LISTEN_PID` slot).
+    /// Owns the strings `env_ptrs` points into (all but the pid entries).
     _env: Vec<CString>,
     env_ptrs: Vec<*const libc::c_char>,
-    /// `LISTEN_PID=` + digits + NUL, filled in by the child.
-    listen_pid: Box<[u8; LISTEN_PID_LEN]>,
-    /// Index of the `LISTEN_PID` entry in `env_ptrs`.
-    pid_slot: usize,
-    /// Our listening socket's fd number (close-on-exec; the child moves it to fd 3).
-    listener: i32,
+    /// The `KEY=PID` entries, filled in by the child.
+    pids: Vec<PidEntry>,
+    /// Socket activation: our listening socket's fd number (close-on-exec; the child moves it
+    /// to fd 3).
+    listener: Option<i32>,
 }
 
 // SAFETY: the raw pointers point only into heap buffers owned by this same struct (the CStrings
-// and the boxed LISTEN_PID buffer), which do not move when the struct moves. They are never
+// and the boxed pid entries), which do not move when the struct moves. They are never
 // dereferenced in the parent; the forked child (one thread) passes them to execve.
-unsafe impl Send for ActivationExec {}
-// SAFETY: as above; `&ActivationExec` gives no access to the pointers at all.
-unsafe impl Sync for ActivationExec {}
+unsafe impl Send for PidExec {}
+// SAFETY: as above; `&PidExec` gives no access to the pointers at all.
+unsafe impl Sync for PidExec {}
 
-impl ActivationExec {
+impl PidExec {
     /// `program` is the resolved path to exec, `argv` starts with argv\[0\], `env` holds every
-    /// `KEY=VALUE` except `LISTEN_PID` (added here), `listener` is our listening socket.
+    /// `KEY=VALUE` except the `pid_keys` (added here, each set to the child's pid; a key longer
+    /// than 20 bytes is refused), `listener` the activation socket, if any.
     pub(crate) fn new(
         program: CString,
         argv: Vec<CString>,
         env: Vec<CString>,
-        listener: i32,
-    ) -> ActivationExec {
-        let mut listen_pid = Box::new([0u8; LISTEN_PID_LEN]);
-        listen_pid[..LISTEN_PID_PREFIX.len()].copy_from_slice(LISTEN_PID_PREFIX);
+        pid_keys: &[&str],
+        listener: Option<i32>,
+    ) -> io::Result<PidExec> {
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());
         let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
-        let pid_slot = env_ptrs.len();
-        env_ptrs.push(listen_pid.as_ptr().cast());
+        let mut pids = Vec::with_capacity(pid_keys.len());
+        for key in pid_keys {
+            let prefix = key.len() + 1;
+            if prefix + 11 > PID_ENTRY_LEN {
+                return Err(io::Error::other(format!("{key}: too long a key for a pid")));
+            }
+            let mut buf = Box::new([0u8; PID_ENTRY_LEN]);
+            buf[..key.len()].copy_from_slice(key.as_bytes());
+            buf[key.len()] = b'=';
+            pids.push(PidEntry {
+                buf,
+                prefix,
+                slot: env_ptrs.len(),
+            });
+            env_ptrs.push(std::ptr::null());
+        }
+        for entry in &pids {
+            env_ptrs[entry.slot] = entry.buf.as_ptr().cast();
+        }
         env_ptrs.push(std::ptr::null());
-        ActivationExec {
+        Ok(PidExec {
             program,
             _argv: argv,
             argv_ptrs,
             _env: env,
             env_ptrs,
-            listen_pid,
-            pid_slot,
+            pids,
             listener,
-        }
+        })
     }
 
-    /// In the child: writes `LISTEN_PID`, puts the listener on fd 3 (inheritable) and execs.
-    /// Returns only on failure, with fd 3 restored to what it was (it may be std's own
-    /// exec-error pipe, through which this error is then reported).
+    /// Whether fd 3 is taken by the activation listener.
+    pub(crate) fn has_listener(&self) -> bool {
+        self.listener.is_some()
+    }
+
+    /// In the child: writes the pid entries, puts the listener (if any) on fd 3 (inheritable)
+    /// and execs. Returns only on failure, with fd 3 restored to what it was (it may be std's
+    /// own exec-error pipe, through which this error is then reported).
     fn exec(&mut self) -> io::Error {
-        write_pid_digits(&mut self.listen_pid[LISTEN_PID_PREFIX.len()..], own_pid());
-        // Re-derive the pointer after writing through `&mut`.
-        self.env_ptrs[self.pid_slot] = self.listen_pid.as_ptr().cast();
-        let saved = match place_on_listen_fd(self.listener) {
-            Ok(saved) => saved,
-            Err(e) => return e,
+        let pid = own_pid();
+        for entry in &mut self.pids {
+            write_pid_digits(&mut entry.buf[entry.prefix..], pid);
+            // Re-derive the pointer after writing through `&mut`.
+            self.env_ptrs[entry.slot] = entry.buf.as_ptr().cast();
+        }
+        let saved = match self.listener {
+            Some(listener) => match place_on_listen_fd(listener) {
+                Ok(saved) => saved,
+                Err(e) => return e,
+            },
+            None => None,
         };
         // SAFETY: `program` is a NUL-terminated path; `argv_ptrs` and `env_ptrs` are
         // null-terminated arrays of pointers to NUL-terminated strings owned by `self`, alive

@@ -13,7 +13,7 @@ mod signal;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests;
 
-pub(crate) use exec::{install_child_setup, ActivationExec, ChildSetup, Placement};
+pub(crate) use exec::{install_child_setup, ChildSetup, PidExec, Placement};
 #[cfg(feature = "tokio")]
 pub(crate) use fd::async_readable;
 #[cfg(any(target_os = "linux", target_os = "android"))]

@@ -116,35 +116,7 @@ pub fn kill(pid: u32, signo: i32) -> rustix::io::Result<()> {
     rustix::process::kill_process(pid, signal)
 }
 
-/// The children of `pid`, from every thread's `children` file.
-pub fn children_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return found;
-    };
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            found.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
-        }
-    }
-    found
-}
-
-/// Every descendant of `pid`.
-pub fn descendants_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for c in children_of(p) {
-            found.push(c);
-            frontier.push(c);
-        }
-    }
-    found
-}
+pub use childguard_cli::procs::{children_of, descendants_of};
 
 /// `(comm, state)` of `pid`.
 fn stat(pid: u32) -> Option<(String, char)> {

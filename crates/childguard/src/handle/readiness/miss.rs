@@ -1,13 +1,21 @@
-//! [`WatchdogMiss`]: what a missed watchdog deadline was (`watchdog.rs`, Linux), and the
-//! user's callback for it ([`Builder::on_watchdog`](crate::Builder::on_watchdog)), and the
-//! watchdog's messages (`WATCHDOG=`, `WATCHDOG_USEC=`).
+//! [`WatchdogMiss`]: what a missed watchdog deadline was (`watchdog.rs`, Linux), what the
+//! handle asked to happen then ([`OnMiss`]: its ladder climbed, or the user's callback,
+//! [`Builder::on_watchdog`](crate::Builder::on_watchdog)), and the watchdog's messages
+//! (`WATCHDOG=`, `WATCHDOG_USEC=`).
 
 // Off Linux the watchdog is refused before the fork (it needs `Ready::Notify`): the message
 // parsing and the callback are only kept for the builder's API.
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
 
 use std::sync::Arc;
+#[cfg(target_os = "linux")]
+use std::sync::Mutex;
 use std::time::Duration;
+#[cfg(target_os = "linux")]
+use std::{io, time::Instant};
+
+#[cfg(target_os = "linux")]
+use crate::close::{ladder::Ladder, target::Pinned};
 
 /// What happened at a missed watchdog deadline, for [`Builder::on_watchdog`](crate::Builder::on_watchdog)
 /// and [`ChildHandle::watchdog_missed`](crate::ChildHandle::watchdog_missed).
@@ -50,6 +58,55 @@ pub(crate) struct OnWatchdog(pub(crate) MissFn);
 impl std::fmt::Debug for OnWatchdog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("OnWatchdog(..)")
+    }
+}
+
+#[cfg(target_os = "linux")]
+/// What a miss does.
+pub(crate) enum OnMiss {
+    /// Climb `ladder` towards the child (its process group when it leads one). The target is
+    /// touched by the loop thread only; the lock is for the type system (`Dog` is shared).
+    Close {
+        target: Mutex<Pinned>,
+        ladder: Ladder,
+        skip_ignored: bool,
+    },
+    Call(MissFn),
+    /// Record the miss only: no pidfd (the portable mechanism, e.g. under valgrind), and a pid
+    /// number signalled from the loop could name a stranger once the handle reaped the child.
+    Record,
+}
+
+#[cfg(target_os = "linux")]
+impl crate::ChildHandle {
+    /// After readiness: the watchdog starts ([`Builder::watchdog`](crate::Builder::watchdog)).
+    pub(crate) fn arm_watchdog(
+        &mut self,
+        interval: Duration,
+        spawned: Instant,
+        on_watchdog: Option<OnWatchdog>,
+    ) -> io::Result<()> {
+        let no_socket = || io::Error::other("watchdog: no notify socket");
+        let on_miss = match on_watchdog {
+            Some(f) => OnMiss::Call(f.0),
+            None => {
+                let process = self.process().ok_or_else(no_socket)?;
+                match process.pidfd() {
+                    None => OnMiss::Record,
+                    Some(pidfd) => OnMiss::Close {
+                        target: Mutex::new(Pinned::new(
+                            pidfd.try_clone_to_owned()?,
+                            process.pid(),
+                            process.leads_group(),
+                        )),
+                        ladder: self.ladder().clone(),
+                        skip_ignored: self.skip_ignored,
+                    },
+                }
+            }
+        };
+        let notify = self.notify_mut().ok_or_else(no_socket)?;
+        notify.arm_watchdog(interval, spawned, on_miss)
     }
 }
 

@@ -96,6 +96,7 @@ use std::time::{Duration, Instant};
 pub use connect::ConnectTo;
 pub(crate) use exec::ProbeSpawn;
 pub use exec::{ExecCheck, DEFAULT_EXEC_ATTEMPT_TIMEOUT, EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES};
+pub(crate) use http::Answer;
 pub use http::{HttpCheck, DEFAULT_HTTP_ATTEMPT_TIMEOUT, MAX_STATUS_LINE};
 pub(crate) use miss::OnWatchdog;
 pub use miss::WatchdogMiss;

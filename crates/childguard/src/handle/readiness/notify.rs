@@ -25,6 +25,7 @@ use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 use super::notify_access::{Access, CgroupScope, Sender};
 use super::watchdog;
 use super::NotifyAccess;
+use crate::base::signal::Signal;
 use crate::base::socket_dir::{base_dir, check_path_fits, make_private_dir, SocketDir};
 use crate::close::report::NotifyReport;
 use crate::sys::peer;
@@ -214,11 +215,10 @@ impl NotifySocket {
         Ok(())
     }
 
-    /// The close began: no watchdog miss from now on.
-    pub(crate) fn stop_watchdog(&self) {
-        if let Some(shared) = &self.watchdog {
-            shared.stop();
-        }
+    /// The close began: no watchdog miss from now on, and a miss's climb under way stops.
+    /// Returns that climb's last signal and when it was sent (see `watchdog::Shared::stop`).
+    pub(crate) fn stop_watchdog(&self) -> Option<(Signal, Instant)> {
+        self.watchdog.as_ref().and_then(|shared| shared.stop())
     }
 
     /// Forgets a `RELOADING=1` heard before a reload we start (`ChildHandle::reload`).

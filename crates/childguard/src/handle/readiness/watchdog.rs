@@ -20,39 +20,32 @@
 //!   ([`Shared::stop`]); a deadline that fires later finds it stopped. The loop keeps queueing
 //!   datagrams (`STOPPING=1`, `EXTEND_TIMEOUT_USEC=`) for the climb until the socket is dropped.
 //!
-//! On a miss: [`OnMiss::Close`] climbs the handle's ladder on the loop, one timer per grace —
-//! each rung's signal to the child's pidfd (its process group with `process_group`), then
-//! `SIGCONT`, until the pidfd says it exited. That climb signals the leader (or its group)
-//! only: the handle's close, which the user still calls (or the drop), does the rest — the
-//! cgroup's `cgroup.kill`, the reap, the report, which says "watchdog missed at +X ms".
+//! On a miss: [`OnMiss::Close`] climbs the handle's ladder (without its EOF wait: the socket
+//! stays open) on the loop — the library's one [`Climb`], the same state machine a close
+//! steps, so rungs the server ignores are skipped and a refused signal ends it as in a close.
+//! Its target is the child pinned by a duplicate of its pidfd ([`Pinned`](crate::close::target::Pinned): the leader, or its
+//! process group with `process_group`); the loop steps it at each deadline (one timer) until
+//! the pidfd says the child exited. The handle's close, which the user still calls (or the
+//! drop), does the rest — the cgroup's `cgroup.kill`, the reap, the report, which says
+//! "watchdog missed at +X ms" and lists the climb's signals. A close that begins while the
+//! climb goes on takes it over ([`Shared::stop`] hands back the last signal sent): it resumes
+//! behind that rung, as after a `ChildHandle::kill`, so there is one climb at a time and the
+//! child never gets a weaker signal again.
 //! [`OnMiss::Call`] instead runs the user's callback on a thread started for that one call
 //! (user code never runs on the loop; a miss happens at most once per handle).
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub(crate) use super::miss::{parse, Message, MissFn, WatchdogMiss};
+pub(crate) use super::miss::{parse, Message, OnMiss, WatchdogMiss};
 use super::notify_access::{Access, Sender};
 use crate::base::signal::Signal;
+use crate::close::climb::Climb;
 use crate::core::bell::Bell;
 use crate::core::event_loop::{self, IoId, Ops, TimerId};
 use crate::sys::peer;
-
-/// What a miss does.
-pub(crate) enum OnMiss {
-    /// Climb these rungs on the child's pidfd (`group`: its process group instead).
-    Close {
-        pidfd: OwnedFd,
-        group: Option<u32>,
-        rungs: Vec<(Signal, Duration)>,
-    },
-    Call(MissFn),
-    /// Record the miss only: no pidfd (the portable mechanism, e.g. under valgrind), and a pid
-    /// number signalled from the loop could name a stranger once the handle reaped the child.
-    Record,
-}
 
 /// One datagram the loop read, for the handle to act on.
 #[derive(Debug)]
@@ -98,9 +91,11 @@ struct State {
     gone: bool,
     /// What the loop did: signals sent on a miss, a spawn failure of the callback's thread.
     notes: Vec<String>,
+    /// The miss's climb ([`OnMiss::Close`]), from the miss until the close takes it over.
+    climb: Option<Climb>,
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -133,10 +128,22 @@ impl Shared {
         notes
     }
 
-    /// The close began: no miss from now on (the loop keeps reading for the climb).
-    pub(crate) fn stop(self: &Arc<Self>) {
-        lock(&self.state).stopped = true;
+    /// The close began: no miss from now on (the loop keeps reading for the close's climb),
+    /// and a miss's climb under way stops here. Returns the last signal that climb sent and
+    /// when, for the close to resume behind it. Race avoided (*two climbs*): the loop steps
+    /// the climb under the same lock and finds it stopped, so no rung of it goes out after
+    /// this returns.
+    pub(crate) fn stop(self: &Arc<Self>) -> Option<(Signal, Instant)> {
+        let last = {
+            let mut state = lock(&self.state);
+            state.stopped = true;
+            state.climb.take().and_then(|climb| {
+                let last = climb.sent().last()?;
+                Some((last.signal, climb.started() + last.at))
+            })
+        };
         self.post_cleanup(false);
+        last
     }
 
     /// The socket is gone: the loop drops its duplicate and the timer.
@@ -356,7 +363,16 @@ impl Dog {
         drop(state);
 
         match &self.on_miss {
-            OnMiss::Close { .. } => self.rung(ops, 0),
+            OnMiss::Close {
+                ladder,
+                skip_ignored,
+                ..
+            } => {
+                let ladder = ladder.clone().without_eof_grace();
+                let climb = Climb::begin(&ladder, Instant::now(), None, false, *skip_ignored);
+                lock(&self.shared.state).climb = Some(climb);
+                self.step(ops);
+            }
             OnMiss::Record => self.note(
                 "watchdog: no pidfd for the child (portable mechanism): nothing sent in the \
                  background; the handle's close closes it"
@@ -381,108 +397,67 @@ impl Dog {
 
     /// Whether the child exited (its pidfd readable); `false` without one.
     fn exited(&self) -> bool {
-        let OnMiss::Close { pidfd, .. } = &self.on_miss else {
-            return false;
-        };
-        let mut fds = [rustix::event::PollFd::new(
-            pidfd,
-            rustix::event::PollFlags::IN,
-        )];
-        matches!(rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())), Ok(n) if n > 0)
+        match &self.on_miss {
+            OnMiss::Close { target, .. } => lock(target).exited(),
+            _ => false,
+        }
     }
 
-    /// The miss's climb: rung `i` now, the next when its grace ran out (or none: exited).
-    fn rung(self: &Arc<Self>, ops: &mut Ops, i: usize) {
-        let OnMiss::Close {
-            pidfd,
-            group,
-            rungs,
-        } = &self.on_miss
-        else {
+    /// Steps the miss's climb: every rung now due goes out (each noted just before its
+    /// signal: a caller woken by the exit it causes reads the report at once, maybe before
+    /// this thread runs again — flake-hunt caught that), then a timer for the next deadline.
+    /// Ends when the child exited, the ladder is used up, or the close took the climb over.
+    fn step(self: &Arc<Self>, ops: &mut Ops) {
+        let OnMiss::Close { target, .. } = &self.on_miss else {
             return;
         };
-        if lock(&self.shared.state).gone || self.exited() {
+        // The state's lock first, then the target's, as in `miss` (only this thread takes the
+        // target's, but one order everywhere).
+        let mut state = lock(&self.shared.state);
+        let mut target = lock(target);
+        if state.gone || state.stopped || target.exited() {
             return;
         }
-        let Some(&(signal, grace)) = rungs.get(i) else {
+        let State { climb, notes, .. } = &mut *state;
+        let Some(climb) = climb.as_mut() else {
             return;
         };
-        let at = Instant::now().saturating_duration_since(self.spawned);
-        if signal != Signal::NONE {
-            // Noted before the signal goes out: a caller woken by the exit it causes reads the
-            // report at once, maybe before this thread runs again (flake-hunt caught that).
-            let index = {
-                let mut state = lock(&self.shared.state);
-                state.notes.push(format!(
-                    "watchdog: sent {signal} at +{:.1}ms after spawn",
+        let spawned = self.spawned;
+        let skipped_before = climb.skipped().len();
+        let stepped = climb.advance_announcing(&mut *target, Instant::now(), &mut |_, rung| {
+            if rung.signal != Signal::NONE {
+                let at = Instant::now().saturating_duration_since(spawned);
+                notes.push(format!(
+                    "watchdog: sent {} at +{:.1}ms after spawn",
+                    rung.signal,
                     at.as_secs_f64() * 1000.0
                 ));
-                state.notes.len() - 1
-            };
-            let sent = send(pidfd.as_fd(), *group, signal);
-            let _ = send(pidfd.as_fd(), *group, Signal::CONT);
-            if let Err(e) = sent {
-                lock(&self.shared.state).notes[index] = format!("watchdog: {signal} not sent: {e}");
+            }
+        });
+        for skipped in &climb.skipped()[skipped_before..] {
+            notes.push(format!(
+                "watchdog: {} skipped (the server ignores it)",
+                skipped.signal
+            ));
+        }
+        if let Some((_, signal, e)) = climb.take_signal_error() {
+            notes.push(format!("watchdog: {signal} not sent: {e}"));
+        }
+        let deadline = climb.deadline();
+        match stepped {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                notes.push(format!("watchdog: the climb stopped: {e}"));
+                return;
             }
         }
+        drop(target);
         let dog = Arc::clone(self);
-        let timer = ops.add_timer(
-            crate::core::wait::later(Instant::now(), grace),
-            move |ops| dog.rung(ops, i + 1),
-        );
-        let mut state = lock(&self.shared.state);
-        if state.gone {
-            ops.cancel_timer(timer);
-        } else {
-            state.timer = Some(timer);
-        }
-    }
-}
-
-/// One signal to the child (its pidfd: never another process that got its number) or its
-/// process group.
-fn send(pidfd: std::os::fd::BorrowedFd<'_>, group: Option<u32>, signal: Signal) -> io::Result<()> {
-    let sig = crate::sys::rustix_signal(signal)?;
-    match group {
-        Some(pgid) => {
-            let pgid = crate::process::pid(pgid)?;
-            rustix::process::kill_process_group(pgid, sig)?
-        }
-        None => rustix::process::pidfd_send_signal(pidfd, sig)?,
-    }
-    Ok(())
-}
-
-impl crate::ChildHandle {
-    /// After readiness: the watchdog starts ([`Builder::watchdog`](crate::Builder::watchdog)).
-    pub(crate) fn arm_watchdog(
-        &mut self,
-        interval: Duration,
-        spawned: Instant,
-        on_watchdog: Option<super::OnWatchdog>,
-    ) -> io::Result<()> {
-        let no_socket = || io::Error::other("watchdog: no notify socket");
-        let on_miss = match on_watchdog {
-            Some(f) => OnMiss::Call(f.0),
-            None => {
-                let process = self.process().ok_or_else(no_socket)?;
-                match process.pidfd() {
-                    None => OnMiss::Record,
-                    Some(pidfd) => OnMiss::Close {
-                        pidfd: pidfd.try_clone_to_owned()?,
-                        group: process.leads_group().then(|| process.pid()),
-                        rungs: self
-                            .ladder()
-                            .rungs()
-                            .iter()
-                            .map(|r| (r.signal, r.grace))
-                            .collect(),
-                    },
-                }
-            }
-        };
-        let notify = self.notify_mut().ok_or_else(no_socket)?;
-        notify.arm_watchdog(interval, spawned, on_miss)
+        state.timer = Some(ops.add_timer(deadline, move |ops| {
+            lock(&dog.shared.state).timer = None;
+            dog.step(ops);
+        }));
     }
 }
 
