@@ -19,7 +19,7 @@ use crate::close::ladder::Ladder;
 use crate::close::target::Pinned;
 
 /// Climbs a [`Ladder`] over processes pinned by pidfds (Linux). See the module's docs in
-/// `close/sweep.rs`: one [`Climb`] per process, the same code as a close.
+/// `close/sweep.rs`: one `Climb` per process, the same code as a close.
 ///
 /// ```no_run
 /// use std::os::fd::OwnedFd;
