@@ -32,6 +32,8 @@ peers=(
     "dumb-init       dumb-init"
     "catatonit       catatonit"
     "unshare         util-linux"
+    "node            nodejs"
+    "npm             npm"
 )
 
 present() {
@@ -81,6 +83,21 @@ if [ ${#missing[@]} -gt 0 ] && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
         read -r probe package <<<"$line"
         present "$probe" || { echo "tests/run.sh: $package installed but $probe not found" >&2; exit 1; }
     done
+fi
+
+# The npm peers (MCP servers, the TypeScript MCP SDK, a language server), pinned by
+# tests/package.json and its lockfile: installed here, before any test runs, so nothing is
+# downloaded while the tests run. `npm ci` again only when the lockfile changed.
+if command -v npm >/dev/null 2>&1; then
+    if ! cmp -s tests/package-lock.json tests/node_modules/.childguard-installed-lock 2>/dev/null; then
+        echo "tests/run.sh: npm ci (tests/package.json)" >&2
+        (cd tests && npm ci --no-audit --no-fund --loglevel=error &&
+            cp package-lock.json node_modules/.childguard-installed-lock)
+    fi
+elif [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
+    echo "tests/run.sh: npm not found: install Debian's nodejs and npm" \
+         "(or set CHILDGUARD_SKIP_PEERS=1)" >&2
+    exit 1
 fi
 
 [ "${1:-}" = "--" ] && shift
