@@ -100,6 +100,24 @@ elif [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
     exit 1
 fi
 
+# The Python peers (tests/requirements.txt: the MCP Python SDK) in a venv of their own, which
+# tests/src/stdio_peers.rs finds; reinstalled only when the requirements changed.
+peers_venv="${CARGO_TARGET_DIR:-target}/peers-venv"
+if ! cmp -s tests/requirements.txt "$peers_venv/.childguard-installed" 2>/dev/null; then
+    echo "tests/run.sh: python venv $peers_venv (tests/requirements.txt)" >&2
+    python3 -c 'import venv, ensurepip' 2>/dev/null || {
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        else
+            echo "tests/run.sh: python3 cannot make a venv: install python3-venv" >&2; exit 1
+        fi
+    }
+    rm -rf "$peers_venv"
+    python3 -m venv "$peers_venv"
+    "$peers_venv/bin/pip" install -q --disable-pip-version-check -r tests/requirements.txt
+    cp tests/requirements.txt "$peers_venv/.childguard-installed"
+fi
+
 [ "${1:-}" = "--" ] && shift
 cargo test --workspace "$@"
 

@@ -9,6 +9,7 @@ pub mod init;
 pub mod nbd;
 pub mod paced;
 pub mod postgres;
+pub mod stdio_peers;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod terminal;
