@@ -50,6 +50,17 @@ fn a_daemonized_grandchild_dies_with_a_contained_close() {
     assert!(daemon > 0 && is_alive(daemon), "no daemon: {ready:?}");
     // Precondition: the daemon left our process group and session, but not the cgroup.
     assert_eq!(cgroup_of(daemon), cgroup_of(ready.pid));
+    // And it ignores HUP and TERM by now: READY may come before the daemon's exec got there.
+    let ignores = |pid: u32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let wanted = childguard_tests::init::set_of(&[libc::SIGHUP, libc::SIGTERM]);
+        status.contains("SigIgn:")
+            && childguard_tests::init::sig_sets(&status).0 & wanted == wanted
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || ignores(daemon)),
+        "daemon {daemon} never ignored HUP and TERM"
+    );
     let daemon_fd = childguard_tests::pidfd(daemon);
     let report = handle.close().unwrap();
     let cg = report.cgroup.as_ref().expect("contained");
@@ -58,8 +69,15 @@ fn a_daemonized_grandchild_dies_with_a_contained_close() {
         !is_alive(daemon) && pidfd_exited(&daemon_fd),
         "daemon {daemon} outlived the close: {report}"
     );
-    // Mixed: HUP reached the server alone (which exited); KILL the daemon left in the cgroup.
+    // Mixed: HUP reached the server alone (which exited); the HUP passed on to the daemon left
+    // (launcher gone, issue 31), then TERM to it (both ignored); KILL the daemon left.
     assert_eq!(report.signals[0].reached, Some(1), "{report}");
+    let sent: Vec<_> = report.signals.iter().map(|s| (s.signal, s.to_rest)).collect();
+    assert_eq!(
+        sent,
+        [(Signal::HUP, false), (Signal::HUP, true), (Signal::TERM, false), (Signal::KILL, false)],
+        "{report}"
+    );
     let kill = report.signals.iter().find(|s| s.signal == Signal::KILL);
     let kill = kill.unwrap_or_else(|| panic!("no KILL rung: {report}"));
     assert!(kill.to_cgroup && kill.reached == Some(1), "{report}");

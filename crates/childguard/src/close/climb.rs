@@ -15,6 +15,8 @@ use crate::core::wait::later;
 use crate::process::disposition::Disposition;
 use crate::process::Process;
 
+mod main_exit;
+
 /// Where a close stands on its ladder.
 #[derive(Debug)]
 pub(crate) struct Climb {
@@ -56,6 +58,9 @@ pub(crate) struct Climb {
     /// travels with the climb: a climb handed to the reaper takes it along, and it is removed
     /// (with its directory) when the climb is dropped.
     notify: Option<Box<dyn Listener>>,
+    /// The main process's exit was seen and the rung that ended it passed on to the others
+    /// (`main_exit.rs`).
+    main_exit_passed: bool,
 }
 
 /// What the climb hears from the child while it climbs: its `NOTIFY_SOCKET`
@@ -119,6 +124,7 @@ impl Climb {
             release_inline: false,
             signal_error: None,
             notify: None,
+            main_exit_passed: false,
         }
     }
 
@@ -233,6 +239,7 @@ impl Climb {
             to_cgroup: target.reaches_cgroup(rung.signal) && !to_main,
             reached,
             disposition,
+            to_rest: false,
         });
         self.next_rung += 1;
         self.deadline = later(now, rung.grace);
@@ -300,6 +307,7 @@ impl Climb {
         announce: &mut dyn FnMut(usize, Rung),
     ) -> io::Result<bool> {
         self.hear();
+        self.pass_on_main_exit(target, now)?;
         while now >= self.deadline {
             let disposition = self.next_disposition(target);
             if self.skip_if_ignored(disposition, now) {

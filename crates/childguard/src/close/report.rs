@@ -132,6 +132,12 @@ pub struct SentSignal {
     /// not read — an uncatchable signal, a child that had exited, another platform). See
     /// [`Ladder::skip_ignored`](crate::Ladder::skip_ignored).
     pub disposition: Option<Disposition>,
+    /// Sent to the processes left after the main process (the child: often a launcher such as
+    /// `npx` or `sh -c`) exited on this rung without the signal having reached them: the rung
+    /// that ended the main, again, for the rest (its grace counted from here). `Display`:
+    /// `TERM (to those left) reached 2 +8.7ms`. See "No grace waited for a launcher gone" in
+    /// `docs/design.md`.
+    pub to_rest: bool,
 }
 
 /// A rung the close did not send because the server ignores its signal (see
@@ -161,6 +167,7 @@ impl SentSignal {
             to_cgroup: false,
             reached: None,
             disposition: None,
+            to_rest: false,
         }
     }
 }
@@ -368,13 +375,14 @@ impl fmt::Display for CloseReport {
             timed.push((at, format!("shutdown {}", Ms(at))));
         }
         for s in &self.signals {
-            let group = match (s.to_cgroup, s.to_group) {
-                (true, _) => " (cgroup)",
-                (false, true) => " (group)",
-                (false, false) => "",
+            let group = match (s.to_rest, s.to_cgroup, s.to_group) {
+                (true, _, _) => " (to those left)",
+                (false, true, _) => " (cgroup)",
+                (false, false, true) => " (group)",
+                (false, false, false) => "",
             };
             let reached = match s.reached {
-                Some(n) if s.to_cgroup => format!(" reached {n}"),
+                Some(n) if s.to_cgroup || s.to_rest => format!(" reached {n}"),
                 _ => String::new(),
             };
             timed.push((s.at, format!("{}{group}{reached} {}", s.signal, Ms(s.at))));

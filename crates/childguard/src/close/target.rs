@@ -33,6 +33,12 @@ pub(crate) trait Target {
     /// The process, when we own it: only an owned child gets a memory release after its
     /// `SIGKILL` rung (`release.rs` sizes it through what the process knows of itself).
     fn owned(&mut self) -> Option<&mut Process>;
+    /// Whether the main process has exited while the climb goes on: others remain (its group,
+    /// its cgroup), whom the next signal reaches ([`Climb`](super::climb::Climb) passes them the
+    /// rung that ended the main). A pinned process is the whole target: never.
+    fn main_exited(&self) -> bool {
+        false
+    }
 }
 
 impl Target for Process {
@@ -53,6 +59,9 @@ impl Target for Process {
     }
     fn owned(&mut self) -> Option<&mut Process> {
         Some(self)
+    }
+    fn main_exited(&self) -> bool {
+        !self.is_running()
     }
 }
 

@@ -238,7 +238,8 @@ impl Process {
     ///
     /// Contained ([`KillMode`]): `SIGKILL` goes to the whole cgroup through `cgroup.kill`,
     /// whether or not the leader is still alive; a catchable signal goes to every member with
-    /// `ControlGroup`, and as without containment (the leader, or its group) with `Mixed`.
+    /// `ControlGroup`, and with `Mixed` as without containment (the leader, or its group)
+    /// while the leader runs, to every member left once it has exited.
     pub(crate) fn signal_counting(&mut self, signal: Signal) -> io::Result<(bool, Option<usize>)> {
         if signal == Signal::NONE {
             // Signal 0 sends nothing (a waiting rung): no process is signalled, and the raw
@@ -251,7 +252,10 @@ impl Process {
                 let n = containment::kill::kill_all(cgroup)?;
                 return Ok((n > 0, Some(n)));
             }
-            if *mode == KillMode::ControlGroup {
+            // The main process gone (a launcher that exited, or died of this ladder), no
+            // process is left to pass a catchable rung on: with `Mixed` too it goes to every
+            // member left ("No grace waited for a launcher gone", docs/design.md).
+            if *mode == KillMode::ControlGroup || !self.is_running() {
                 let n = containment::members::signal_each(cgroup, signal)?;
                 return Ok((n > 0, Some(n)));
             }
@@ -289,7 +293,7 @@ impl Process {
     pub(crate) fn reaches_cgroup(&self, signal: Signal) -> bool {
         #[cfg(target_os = "linux")]
         if let Some((_, mode)) = &self.cgroup {
-            return signal == Signal::KILL || *mode == KillMode::ControlGroup;
+            return signal == Signal::KILL || *mode == KillMode::ControlGroup || !self.is_running();
         }
         let _ = signal;
         false
