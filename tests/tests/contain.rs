@@ -54,8 +54,7 @@ fn a_daemonized_grandchild_dies_with_a_contained_close() {
     let ignores = |pid: u32| {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let wanted = childguard_tests::init::set_of(&[libc::SIGHUP, libc::SIGTERM]);
-        status.contains("SigIgn:")
-            && childguard_tests::init::sig_sets(&status).0 & wanted == wanted
+        status.contains("SigIgn:") && childguard_tests::init::sig_sets(&status).0 & wanted == wanted
     };
     assert!(
         eventually(Duration::from_secs(20), || ignores(daemon)),
@@ -72,10 +71,19 @@ fn a_daemonized_grandchild_dies_with_a_contained_close() {
     // Mixed: HUP reached the server alone (which exited); the HUP passed on to the daemon left
     // (launcher gone, issue 31), then TERM to it (both ignored); KILL the daemon left.
     assert_eq!(report.signals[0].reached, Some(1), "{report}");
-    let sent: Vec<_> = report.signals.iter().map(|s| (s.signal, s.to_rest)).collect();
+    let sent: Vec<_> = report
+        .signals
+        .iter()
+        .map(|s| (s.signal, s.to_rest))
+        .collect();
     assert_eq!(
         sent,
-        [(Signal::HUP, false), (Signal::HUP, true), (Signal::TERM, false), (Signal::KILL, false)],
+        [
+            (Signal::HUP, false),
+            (Signal::HUP, true),
+            (Signal::TERM, false),
+            (Signal::KILL, false)
+        ],
         "{report}"
     );
     let kill = report.signals.iter().find(|s| s.signal == Signal::KILL);

@@ -46,7 +46,7 @@ Options:
                         without GRACE waits 1s. An optional leading EOF:DUR waits DUR
                         before the first signal. Or a preset: @postgres (INT:10s,QUIT:5s,
                         KILL:5s), @nginx (QUIT:10s,TERM:2s,KILL:5s), @redis (TERM:20s,KILL:5s),
-                        @memcached, @nbdkit, @qemu-nbd, @default.
+                        @memcached, @nbdkit, @qemu-nbd, @mcp (EOF:2s,TERM:2s,KILL:5s), @default.
   --no-skip-ignored     send every rung as written; by default a rung whose signal CMD
                         ignores (SigIgn, Linux) is skipped at once, its grace not spent
                         (also: NOSKIP, first in --ladder)

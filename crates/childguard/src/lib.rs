@@ -112,6 +112,7 @@ pub use spawn::capture::{
     Capture, OutputStream, CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES, DEFAULT_TAIL_BYTES,
     DEFAULT_TAIL_LINES, MAX_LINE_BYTES,
 };
+pub use spawn::stdio_server::StdioChannel;
 
 /// Whether `SIGPIPE` was ignored when this process started — before Rust's runtime set it to
 /// `SIG_IGN` for itself, which hides the original from any later `sigaction`. Recorded by an

@@ -18,6 +18,7 @@ pub(crate) mod output;
 pub(crate) mod readiness;
 mod spawn;
 mod stdio;
+mod stdio_server;
 
 pub use builder::{Builder, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 

@@ -13,3 +13,4 @@ pub(crate) mod placing;
 pub(crate) mod program;
 pub(crate) mod spawner;
 pub(crate) mod stdio;
+pub(crate) mod stdio_server;
