@@ -20,6 +20,9 @@
 //! Unit-test modules (`#[cfg(test)] mod …`, inline or in their own file) are not part of the
 //! library's build and may use any module: their paths are not edges.
 //!
+//! An inline `mod x { … }` that stands in for a file module `x` under another `#[cfg]` does not
+//! hide the file: the file keeps the path, and the stand-in's paths count as the file's.
+//!
 //! What it cannot see: macro-expanded paths other than literal `$crate::…` in `macro_rules!`
 //! bodies, and glob imports (`use x::*`) beyond the edge to `x` itself.
 
@@ -381,7 +384,14 @@ fn parse_file(krate: &mut Crate, rel: &str, text: &str) {
                     (ident(toks.get(i + 1)), toks.get(i + 2).map(|t| &t.tok))
                 {
                     inline.push((name.to_owned(), depth + 1));
-                    krate.modules.insert(context(&inline), file_mod.clone());
+                    // A file of the same path wins: an inline `mod x { … }` beside a `mod x;`
+                    // of a file is its `#[cfg]` stand-in (`readiness/mod.rs`' `notify` off
+                    // Linux). Letting it take the path hid every edge into the file behind its
+                    // folder's face, and with them a circle (issue 34 item 4).
+                    krate
+                        .modules
+                        .entry(context(&inline))
+                        .or_insert_with(|| file_mod.clone());
                     i += 2;
                 } else {
                     i += 1;
@@ -865,6 +875,27 @@ fn checker_reports_a_circle_inside_a_folder_and_a_long_file() {
         problems[0].starts_with("src/lib.rs: 501 lines"),
         "{}",
         problems[0]
+    );
+}
+
+#[test]
+fn checker_sees_an_inline_path_into_a_module_with_a_cfg_stand_in() {
+    // The shape that hid a real circle: `n` is a file on one platform and an inline stand-in
+    // on the other; `w` reaches into `n` only by a path written in code (no `use`).
+    let krate = synthetic(&[
+        ("lib.rs", "mod p;\n"),
+        (
+            "p/mod.rs",
+            "#[cfg(unix)]\nmod n;\nmod w;\n#[cfg(not(unix))]\nmod n {\n    pub(crate) const M: usize = 1;\n}\n",
+        ),
+        ("p/n.rs", "use super::w;\npub(crate) const M: usize = 1;\n"),
+        ("p/w.rs", "fn f() -> Vec<u8> { vec![0u8; super::n::M + 1] }\n"),
+    ]);
+    let found = cycles(&krate);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].contains("p/w.rs:1") && found[0].contains("p/n.rs:1"),
+        "{found:#?}"
     );
 }
 

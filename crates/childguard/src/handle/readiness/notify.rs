@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
-use super::notify_access::{Access, CgroupScope, Sender};
+use super::notify_access::{Access, CgroupScope, Sender, MAX_DATAGRAM};
 use super::watchdog;
 use super::NotifyAccess;
 use crate::base::signal::Signal;
@@ -32,8 +32,6 @@ use crate::sys::peer;
 
 /// The environment variable naming the socket.
 pub(crate) const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
-/// systemd reads at most this much of a datagram; longer ones are ignored as malformed.
-pub(crate) const MAX_DATAGRAM: usize = 4096;
 /// How many ignored datagrams the report describes (the rest are counted).
 const NOTED_MAX: usize = 8;
 

@@ -39,6 +39,10 @@ use std::path::Path;
 use super::NotifyAccess;
 use crate::sys::peer::{self, PidfdInfo};
 
+/// systemd reads at most this much of a notify datagram; longer ones are ignored as malformed.
+/// Here, below both readers of the socket (`notify.rs`, and `watchdog.rs` on the loop).
+pub(crate) const MAX_DATAGRAM: usize = 4096;
+
 /// How far up the parent chain a sender is looked for.
 const MAX_DEPTH: usize = 64;
 

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub(crate) use super::miss::{parse, Message, OnMiss, WatchdogMiss};
-use super::notify_access::{Access, Sender};
+use super::notify_access::{Access, Sender, MAX_DATAGRAM};
 use crate::base::signal::Signal;
 use crate::close::climb::Climb;
 use crate::core::bell::Bell;
@@ -245,7 +245,7 @@ impl Dog {
     fn readable(self: &Arc<Self>, ops: &mut Ops, id: IoId) {
         let mut read = Vec::new();
         if let Some(fd) = ops.fd(id) {
-            let mut buf = vec![0u8; super::notify::MAX_DATAGRAM + 1];
+            let mut buf = vec![0u8; MAX_DATAGRAM + 1];
             loop {
                 let received = match peer::recv_with_sender(fd, &mut buf) {
                     Ok(received) => received,
@@ -272,7 +272,7 @@ impl Dog {
         }
         let mut messages = Vec::new();
         for q in read.iter().filter(|q| q.verdict.is_ok()) {
-            if q.len > super::notify::MAX_DATAGRAM {
+            if q.len > MAX_DATAGRAM {
                 continue;
             }
             let Ok(text) = std::str::from_utf8(&q.data) else {
