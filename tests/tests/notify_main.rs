@@ -139,3 +139,58 @@ fn mainpid_outside_the_cgroup_is_refused_when_contained() {
         "{main:?}"
     );
 }
+
+#[test]
+fn a_main_handed_over_twice_is_closed_through_the_last_one() {
+    // A wrapper that forks a main, names it, replaces it (the first one ends) with a second,
+    // names that one with READY=1, and waits for it: the close reaches the server through the
+    // last MAINPID= (issue 34 item 5: the main process is a pinned target, as the watchdog's).
+    let notify = bin("cg-notify");
+    let script = format!(
+        "sleep 60 & first=$!; '{n}' MAINPID=$first; kill $first; wait $first; \
+         sleep 60 & second=$!; echo $first $second; '{n}' MAINPID=$second READY=1; wait $second",
+        n = notify.display()
+    );
+    let mut cmd = sh(&script);
+    cmd.stdout(std::process::Stdio::piped());
+    let mut handle = ChildHandle::builder(cmd)
+        .ready(Ready::Notify)
+        .ladder(ladder("TERM:10s,KILL:1s"))
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(handle.stdout().expect("stdout")),
+        &mut line,
+    )
+    .expect("the mains' pids");
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    let (first, second) = (pids[0], pids[1]);
+    let report = handle.close().expect("close");
+    let notify = report.notify.clone().expect("a notify report");
+    assert_eq!(notify.main_pid, Some(second), "{notify:?}");
+    assert!(
+        notify
+            .main
+            .contains(&format!("TERM to the main process {second}")),
+        "{notify:?}"
+    );
+    assert!(
+        !notify
+            .main
+            .iter()
+            .any(|n| n.contains(&format!("to the main process {first}"))),
+        "{notify:?}"
+    );
+    // The wrapper exited because its server did: `wait` gives 128 + TERM.
+    assert_eq!(
+        report.status.and_then(|s| s.code()),
+        Some(128 + libc::SIGTERM),
+        "{report}"
+    );
+    assert_eq!(report.signals.len(), 1, "{report}");
+    assert!(!is_alive(first) && !is_alive(second), "{report}");
+}

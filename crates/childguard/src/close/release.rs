@@ -50,7 +50,7 @@ use crate::core::per_process::PerProcess;
 use crate::process::Process;
 
 mod cpus;
-use cpus::{place_apart, Pinned};
+use cpus::{place_apart, ChildOnOurCpu};
 
 /// The most helper threads in flight at once in the whole process (2). A `SIGKILL` rung that
 /// finds them all busy goes without a release (the report says why): the release only speeds
@@ -243,7 +243,7 @@ pub(crate) struct Release {
     abandoned: Arc<AtomicBool>,
     /// The child's CPU affinity before [`place_apart`] pinned it, to give back if the kill
     /// is refused (the child then lives on).
-    pinned: Option<Pinned>,
+    pinned: Option<ChildOnOurCpu>,
 }
 
 #[derive(Debug)]

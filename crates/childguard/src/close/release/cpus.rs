@@ -12,7 +12,7 @@
 /// other process can get its pid. The affinity set on the child is undone if the kill is
 /// refused ([`Release::kill_refused`]); after the kill it dies with it.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) fn place_apart(pid: u32) -> (Option<Pinned>, Option<HelperCpus>) {
+pub(super) fn place_apart(pid: u32) -> (Option<ChildOnOurCpu>, Option<HelperCpus>) {
     use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
     let here = sched_getcpu();
     let Ok(mut others) = sched_getaffinity(None) else {
@@ -32,26 +32,27 @@ pub(super) fn place_apart(pid: u32) -> (Option<Pinned>, Option<HelperCpus>) {
     let mut only_here = CpuSet::new();
     only_here.set(here);
     match sched_setaffinity(Some(child), &only_here) {
-        Ok(()) => (Some(Pinned { child, was }), helper),
+        Ok(()) => (Some(ChildOnOurCpu { child, was }), helper),
         Err(_) => (None, helper),
     }
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn place_apart(_pid: u32) -> (Option<Pinned>, Option<HelperCpus>) {
+pub(super) fn place_apart(_pid: u32) -> (Option<ChildOnOurCpu>, Option<HelperCpus>) {
     (None, None)
 }
 
-/// A child pinned by [`place_apart`], and its affinity before.
+/// The dying child confined to the climbing thread's CPU by [`place_apart`], and its affinity
+/// before (not `close::target::Pinned`, a process named by a pidfd).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[derive(Debug)]
-pub(super) struct Pinned {
+pub(super) struct ChildOnOurCpu {
     child: rustix::process::Pid,
     was: rustix::thread::CpuSet,
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
-impl Pinned {
+impl ChildOnOurCpu {
     pub(super) fn restore(self) {
         // Best effort: a child that cannot get its mask back keeps running on one CPU, which
         // is slower but correct.
@@ -61,10 +62,10 @@ impl Pinned {
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 #[derive(Debug)]
-pub(super) enum Pinned {}
+pub(super) enum ChildOnOurCpu {}
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-impl Pinned {
+impl ChildOnOurCpu {
     pub(super) fn restore(self) {
         match self {}
     }

@@ -17,17 +17,19 @@
 //! the remaining rungs, and `KILL` reaches it (its group or cgroup) as without `MAINPID=`.
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 
 use super::super::notify_access::{Access, Sender};
 use super::{NotifyAccess, NotifySocket};
 use crate::base::signal::Signal;
+use crate::close::target::{Pinned, Target};
 
-/// The accepted main process.
+/// The accepted main process: a [`Pinned`] target, the same the watchdog's climb and init's
+/// sweep signal — one mechanism for "a process named by a pidfd that somebody else reaps"
+/// (exited? signal it, `ESRCH` meaning gone), not a copy of it here.
 #[derive(Debug)]
 pub(crate) struct MainPid {
     pub(crate) pid: u32,
-    pidfd: OwnedFd,
+    target: Pinned,
 }
 
 impl NotifySocket {
@@ -67,7 +69,10 @@ impl NotifySocket {
         });
         match judged {
             Ok(Ok(_)) => {
-                self.main = Some(MainPid { pid, pidfd });
+                self.main = Some(MainPid {
+                    pid,
+                    target: Pinned::new(pidfd, pid, false),
+                });
                 self.main_pid_now = Some(pid);
                 self.note_main(format!(
                     "MAINPID={pid} accepted: the close's catchable rungs go to it"
@@ -99,31 +104,27 @@ impl NotifySocket {
         if signal == Signal::NONE {
             return None;
         }
-        let main = self.main.as_ref()?;
+        let main = self.main.as_mut()?;
         let pid = main.pid;
-        let mut fds = [rustix::event::PollFd::new(
-            &main.pidfd,
-            rustix::event::PollFlags::IN,
-        )];
-        let zero = rustix::event::Timespec::default();
-        if matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
-            self.main = None;
-            self.note_main(format!(
-                "the main process {pid} exited: the rungs go to the child again"
-            ));
-            return None;
-        }
-        let sent = crate::sys::rustix_signal(signal).and_then(|sig| {
-            rustix::process::pidfd_send_signal(main.pidfd.as_fd(), sig)?;
-            if signal.is_catchable() {
-                // Best effort: a server that exited on the signal already (ESRCH once its
-                // parent reaped it) needs no SIGCONT.
-                if let Ok(cont) = crate::sys::rustix_signal(Signal::CONT) {
-                    let _ = rustix::process::pidfd_send_signal(main.pidfd.as_fd(), cont);
-                }
+        let sent = match main.target.signal_counting(signal) {
+            // Exited (its pidfd readable, or ESRCH): the rungs go to the child again.
+            Ok((false, _)) => {
+                self.main = None;
+                self.note_main(format!(
+                    "the main process {pid} exited: the rungs go to the child again"
+                ));
+                return None;
             }
-            Ok(pid)
-        });
+            Ok((true, _)) => {
+                if signal.is_catchable() {
+                    // Best effort, as the climb's own SIGCONT: a server that exited on the
+                    // signal already needs none (the pinned target then sends nothing).
+                    let _ = main.target.signal_counting(Signal::CONT);
+                }
+                Ok(pid)
+            }
+            Err(e) => Err(e),
+        };
         self.note_main(match &sent {
             Ok(_) => format!("{signal} to the main process {pid}"),
             Err(e) => format!("{signal} to the main process {pid} failed: {e}"),
