@@ -132,7 +132,10 @@ impl<R: Read + AsFd> LspClient<R> {
     ) -> Result<Value, LspError> {
         let deadline = Instant::now() + wait;
         loop {
-            let message = self.read_message(deadline)?;
+            let message = match self.read_message(deadline) {
+                Err(LspError::Timeout(_)) => return Err(LspError::Timeout(wait)),
+                other => other?,
+            };
             let has_method = message.get("method").is_some();
             match (message.get("id"), has_method) {
                 // A response: ours, or a late one to an earlier request (dropped).
@@ -167,16 +170,14 @@ impl<R: Read + AsFd> LspClient<R> {
     /// Reads one whole message, waiting until `deadline` at most: each wait for bytes is a
     /// `poll` on the fd bounded by the time left, never a blocking read.
     pub fn read_message(&mut self, deadline: Instant) -> Result<Value, LspError> {
-        let started = Instant::now();
+        let wait = deadline.saturating_duration_since(Instant::now());
         loop {
             if let Some(message) = self.take_buffered()? {
                 return Ok(message);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || !self.wait_readable(left)? {
-                return Err(LspError::Timeout(
-                    deadline.saturating_duration_since(started),
-                ));
+                return Err(LspError::Timeout(wait));
             }
             let mut chunk = [0u8; 64 * 1024];
             // Readable: this read does not block (it returns what is there, or 0 at EOF).

@@ -112,14 +112,20 @@ fn assert_nothing_left(report: &CloseReport, dir: &Path, tree: &[(u32, OwnedFd)]
 }
 
 /// The LSP close as vscode-languageclient's `stop()` does it: `shutdown`, its (null) response,
-/// `exit`. Returns how long the server took to exit after `exit`.
-fn lsp_close(handle: &mut ChildHandle, lsp: &mut LspClient<ChildStdout>) -> Duration {
+/// `exit`.
+fn shutdown_exit(handle: &mut ChildHandle, lsp: &mut LspClient<ChildStdout>) {
     let stdin = handle.stdin().expect("stdin kept in the handle");
     let result = lsp
         .request(stdin, "shutdown", Value::Null, ANSWER)
         .unwrap_or_else(|e| panic!("shutdown: {e}"));
     assert_eq!(result, Value::Null, "shutdown's result is null");
     lsp.notify(stdin, "exit", Value::Null).unwrap();
+}
+
+/// [`shutdown_exit`], then the wait for the server to exit by itself (up to 60 s). Returns
+/// how long it took after `exit`.
+fn lsp_close(handle: &mut ChildHandle, lsp: &mut LspClient<ChildStdout>) -> Duration {
+    shutdown_exit(handle, lsp);
     let sent = Instant::now();
     let status = handle.wait_timeout(ANSWER).unwrap();
     let status = status.expect("the server did not exit within 60 s of `exit`");
@@ -199,29 +205,39 @@ fn pyright_serves_then_the_lsp_close_ends_it_with_nothing_sent_and_nothing_left(
 }
 
 /// The same LSP close through the launcher chain users have: `npx` → `npm exec` → `sh -c`
-/// → `node`. pyright exits 0 on `exit`, then `sh`, then `npm exec` with it: the whole tree
-/// ends by the protocol, and the close has nothing to send.
+/// → `node`, and `close()` at once after `exit`, as a host does: the EOF rung (our end of
+/// the stdin closed) is the server's time to be gone. pyright exits 0 on `exit` (or on the
+/// EOF, which after `shutdown` is also 0), then `sh`, then `npm exec` with it: the whole tree
+/// ends by the protocol, and the close sends nothing. The EOF grace is 20 s here, only a
+/// bound for a loaded machine; vscode-languageclient gives 2 s.
 #[test]
-fn pyright_through_npx_ends_by_the_lsp_close_launchers_and_all() {
-    let test = "pyright_through_npx_ends_by_the_lsp_close";
+fn pyright_through_npx_closed_right_after_exit_ends_launchers_and_all_with_nothing_sent() {
+    let test = "pyright_through_npx_closed_right_after_exit";
     let Some(cmd) = npx(test, "pyright-langserver", &["--stdio"]) else {
         return;
     };
     let root = fresh_dir("lsp-npx");
-    let (mut handle, mut lsp) = spawn_lsp(cmd, "EOF:2s,TERM:2s,KILL:5s");
+    let (mut handle, mut lsp) = spawn_lsp(cmd, "EOF:20s,TERM:2s,KILL:5s");
     let init = initialize(&mut handle, &mut lsp, &root);
     assert!(init["capabilities"].is_object(), "{init}");
     let (dir, tree) = cgroup_tree(&handle);
     // The launchers and the server: npm exec (node), sh, node; at least a launcher and the
     // server, whatever npm's version does in between.
     assert!(tree.len() >= 2, "npx's tree: {:?}", pids(&tree));
-    let exit_took = lsp_close(&mut handle, &mut lsp);
+    shutdown_exit(&mut handle, &mut lsp);
     let report = handle.close().unwrap();
-    eprintln!(
-        "{test}: exited {exit_took:?} after `exit`; tree {:?}; {report}",
-        pids(&tree)
+    eprintln!("{test}: tree {:?}; {report}", pids(&tree));
+    // Whether the tree was gone before the close began or during its EOF wait is the
+    // scheduler's choice; either way nothing was sent.
+    assert!(
+        matches!(report.ended_by, Ending::BeforeClose | Ending::Eof),
+        "{report}"
     );
-    assert_ended_by_itself(&report);
+    assert!(
+        report.signals.is_empty() && report.skipped.is_empty(),
+        "{report}"
+    );
+    assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
     assert_nothing_left(&report, &dir, &tree);
     let _ = std::fs::remove_dir_all(&root);
 }
