@@ -5,7 +5,7 @@
 //! ```
 //!
 //! Spawns the command line given (stdin and stdout piped, contained in a cgroup when it can
-//! be), `initialize`s it with the current directory as the workspace, then closes it:
+//! be, the tree killed if this process dies), `initialize`s it with the current directory as the workspace, then closes it:
 //! `shutdown` (its answer awaited 2 s, as vscode-languageclient's `stop()` does), `exit`, and
 //! at once `close()`, whose ladder `EOF:2s,TERM:2s,KILL:5s` closes our end of the server's
 //! stdin and gives it 2 s to be gone before `SIGTERM` — and `SIGKILL` for the whole tree.
@@ -29,6 +29,7 @@ fn main() -> ExitCode {
     let ladder = "EOF:2s,TERM:2s,KILL:5s".parse().expect("a valid ladder");
     let spawned = ChildHandle::builder(cmd)
         .contain(Containment::BestEffort)
+        .exit_with_parent(true)
         .ladder(ladder)
         .spawn();
     let mut handle = match spawned {
