@@ -6,6 +6,7 @@
 pub mod cgroups;
 pub mod driver;
 pub mod init;
+pub mod lsp;
 pub mod nbd;
 pub mod paced;
 pub mod postgres;
