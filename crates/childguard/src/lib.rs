@@ -110,7 +110,7 @@ pub use process::containment::{CgroupReport, Containment, KillMode};
 pub use process::disposition::Disposition;
 pub use spawn::capture::{
     Capture, OutputStream, CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES, DEFAULT_TAIL_BYTES,
-    DEFAULT_TAIL_LINES, MAX_LINE_BYTES,
+    DEFAULT_TAIL_LINES, MAX_LINE_BYTES, PASS_ON_MAX,
 };
 pub use spawn::stdio_server::StdioChannel;
 

@@ -147,6 +147,7 @@ impl ChildHandle {
             child,
             earlier_exit,
             capture: self.capture.take(),
+            capture_settled: false,
         }
     }
 
@@ -186,6 +187,7 @@ impl ChildHandle {
             child: None,
             earlier_exit: None,
             capture: None,
+            capture_settled: false,
         }
     }
 }
@@ -245,9 +247,26 @@ pub(crate) struct Closing {
     pub(crate) earlier_exit: Option<io::Error>,
     /// The output capture, whose tail goes into the report.
     capture: Option<Captured>,
+    /// The capture was settled already (read to its end, lines passed on) by the caller.
+    capture_settled: bool,
 }
 
 impl Closing {
+    /// For a caller that must not block its thread (the tokio face): the capture to settle
+    /// elsewhere, and [`Closing::capture_settled`] after. `None` without a capture.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn take_capture(&mut self) -> Option<Captured> {
+        self.capture.take()
+    }
+
+    /// The capture back, settled, with the note [`Captured::settle`] gave.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn capture_settled(&mut self, capture: Captured, note: Option<String>) {
+        self.capture = Some(capture);
+        self.capture_settled = true;
+        self.report.notes.extend(note);
+    }
+
     /// Step 5 and the report, once the climb is over (`climbed`: whether the child is gone).
     pub(crate) fn finish(
         mut self,
@@ -273,11 +292,14 @@ impl Closing {
             };
         }
         if let Some(capture) = self.capture.take() {
-            // The child is gone: what it wrote is in the pipes. Let the capture thread read it
-            // (microseconds) so the tail ends with its last words — but never wait on an
-            // async runtime's thread, where the tail is taken as it stands.
-            if !on_async_runtime() {
-                capture.sync(Instant::now() + CAPTURE_SYNC_MAX);
+            // The child is gone: what it wrote is in the pipes. Let the loop read it
+            // (microseconds) so the tail ends with its last words, and the callback thread pass
+            // every line read on to `on_line` (issue 34 item 2) — but never wait on an async
+            // runtime's thread: the tokio face settles on a blocking thread before this
+            // (`settle_capture`); elsewhere on a runtime the tail is taken as it stands.
+            if !self.capture_settled && !on_async_runtime() {
+                let note = capture.settle(Instant::now() + CAPTURE_SYNC_MAX);
+                self.report.notes.extend(note);
             }
             capture.report_into(&mut self.report);
         }
@@ -294,7 +316,7 @@ impl Closing {
 /// The longest a close waits for the capture thread to read what the exited child left. It
 /// answers in microseconds; the bound is for a thread held up by a slow line callback (or a
 /// panic hook printing a backtrace), and adds to the close's bound only with a capture.
-const CAPTURE_SYNC_MAX: Duration = Duration::from_secs(1);
+pub(crate) const CAPTURE_SYNC_MAX: Duration = Duration::from_secs(1);
 
 /// Step 5: reap what is gone; hand the rest (with any rungs still to come) to the reaper.
 fn reap_or_hand_off(

@@ -9,7 +9,7 @@
 mod api_marks;
 mod builder;
 mod check_once;
-mod close;
+pub(crate) mod close;
 pub(crate) mod detach;
 pub(crate) mod exit_watch;
 mod interruptible;

@@ -10,10 +10,29 @@ use crate::base::signal::Signal;
 use crate::close::climb::Climb;
 use crate::close::report::CloseReport;
 use crate::error::{Error, ErrorKind, Result};
+use crate::handle::close::{Closing, CAPTURE_SYNC_MAX};
 use crate::handle::no_child;
 use crate::process::Process;
 use crate::reaper::{self, Job};
 use crate::ChildHandle;
+
+/// The child is gone: the capture read to its end and every line passed on to `on_line`
+/// before the close returns (issue 34 item 2), as the blocking close does, but on a blocking
+/// thread (`spawn_blocking`), never on the runtime's. If that thread cannot run (the runtime
+/// shutting down), the tail is taken as it stands.
+async fn settle_capture(closing: &mut Closing) {
+    let Some(capture) = closing.take_capture() else {
+        return;
+    };
+    let deadline = Instant::now() + CAPTURE_SYNC_MAX;
+    let settled = ::tokio::task::spawn_blocking(move || {
+        let note = capture.settle(deadline);
+        (capture, note)
+    });
+    if let Ok((capture, note)) = settled.await {
+        closing.capture_settled(capture, note);
+    }
+}
 
 impl ChildHandle {
     /// [`close`](ChildHandle::close) for async code: shutdown → close → ladder → reap, with the
@@ -39,6 +58,9 @@ impl ChildHandle {
             Some(e) => Err(e),
             None => climbing.climb().await,
         };
+        if climbed.as_ref().is_ok_and(|gone| *gone) {
+            settle_capture(&mut closing).await;
+        }
         closing.finish(climbing.0.take(), climbed)
     }
 

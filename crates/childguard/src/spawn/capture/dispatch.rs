@@ -12,15 +12,25 @@
 //! lines, counting those being passed on. A line that finds it full is dropped (the tail still
 //! has it) and counted; the close report's notes give the count per stream.
 //!
-//! Re-entrance: a callback may close or spawn handles, its own among them. Nothing the
-//! library does waits for this thread (a close syncs with the loop, not with the queue), so
-//! a close from here never waits for its own queue; the lines still queued after a close are
-//! passed on after it returns.
+//! A close waits for its handle's queue (issue 34 item 2): once the loop has read the pipes to
+//! their end (`Captured::sync`), every line read is queued here, and the close returns only
+//! after this thread has passed them all on ([`Sink::wait_passed_on`]) — as Go's `Cmd.Wait`
+//! returns after its output copiers finished — so a harness that looks at the lines it
+//! collected after `close()` sees every one, in order. Bounded by [`PASS_ON_MAX`]: a callback
+//! that blocks longer does not hold the close; the close returns and its report says how
+//! many lines were still waiting (they are passed on later).
+//!
+//! Re-entrance: a callback may close or spawn handles, its own among them. A close made on
+//! this thread (from inside a callback) does not wait for the queue — it would wait for
+//! itself — so there the lines still queued are passed on after it returns (the report says
+//! how many).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use super::{LineFn, OutputStream};
 use crate::core::per_process::PerProcess;
@@ -31,6 +41,25 @@ pub const CALLBACK_QUEUE_BYTES: usize = 1 << 20;
 pub const CALLBACK_QUEUE_LINES: usize = 10_000;
 /// The most lines passed on per turn of a handle.
 const TURN_LINES: usize = 256;
+
+/// The longest a close waits for the callback thread to pass on the lines it read (1 s).
+pub const PASS_ON_MAX: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// Set on the callback thread: a close made from a callback does not wait for the queue.
+    static ON_CALLBACK_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// How [`Sink::wait_passed_on`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PassedOn {
+    /// Every line queued was passed on.
+    All,
+    /// Not waited for: the close runs on the callback thread; this many lines still queued.
+    FromCallback(usize),
+    /// The bound ran out with this many lines not yet passed on (a slow callback).
+    TimedOut(usize),
+}
 
 /// The name of the callback thread (`/proc/self/task/*/comm` shows its first 15 bytes).
 pub(crate) const THREAD_NAME: &str = "childguard-callbacks";
@@ -45,6 +74,8 @@ pub(crate) struct Sink {
     dropped: [AtomicU64; 2],
     /// The callback panicked: no more lines are passed on.
     dead: AtomicBool,
+    /// Rung after each turn: a close waiting for the queue to empty looks again.
+    passed: Condvar,
 }
 
 #[derive(Default)]
@@ -90,6 +121,7 @@ fn dispatcher() -> io::Result<&'static Dispatcher> {
 }
 
 fn serve(d: &'static Dispatcher) {
+    ON_CALLBACK_THREAD.with(|on| on.set(true));
     loop {
         let sink = {
             let mut ready = lock(&d.ready);
@@ -118,6 +150,7 @@ fn serve(d: &'static Dispatcher) {
             q.lines.clear();
             q.bytes = 0;
         }
+        sink.passed.notify_all();
         if q.lines.is_empty() {
             q.scheduled = false;
         } else {
@@ -136,6 +169,34 @@ impl Sink {
             queue: Mutex::new(Queue::default()),
             dropped: [AtomicU64::new(0), AtomicU64::new(0)],
             dead: AtomicBool::new(false),
+            passed: Condvar::new(),
+        }
+    }
+
+    /// Blocks until every line queued so far has been passed on (none waiting, none in a
+    /// turn), or `deadline`. Never on the callback thread itself (see the module docs).
+    pub(super) fn wait_passed_on(&self, deadline: Instant) -> PassedOn {
+        let mut q = lock(&self.queue);
+        let pending = |q: &Queue| q.lines.len() + q.in_turn;
+        if ON_CALLBACK_THREAD.with(Cell::get) {
+            return match pending(&q) {
+                0 => PassedOn::All,
+                n => PassedOn::FromCallback(n),
+            };
+        }
+        loop {
+            if pending(&q) == 0 {
+                return PassedOn::All;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return PassedOn::TimedOut(pending(&q));
+            }
+            q = self
+                .passed
+                .wait_timeout(q, deadline - now)
+                .map(|(q, _)| q)
+                .unwrap_or_else(|p| p.into_inner().0);
         }
     }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use super::dispatch::{PassedOn, PASS_ON_MAX};
 use super::{drain, Captured, Shared, State};
 use crate::core::bell::Bell;
 use crate::core::wait::Wait;
@@ -22,6 +23,28 @@ impl Captured {
         self.wait(&listening, deadline, |state| {
             state.synced >= asked || !state.open.contains(&true)
         });
+    }
+
+    /// After the child is gone: [`sync`](Captured::sync) by `sync_deadline`, then waits (at
+    /// most [`PASS_ON_MAX`]) until the callback thread has passed every line read on to
+    /// `on_line` and the passthrough, so the close returns after the last one was delivered.
+    /// A note for the report when lines were still waiting: the close was made from a callback
+    /// (which cannot wait for its own thread), or a callback held the thread past the bound.
+    pub(crate) fn settle(&self, sync_deadline: Instant) -> Option<String> {
+        self.sync(sync_deadline);
+        let sink = self.sink.as_ref()?;
+        match sink.wait_passed_on(Instant::now() + PASS_ON_MAX) {
+            PassedOn::All => None,
+            PassedOn::FromCallback(n) => Some(format!(
+                "{n} line(s) still queued for on_line/passthrough when the close returned: \
+                 a close made inside a callback does not wait for the callback thread"
+            )),
+            PassedOn::TimedOut(n) => Some(format!(
+                "{n} line(s) not yet passed on to on_line/passthrough when the close returned: \
+                 the callback thread was busy for over {PASS_ON_MAX:?} (PASS_ON_MAX); they are \
+                 passed on later"
+            )),
+        }
     }
 
     /// Waits until a line containing the watched text (given to [`Capture::start`]) was read

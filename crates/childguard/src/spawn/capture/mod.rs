@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dispatch::Sink;
-pub use dispatch::{CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES};
+pub use dispatch::{CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES, PASS_ON_MAX};
 pub use lines::MAX_LINE_BYTES;
 use lines::{Assembler, Out, Watch};
 pub(crate) use tail::Tail;
