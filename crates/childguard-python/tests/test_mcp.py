@@ -297,6 +297,40 @@ def test_cancelled_mid_call_still_closes(mcp_sdk: Any, everything: Any) -> None:
     check_nothing_left(client, procs)
 
 
+def test_a_writer_blocked_on_a_full_pipe_does_not_hold_up_the_close(mcp_sdk: Any) -> None:
+    # A server that never reads its stdin: a 4 MiB message fills the pipe (64 KiB) and the
+    # writer task waits for room when the block is left. The close wakes it, closes stdin
+    # (no write after that), and the ladder ends the server; nothing left.
+    import anyio
+    import mcp_types
+    from mcp import StdioServerParameters
+    from mcp.shared.message import SessionMessage
+
+    import childguard.mcp
+
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-c", "import time; time.sleep(600)"])
+    client = childguard.mcp.stdio_client(params, ladder="EOF:1s,TERM:2s,KILL:5s")
+    big = mcp_types.JSONRPCNotification(jsonrpc="2.0", method="notifications/message",
+                                        params={"data": "x" * (4 << 20)})
+
+    async def main() -> Dict[int, int]:
+        async with client as (read, write):
+            assert client.pid is not None
+            procs = tree(client.pid)
+            # Taken by the writer task (the stream holds nothing): it is now in its write.
+            await write.send(SessionMessage(big))
+        return procs
+
+    procs = anyio.run(main)
+    report = client.report
+    assert report is not None
+    print(f"blocked writer: close {report.total_ms:.0f} ms\n{report}")
+    # python's default SIGTERM action ends it: TERM after the EOF's second.
+    assert report.signals == ["TERM"] and report.ending_signal == "TERM", report
+    check_nothing_left(client, procs)
+
+
 def test_stdio_client_refuses_bad_input(mcp_sdk: Any) -> None:
     import anyio
 

@@ -15,9 +15,9 @@ adapter, a bad line handed to the session as an exception), so ``ClientSession``
 unchanged. What differs is the server's life:
 
 - it is spawned by childguard: in a cgroup of its own when one can be made (``contain=
-  "best-effort"``, the default; else its own process group), so that launchers (``npx`` →
-  ``npm exec`` → ``sh -c`` → ``node``, ``uvx``) and whatever they start — ``setsid`` workers
-  included — end with it;
+  "best-effort"``, the default; else its own process group; every rung to all of it), so
+  that launchers (``npx`` → ``npm exec`` → ``sh -c`` → ``node``, ``uvx``) and whatever they
+  start — ``setsid`` workers included — end with it;
 - its stderr is captured into the bounded tail (the report's ``output_tail``, errors), and
   passed on line by line to ``errlog`` if one is given;
 - the close is the MCP close as a childguard ladder, default ``EOF:2s,TERM:2s,KILL:5s``: our
@@ -159,12 +159,14 @@ class StdioClient:
         *,
         ladder: str = MCP_LADDER,
         contain: Union[bool, str] = "best-effort",
+        kill_mode: str = "control-group",
         errlog: Optional[TextIO] = None,
         exit_with_parent: bool = False,
     ) -> None:
         self.params = server
         self.ladder = ladder
         self.contain = contain
+        self.kill_mode = kill_mode
         self.errlog = errlog
         self.exit_with_parent = exit_with_parent
         self.server: Optional[Server] = None
@@ -216,6 +218,7 @@ class StdioClient:
             cwd=cwd,
             ladder=self.ladder,
             contain=self.contain,
+            kill_mode=self.kill_mode,
             capture="stderr",
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -344,6 +347,7 @@ def stdio_client(
     *,
     ladder: str = MCP_LADDER,
     contain: Union[bool, str] = "best-effort",
+    kill_mode: str = "control-group",
     errlog: Optional[TextIO] = None,
     exit_with_parent: bool = False,
 ) -> StdioClient:
@@ -357,6 +361,10 @@ def stdio_client(
     - ``contain``: ``"best-effort"`` (default: a cgroup when possible, else a process group),
       ``True`` (a cgroup or :class:`~childguard.ContainmentError`), ``False`` (nothing of its
       own: rungs reach the spawned process only).
+    - ``kill_mode``: ``"control-group"`` (default: every rung to every process of the cgroup,
+      as the SDK's ``killpg`` — a launcher such as ``npm exec`` does not pass ``SIGTERM`` on
+      to the server it started) or ``"mixed"`` (catchable rungs to the spawned process only;
+      ``KILL`` to all).
     - ``errlog``: a text file the server's stderr lines are written to, as they come (default
       ``None``: kept only in the bounded tail, ``report.output_tail``). Unlike the SDK's it need
       not have a ``fileno()``.
@@ -365,5 +373,10 @@ def stdio_client(
     Keep the returned :class:`StdioClient` to read ``report`` after the block.
     """
     return StdioClient(
-        server, ladder=ladder, contain=contain, errlog=errlog, exit_with_parent=exit_with_parent
+        server,
+        ladder=ladder,
+        contain=contain,
+        kill_mode=kill_mode,
+        errlog=errlog,
+        exit_with_parent=exit_with_parent,
     )
