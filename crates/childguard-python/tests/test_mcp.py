@@ -331,6 +331,44 @@ def test_a_writer_blocked_on_a_full_pipe_does_not_hold_up_the_close(mcp_sdk: Any
     check_nothing_left(client, procs)
 
 
+def test_a_bad_line_reaches_the_session_as_an_exception_and_the_stream_ends_at_exit(mcp_sdk: Any) -> None:
+    # As the SDK's stdio_client: a line that is not JSON-RPC is handed to the reader as an
+    # exception value (the session goes on), a good one as a SessionMessage; the server's
+    # exit ends the read stream; the close then reports the exit that came before it.
+    import anyio
+    from mcp import StdioServerParameters
+    from mcp.shared.message import SessionMessage
+
+    import childguard.mcp
+
+    script = ("import json, sys\n"
+              "print('not json at all')\n"
+              "print(json.dumps({'jsonrpc': '2.0', 'method': 'notifications/progress',"
+              " 'params': {'progressToken': 1, 'progress': 1}}))\n"
+              "sys.stdout.flush()\n"
+              "sys.exit(3)\n")
+    params = StdioServerParameters(command=sys.executable, args=["-c", script])
+    client = childguard.mcp.stdio_client(params)
+
+    async def main() -> List[Any]:
+        got: List[Any] = []
+        async with client as (read, _write):
+            with anyio.fail_after(60):
+                async for item in read:  # ends at the server's EOF
+                    got.append(item)
+        return got
+
+    got = anyio.run(main)
+    assert len(got) == 2, got
+    assert isinstance(got[0], Exception) and not isinstance(got[0], SessionMessage), got
+    assert isinstance(got[1], SessionMessage), got
+    assert got[1].message.method == "notifications/progress", got[1]
+    report = client.report
+    assert report is not None
+    assert report.ended_by["kind"] == "before_close" and report.returncode == 3, report
+    assert report.signals == [], report
+
+
 def test_stdio_client_refuses_bad_input(mcp_sdk: Any) -> None:
     import anyio
 
