@@ -297,6 +297,36 @@ def test_cancelled_mid_call_still_closes(mcp_sdk: Any, everything: Any) -> None:
     check_nothing_left(client, procs)
 
 
+def test_without_a_cgroup_every_rung_goes_to_the_group(mcp_sdk: Any) -> None:
+    # contain=False: the SDK's arrangement, a process group. `sh` stays the parent (a second
+    # command after the first) and the python under it ignores the EOF: the TERM must reach
+    # both, through the group.
+    import anyio
+    from mcp import StdioServerParameters
+
+    import childguard.mcp
+
+    sleeper = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(600)'"
+    params = StdioServerParameters(command="sh", args=["-c", f"{sleeper}; echo done"])
+    client = childguard.mcp.stdio_client(params, contain=False, ladder="EOF:1s,TERM:5s,KILL:5s")
+
+    async def main() -> Dict[int, int]:
+        async with client as (_read, _write):
+            assert client.pid is not None
+            with anyio.fail_after(60):
+                while len(tree(client.pid)) < 2:  # sh and its python
+                    await anyio.sleep(0.02)
+            return tree(client.pid)
+
+    procs = anyio.run(main)
+    report = client.report
+    assert report is not None
+    assert report.cgroup is None, report
+    assert report.signals == ["TERM"] and report.ending_signal == "TERM", report
+    assert "TERM (group)" in str(report), report
+    check_nothing_left(client, procs)
+
+
 def test_a_writer_blocked_on_a_full_pipe_does_not_hold_up_the_close(mcp_sdk: Any) -> None:
     # A server that never reads its stdin: a 4 MiB message fills the pipe (64 KiB) and the
     # writer task waits for room when the block is left. The close wakes it, closes stdin

@@ -219,6 +219,9 @@ class StdioClient:
             ladder=self.ladder,
             contain=self.contain,
             kill_mode=self.kill_mode,
+            # Without a cgroup, a group of its own, as the SDK's start_new_session: every rung
+            # reaches the launcher and what it started (but not a setsid escapee).
+            process_group=self.contain is False,
             capture="stderr",
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -359,8 +362,8 @@ def stdio_client(
       ``encoding``, ``encoding_error_handler``.
     - ``ladder``: the close (default :data:`MCP_LADDER`, ``EOF:2s,TERM:2s,KILL:5s``).
     - ``contain``: ``"best-effort"`` (default: a cgroup when possible, else a process group),
-      ``True`` (a cgroup or :class:`~childguard.ContainmentError`), ``False`` (nothing of its
-      own: rungs reach the spawned process only).
+      ``True`` (a cgroup or :class:`~childguard.ContainmentError`), ``False`` (a process group
+      only, as the SDK's ``start_new_session``: every rung to the group).
     - ``kill_mode``: ``"control-group"`` (default: every rung to every process of the cgroup,
       as the SDK's ``killpg`` — a launcher such as ``npm exec`` does not pass ``SIGTERM`` on
       to the server it started) or ``"mixed"`` (catchable rungs to the spawned process only;
