@@ -419,6 +419,9 @@ def test_stdio_client_refuses_bad_input(mcp_sdk: Any) -> None:
     from mcp import StdioServerParameters
 
     params = StdioServerParameters(command=sys.executable, args=["-c", "pass"])
+    bad_encoding = StdioServerParameters(command=sys.executable, encoding="no-such-codec")
+    with pytest.raises(ValueError, match="no-such-codec"):
+        anyio.run(enter, childguard.mcp.stdio_client(bad_encoding))
     with pytest.raises(childguard.ConfigError, match="FOO"):
         anyio.run(enter, childguard.mcp.stdio_client(params, ladder="EOF:1s,FOO:2s"))
     missing = StdioServerParameters(command="/nonexistent/mcp-server")

@@ -205,6 +205,11 @@ class StdioClient:
         env.update(getattr(p, "env", None) or {})
         encoding = getattr(p, "encoding", None) or "utf-8"
         errors = getattr(p, "encoding_error_handler", None) or "strict"
+        try:  # before the spawn: a bad name would otherwise end the reader mid-session
+            codecs.lookup(encoding)
+            codecs.lookup_error(errors)
+        except LookupError as e:
+            raise ValueError(f"server={p!r}: encoding {encoding!r} / {errors!r}: {e}") from e
         return [command, *args], env, getattr(p, "cwd", None), encoding, errors
 
     @asynccontextmanager
