@@ -2,7 +2,9 @@
 # The Python package, built and tested the way a user gets it:
 #   1. `maturin build --release` (maturin pip-installed into a build venv) → an abi3 wheel;
 #   2. `pip install` of that wheel into a FRESH venv (nothing from the source tree);
-#   3. pytest (tests/) in that venv, against slowserver, redis and postgres.
+#   3. pytest (tests/) in that venv, against slowserver, redis and postgres, and the MCP servers
+#      (childguard.mcp: the MCP Python SDK pinned by tests/requirements.txt, the npm servers
+#      installed by tests/run.sh into tests/node_modules).
 # tests/run.sh calls this after `cargo test`; run it alone with `bash crates/childguard-python/ci.sh`.
 # Cargo's target dir is the workspace's (CARGO_TARGET_DIR if set), so the Rust build is shared.
 # Extra arguments go to pytest.
@@ -39,7 +41,9 @@ if [ ! -x "$work/build-venv/bin/maturin" ]; then
 fi
 
 step "mypy --strict: the package's annotations and the extension's stub (_native.pyi) agree"
-"$work/build-venv/bin/pip" install -q --disable-pip-version-check 'mypy>=1.8' 'pytest>=7'
+# The MCP Python SDK (tests/requirements.txt's pin): childguard.mcp is checked against it.
+"$work/build-venv/bin/pip" install -q --disable-pip-version-check 'mypy>=1.8' 'pytest>=7' \
+    -r "$repo/tests/requirements.txt"
 (cd "$here/python" && "$work/build-venv/bin/python" -m mypy --strict --no-incremental -p childguard)
 
 step "maturin build --release (abi3 wheel)"
@@ -49,10 +53,11 @@ rm -rf "$work/wheels"
 wheel="$(ls "$work"/wheels/childguard-*-abi3-*.whl)"
 echo "wheel: $wheel"
 
-step "pip install the wheel into a fresh venv"
+step "pip install the wheel into a fresh venv (and the MCP SDK pinned by tests/requirements.txt)"
 rm -rf "$work/test-venv"
 "$python" -m venv "$work/test-venv"
-"$work/test-venv/bin/pip" install -q --disable-pip-version-check "$wheel" 'pytest>=7'
+"$work/test-venv/bin/pip" install -q --disable-pip-version-check "$wheel" 'pytest>=7' \
+    -r "$repo/tests/requirements.txt"
 
 step "slowserver (the fixture server)"
 (cd "$repo" && CARGO_TARGET_DIR="$target" cargo build -q -p slowserver)

@@ -12,7 +12,8 @@
 //! Python thread, the asyncio loop included.
 
 use std::ffi::OsString;
-use std::os::fd::{IntoRawFd, RawFd};
+use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
@@ -39,6 +40,8 @@ pub struct Handle {
     /// `None` once closed or detached. A `Mutex` because Python threads may share the object;
     /// taken with the GIL released and held for non-blocking steps only.
     inner: Mutex<Option<ChildHandle>>,
+    /// With `stderr_lines=True`: Python's end of the line socket (`stdio.rs`), until taken.
+    lines: Mutex<Option<UnixStream>>,
 }
 
 /// `subprocess`'s `returncode`: the exit code, or `-N` for death by signal `N`.
@@ -151,6 +154,29 @@ impl Handle {
                 .map(|s| s.try_clone().map(IntoRawFd::into_raw_fd))
         })?;
         Ok(cloned.transpose()?)
+    }
+
+    /// Takes our end of the child's piped stdin (`stdin="pipe"`): its fd, now the caller's —
+    /// the close no longer closes it, the caller does (the Python layer before the close, for
+    /// the server's EOF). `None`: not piped, or taken.
+    fn take_stdin_fd(&self, py: Python<'_>) -> PyResult<Option<RawFd>> {
+        let taken = self.with_open(py, "stdin", |h| h.take_stdin().map(OwnedFd::from))?;
+        Ok(taken.map(IntoRawFd::into_raw_fd))
+    }
+
+    /// Takes our end of the child's piped stdout (`stdout="pipe"`): its fd, now the caller's.
+    fn take_stdout_fd(&self, py: Python<'_>) -> PyResult<Option<RawFd>> {
+        let taken = self.with_open(py, "stdout", |h| h.take_stdout().map(OwnedFd::from))?;
+        Ok(taken.map(IntoRawFd::into_raw_fd))
+    }
+
+    /// Takes the line socket's end (`stderr_lines=True`): each captured line, with its `\n`,
+    /// until EOF once the capture has ended. Works after the close too (lines still queued).
+    fn take_lines_fd(&self, py: Python<'_>) -> PyResult<Option<RawFd>> {
+        self.check_owner(py, "lines")?;
+        let taken =
+            py.allow_threads(|| self.lines.lock().unwrap_or_else(|p| p.into_inner()).take());
+        Ok(taken.map(IntoRawFd::into_raw_fd))
     }
 
     /// With `socket="activation"`: the listening socket's path (removed on close).
@@ -297,6 +323,7 @@ impl Drop for Handle {
     capture=None, exit_with_parent=false, uid=None, gid=None, notify_owner=None,
     stdin_null=false, stdout_null=false, stderr_null=false, connect_timeout=None,
     runtime_dir=None, notify_access=None, skip_ignored=true, watchdog=None,
+    stdin_pipe=false, stdout_pipe=false, stderr_lines=false,
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per Builder setting.
 pub fn spawn(
@@ -325,6 +352,9 @@ pub fn spawn(
     notify_access: Option<&str>,
     skip_ignored: bool,
     watchdog: Option<f64>,
+    stdin_pipe: bool,
+    stdout_pipe: bool,
+    stderr_lines: bool,
 ) -> PyResult<Handle> {
     let (program, args) = match argv.split_first() {
         Some(split) => split,
@@ -358,6 +388,13 @@ pub fn spawn(
     if stderr_null {
         cmd.stderr(Stdio::null());
     }
+    crate::stdio::pipes(
+        py,
+        &mut cmd,
+        stdin_pipe,
+        stdout_pipe,
+        (&socket, stdin_null, stdout_null),
+    )?;
     let mut builder = ChildHandle::builder(cmd)
         .socket(options::socket(py, socket)?)
         .process_group(process_group)
@@ -389,8 +426,21 @@ pub fn spawn(
     if let Some(ready) = ready {
         builder = builder.ready(ready);
     }
-    if let Some(capture) = options::capture(py, capture)? {
-        builder = builder.capture(capture);
+    let mut lines = None;
+    match (options::capture(py, capture)?, stderr_lines) {
+        (Some(capture), true) => {
+            let (capture, theirs) = crate::stdio::line_socket(py, capture)?;
+            lines = Some(theirs);
+            builder = builder.capture(capture);
+        }
+        (Some(capture), false) => builder = builder.capture(capture),
+        (None, true) => {
+            return Err(crate::errors::config_error(
+                py,
+                "stderr_lines=True needs capture= (the lines are the captured ones)",
+            ))
+        }
+        (None, false) => {}
     }
     if let Some(dir) = cgroup_parent {
         builder = builder.cgroup_parent(dir);
@@ -417,5 +467,6 @@ pub fn spawn(
         pid: handle.id(),
         owner: std::process::id(),
         inner: Mutex::new(Some(handle)),
+        lines: Mutex::new(lines),
     })
 }

@@ -15,6 +15,7 @@ mod exit;
 mod handle;
 mod interrupt;
 mod options;
+mod stdio;
 
 use pyo3::prelude::*;
 

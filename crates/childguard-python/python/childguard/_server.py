@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import io
 import json
 import os
 import pwd
@@ -45,6 +46,8 @@ class Server:
         self._argv = tuple(argv)
         self._cwd = cwd
         self._socket: Optional[_socket.socket] = None
+        self._stdin: Optional[io.FileIO] = None
+        self._stdout: Optional[io.FileIO] = None
         self._report: Optional[CloseReport] = None
         self._close_lock = threading.Lock()
         self._interrupted = False
@@ -89,6 +92,41 @@ class Server:
                 return None
             self._socket = _socket.socket(fileno=fd)
         return self._socket
+
+    @property
+    def stdin(self) -> Optional[io.FileIO]:
+        """With ``stdin=PIPE``: our end of the server's stdin, an unbuffered binary file
+        (``subprocess``'s ``bufsize=0``); ``None`` otherwise or once taken. The same object on
+        every access; the close closes it first (the server sees EOF), before any signal."""
+        if self._stdin is None:
+            fd = self._native.take_stdin_fd()
+            if fd is None:
+                return None
+            self._stdin = io.FileIO(fd, "wb")
+        return self._stdin
+
+    @property
+    def stdout(self) -> Optional[io.FileIO]:
+        """With ``stdout=PIPE``: our end of the server's stdout, an unbuffered binary file;
+        ``None`` otherwise or once taken. Closed by the close after the reap (a server logging
+        its shutdown is not killed by ``SIGPIPE``)."""
+        if self._stdout is None:
+            fd = self._native.take_stdout_fd()
+            if fd is None:
+                return None
+            self._stdout = io.FileIO(fd, "rb")
+        return self._stdout
+
+    def take_stdin(self) -> Optional[int]:
+        """Takes our end of the piped stdin as a file descriptor, now yours: the close no longer
+        closes it — close it yourself, before the close, for the server's EOF (an async writer
+        closes it once it has stopped writing: no write races the close). ``None``: not piped,
+        or already taken (by this or by :attr:`stdin`)."""
+        return None if self._stdin is not None else self._native.take_stdin_fd()
+
+    def take_stdout(self) -> Optional[int]:
+        """Takes our end of the piped stdout as a file descriptor, now yours (close it)."""
+        return None if self._stdout is not None else self._native.take_stdout_fd()
 
     @property
     def socket_path(self) -> Optional[str]:
@@ -176,6 +214,9 @@ class Server:
                 # connection itself (which acts on every copy, the server's included).
                 self._socket.close()
                 self._socket = None
+            if self._stdin is not None:
+                # The server's EOF, as the native close gives it for a stdin still in the handle.
+                self._stdin.close()
             try:
                 line, data = self._native.close(cancel)
             except ClosedError:
@@ -185,6 +226,9 @@ class Server:
             except (KeyboardInterrupt, asyncio.CancelledError):
                 self._interrupted = True
                 raise
+            finally:
+                if self._stdout is not None:
+                    self._stdout.close()
             self._report = CloseReport(line, json.loads(data))
             return self._report
 
@@ -250,12 +294,17 @@ def _resolve_user(user: Union[str, int]) -> Tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
+def _pipe(value: Any) -> bool:
+    return isinstance(value, (int, str)) and (value == subprocess.PIPE or value == "pipe")
+
+
 def _devnull(name: str, value: Any) -> bool:
-    if value is None:
+    if value is None or (name != "stderr" and _pipe(value)):
         return False
     if value == subprocess.DEVNULL:
         return True
-    raise ConfigError(f"{name}={value!r}: expected None (inherit) or subprocess.DEVNULL", kind="config")
+    expected = "subprocess.DEVNULL" if name == "stderr" else "subprocess.DEVNULL or subprocess.PIPE"
+    raise ConfigError(f"{name}={value!r}: expected None (inherit), {expected}", kind="config")
 
 
 def spawn(
@@ -274,14 +323,15 @@ def spawn(
     cwd: Optional[StrPath] = None,
     user: Optional[Union[str, int]] = None,
     exit_with_parent: bool = False,
-    stdin: Optional[int] = None,
-    stdout: Optional[int] = None,
+    stdin: Optional[Union[int, str]] = None,
+    stdout: Optional[Union[int, str]] = None,
     stderr: Optional[int] = None,
     connect_timeout: Optional[float] = None,
     runtime_dir: Optional[StrPath] = None,
     notify_access: Optional[str] = None,
     skip_ignored: bool = True,
     watchdog: Optional[float] = None,
+    _stderr_lines: bool = False,
 ) -> Server:
     """Spawns ``argv`` and returns the :class:`Server` — once it is ready, with ``ready=``.
 
@@ -309,7 +359,10 @@ def spawn(
     - ``env`` replaces the environment (as ``subprocess``'s ``env=``); ``cwd``; ``user``: a name
       or uid to run as (root only; its group too; with ``Notify()`` the notify socket is
       given to it); ``stdin``/``stdout``/``stderr``: ``None`` (inherit) or
-      ``subprocess.DEVNULL``; ``exit_with_parent=True``: the kernel kills it if we die.
+      ``subprocess.DEVNULL``; ``stdin``/``stdout`` also ``subprocess.PIPE`` (or ``"pipe"``):
+      a pipe, our end in :attr:`Server.stdin`/:attr:`Server.stdout` (or
+      :meth:`Server.take_stdin`/:meth:`Server.take_stdout`); ``exit_with_parent=True``: the
+      kernel kills it if we die.
     - ``notify_access``: with ``Notify()``, whose ``READY=1`` counts: ``"all"`` (default: any
       process of its cgroup with ``contain=True``, else it and its descendants — so that a
       wrapper such as ``runuser`` works) or ``"main"`` (the spawned process only, systemd's
@@ -360,6 +413,9 @@ def spawn(
         notify_owner=uid_gid if (uid_gid and uses_notify(ready)) else None,
         stdin_null=_devnull("stdin", stdin),
         stdout_null=_devnull("stdout", stdout),
+        stdin_pipe=_pipe(stdin),
+        stdout_pipe=_pipe(stdout),
+        stderr_lines=_stderr_lines,
         stderr_null=_devnull("stderr", stderr),
         connect_timeout=connect_timeout,
         runtime_dir=os.fspath(runtime_dir) if runtime_dir is not None else None,
