@@ -38,7 +38,7 @@ impl ChildHandle {
     ///   launcher gone (`docs/design.md`).
     /// - **Gone with us** ([`Builder::exit_with_parent`]): if this process dies, even by
     ///   `SIGKILL`, the kernel kills the launcher and the guardian kills the cgroup, so a crashed
-    ///   host leaves no server behind (uncontained: the launcher only).
+    ///   host leaves no server behind (uncontained: the launcher only; Linux only).
     ///
     /// ```no_run
     /// use std::io::{BufRead, BufReader, Write};
@@ -63,7 +63,8 @@ impl ChildHandle {
             .capture(stdio_server::stderr_capture(false))
             .contain(Containment::BestEffort)
             .process_group(true)
-            .exit_with_parent(true)
+            // Linux only (PR_SET_PDEATHSIG); elsewhere `exit_with_parent` would fail the spawn.
+            .exit_with_parent(cfg!(target_os = "linux"))
     }
 }
 
