@@ -6,21 +6,28 @@
 //!
 //! How: the inode of each process's `/proc/PID/ns/pid` (`pid:[INODE]`), read once per sweep,
 //! and only when a name carries a namespace that is not ours: one `readlink` per process, the
-//! scan stopping as soon as every namespace asked about was seen.
+//! scan stopping as soon as every namespace asked about was seen. A link we may not read
+//! (another user's process when we are not root; here, even as root, pid 1 of a sandbox that
+//! an LSM shields) is answered by the process's `NSpid:` line in `/proc/PID/status`, which
+//! anyone may read: a single pid there means the process is in `/proc`'s own namespace, the
+//! initial one, so in none we are asking about.
 //!
 //! When we cannot know, every namespace is taken as alive (nothing is removed):
-//! - `/proc` does not list the whole machine: its pid 1 is not in the initial pid namespace
-//!   (we run in a container, whose `/proc` does not list the processes of a sibling
-//!   container at all);
-//! - `/proc/1/ns/pid` cannot be read: we are not root (nor `CAP_SYS_PTRACE`), so the links of
-//!   other users' processes would be refused (`EACCES`), or hidden entirely (`hidepid=`);
-//! - any process's link cannot be read for another reason than its exit (`ENOENT`, `ESRCH`):
-//!   its namespace might be the one asked about.
+//! - we are not in the initial pid namespace (inode `PROC_PID_INIT_INO`, 0xEFFFFFFC, fixed by
+//!   the kernel since Linux 3.8), the only one whose `/proc` lists every process of the
+//!   machine: in a container, the processes of a sibling container are not listed at all
+//!   (our `/proc/self` resolving shows that `/proc` is of our namespace or an ancestor, and the
+//!   initial one has none);
+//! - `/proc` is mounted with `hidepid=` (other users' processes are hidden or closed to us);
+//! - a process's link cannot be read, and its `NSpid:` says it is in another namespace
+//!   (which may be the one asked about), or cannot be read either — for any reason but the
+//!   process's exit (`ENOENT`, `ESRCH`).
 
 use std::collections::BTreeSet;
 use std::io;
 
-use super::name::pid_namespace_of;
+use super::mount::mounts;
+use super::name::{own_pid_namespace, pid_namespace_of};
 
 /// The inode of the initial pid namespace (`PROC_PID_INIT_INO`, 0xEFFFFFFC, fixed by the
 /// kernel since Linux 3.8): the one whose `/proc` lists every process of the machine.
@@ -40,11 +47,14 @@ pub(crate) fn gone(wanted: &BTreeSet<u64>) -> BTreeSet<u64> {
 /// The namespaces among `wanted` that some process is in (all of them may stop the scan).
 /// An error: we cannot know (module docs).
 fn scan(wanted: &BTreeSet<u64>) -> io::Result<BTreeSet<u64>> {
-    let init = pid_namespace_of("1")?;
-    if init != INITIAL_PID_NAMESPACE {
-        return Err(io::Error::other(format!(
-            "/proc lists pid namespace {init}, not the initial one"
-        )));
+    if own_pid_namespace() != Some(INITIAL_PID_NAMESPACE) {
+        return Err(io::Error::other(
+            "not in the initial pid namespace: /proc does not list every process",
+        ));
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    if hides_processes(&mountinfo) {
+        return Err(io::Error::other("/proc is mounted with hidepid="));
     }
     let mut seen = BTreeSet::new();
     for entry in std::fs::read_dir("/proc")? {
@@ -56,27 +66,65 @@ fn scan(wanted: &BTreeSet<u64>) -> io::Result<BTreeSet<u64>> {
         else {
             continue;
         };
-        match pid_namespace_of(pid) {
-            Ok(ns) if wanted.contains(&ns) => {
-                seen.insert(ns);
-                if seen.len() == wanted.len() {
-                    break;
-                }
+        let ns = match pid_namespace_of(pid) {
+            Ok(ns) => ns,
+            Err(e) if exited(&e) => continue,
+            Err(e) => match nspid_levels(pid) {
+                Ok(1) => continue, // in the initial namespace
+                Err(e) if exited(&e) => continue,
+                _ => return Err(e),
+            },
+        };
+        if wanted.contains(&ns) {
+            seen.insert(ns);
+            if seen.len() == wanted.len() {
+                break;
             }
-            Ok(_) => {}
-            // Exited since the listing: it is in no namespace any more.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-            Err(e) => return Err(e),
         }
     }
     Ok(seen)
 }
 
+/// The error of a process that exited since `/proc` was listed.
+fn exited(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+}
+
+/// How many pid namespaces process `pid` is seen in, from `/proc`'s down to its own (the
+/// fields of the `NSpid:` line of `/proc/PID/status`, Linux 4.1).
+fn nspid_levels(pid: &str) -> io::Result<usize> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|pids| pids.split_whitespace().count())
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("/proc/{pid}/status has no NSpid: line"),
+            )
+        })
+}
+
+/// Whether the `/proc` we read (the last mount on `/proc`) hides processes: `hidepid=` other
+/// than `0`/`off`. No `/proc` mount found: it might.
+fn hides_processes(mountinfo: &str) -> bool {
+    let Some(proc) = mounts(mountinfo)
+        .filter(|m| m.mount_point == "/proc" && m.fstype == "proc")
+        .last()
+    else {
+        return true;
+    };
+    proc.super_options
+        .split(',')
+        .filter_map(|o| o.strip_prefix("hidepid="))
+        .any(|v| v != "0" && v != "off")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::containment::name::own_pid_namespace;
 
     #[test]
     fn our_own_namespace_is_never_gone_and_nothing_is_scanned_for_nothing() {
@@ -91,5 +139,34 @@ mod tests {
             Err(_) => assert!(gone.is_empty(), "{gone:?}"),
         }
         assert!(super::gone(&BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn hidepid_is_found_on_the_proc_mount_that_covers_the_others() {
+        let plain = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n";
+        assert!(!hides_processes(plain));
+        for opt in [
+            "hidepid=invisible",
+            "hidepid=2",
+            "hidepid=noaccess",
+            "hidepid=1",
+        ] {
+            let hidden = format!("{plain}90 1 0:50 / /proc rw - proc proc rw,{opt},gid=4\n");
+            assert!(hides_processes(&hidden), "{opt}");
+        }
+        let off = "22 1 0:21 / /proc rw - proc proc rw,hidepid=off\n";
+        assert!(!hides_processes(off));
+        let elsewhere = "22 1 0:21 / /mnt/proc rw - proc proc rw\n";
+        assert!(hides_processes(elsewhere), "no /proc mount: it might hide");
+    }
+
+    #[test]
+    fn every_process_is_seen_in_one_namespace_or_more() {
+        assert_eq!(
+            nspid_levels("self").unwrap(),
+            1,
+            "the tests run in the initial one"
+        );
+        assert!(exited(&nspid_levels("999999999").unwrap_err()));
     }
 }
