@@ -24,8 +24,12 @@
 //! one (a member that is somehow still there — a process moved in from outside the
 //! namespace — is killed). The scan costs a `readlink` of `/proc/PID/ns/pid` per process, so
 //! it is done once per sweep, and only when a name carries a namespace that is not ours.
-//! When it cannot know — not root (another user's link gives `EACCES`), or a `/proc` that
-//! does not list the whole machine (we run in a container) — every namespace counts as alive.
+//! When it cannot know — a process whose namespace it may not read (another user's, when we
+//! are not root: `EACCES`) and which is not in the initial namespace, or a `/proc` that does
+//! not list the whole machine (we run in a container; `hidepid=`) — every namespace counts
+//! as alive: nothing is removed on a doubt. So the cgroup a containerised `childguard init`
+//! left is collected by the *host's* next contained spawn under that parent, never by a
+//! sweep inside another container.
 //!
 //! Never touched: our own pid's directories; names that do not parse; and everything outside
 //! the parent we use.
