@@ -2,7 +2,8 @@
 //! `/proc/self/mountinfo` (never a fixed path), and a lock for the tests of one binary that
 //! count this process's cgroups and children.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The tests of one binary that count this process's fds, children and cgroups: one at a time.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -65,4 +66,37 @@ pub fn guardians_of(sup: u32) -> Vec<u32> {
         }
     }
     found
+}
+
+/// A fresh cgroup of this test's own under ours, used as `cgroup_parent`: nobody else on the
+/// machine sweeps it, and its first use in this process is ours.
+pub fn scratch_parent(name: &str) -> PathBuf {
+    let dir = own_cgroup_dir().join(format!("cg-test-{name}-{}", std::process::id()));
+    std::fs::create_dir(&dir).unwrap();
+    dir
+}
+
+/// The directories below `dir`, deepest first.
+pub fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(tree(&entry.path()));
+            out.push(entry.path());
+        }
+    }
+    out
+}
+
+/// Cleanup after a test (also after a failed one): kills what is in `dir` and removes it,
+/// bottom-up. Returns whether it is gone.
+pub fn force_remove(dir: &Path) -> bool {
+    let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+    crate::eventually(Duration::from_secs(20), || {
+        for d in tree(dir) {
+            let _ = std::fs::remove_dir(d);
+        }
+        let _ = std::fs::remove_dir(dir);
+        !dir.exists()
+    })
 }

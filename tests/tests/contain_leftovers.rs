@@ -7,50 +7,17 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use childguard::{ChildHandle, Containment, Ladder, SocketMode};
-use childguard_tests::cgroups::{self, cgroup_mount, own_cgroup_dir, serial};
+use childguard_tests::cgroups::{self, cgroup_mount, force_remove, scratch_parent, serial, tree};
 use childguard_tests::{bin, exited_within, our_children, pidfd, read_ready, slowserver};
 
 /// The cgroup path of `pid` (its `0::` line); the process must exist.
 fn cgroup_of(pid: u32) -> String {
     cgroups::cgroup_of(pid).unwrap_or_else(|| panic!("no /proc/{pid}/cgroup"))
-}
-
-/// A fresh cgroup of this test's own under ours, used as `cgroup_parent`: nobody else on the
-/// machine sweeps it, and its first use in this process is ours.
-fn scratch_parent(name: &str) -> PathBuf {
-    let dir = own_cgroup_dir().join(format!("cg-test-{name}-{}", std::process::id()));
-    std::fs::create_dir(&dir).unwrap();
-    dir
-}
-
-/// The directories below `dir`, deepest first.
-fn tree(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            out.extend(tree(&entry.path()));
-            out.push(entry.path());
-        }
-    }
-    out
-}
-
-/// Cleanup after a test (also after a failed one): kills what is in `dir` and removes it,
-/// bottom-up. Returns whether it is gone.
-fn force_remove(dir: &Path) -> bool {
-    let _ = std::fs::write(dir.join("cgroup.kill"), "1");
-    childguard_tests::eventually(Duration::from_secs(20), || {
-        for d in tree(dir) {
-            let _ = std::fs::remove_dir(d);
-        }
-        let _ = std::fs::remove_dir(dir);
-        !dir.exists()
-    })
 }
 
 /// A `sleep 1000` placed in the cgroup `dir` before it execs (it writes its pid to
@@ -178,19 +145,20 @@ fn stale_cgroups_of_dead_supervisors_are_killed_removed_and_reported_live_ones_l
     let ns = own_pid_namespace();
     // Dead supervisors: an old-style name (pid alone) with a live sleeper in it; a new-style
     // name whose pid is dead, with a sleeper in a cgroup nested inside; a new-style name of a
-    // reused pid (a live process, but not the one that started at tick 1).
+    // reused pid (a live process, but not the one that started at tick 1); a live pid recorded
+    // in a pid namespace no process is in (inode 1 is never a namespace's): judged by the
+    // namespace, never by the pid (issue 34 item 3).
     let old_dead = parent.join(format!("childguard-{}-0", dead_pid()));
     let new_dead = parent.join(format!("childguard-{}-3-t1-ns{ns}", dead_pid()));
     let mut bystander = Command::new("sleep").arg("1000").spawn().unwrap();
     let by = bystander.id();
     let reused = parent.join(format!("childguard-{by}-0-t1-ns{ns}"));
-    // Live supervisors (and what cannot be judged): our own pid; a live process by pid alone
-    // and by pid and start time; a dead pid recorded in another pid namespace.
+    let gone_ns = parent.join(format!("childguard-{by}-1-t{}-ns1", start_time(by)));
+    // Live supervisors: our own pid; a live process by pid alone and by pid and start time.
     let ours = parent.join(format!("childguard-{}-999999", std::process::id()));
     let live_old = parent.join(format!("childguard-{by}-0"));
     let live_new = parent.join(format!("childguard-{by}-1-t{}-ns{ns}", start_time(by)));
-    let other_ns = parent.join(format!("childguard-{}-0-t1-ns1", dead_pid()));
-    for dir in [&old_dead, &reused, &ours, &live_old, &live_new, &other_ns] {
+    for dir in [&old_dead, &reused, &gone_ns, &ours, &live_old, &live_new] {
         std::fs::create_dir(dir).unwrap();
     }
     std::fs::create_dir_all(new_dead.join("nested")).unwrap();
@@ -211,11 +179,11 @@ fn stale_cgroups_of_dead_supervisors_are_killed_removed_and_reported_live_ones_l
         .iter()
         .map(|fd| exited_within(fd, Duration::from_secs(20)))
         .collect();
-    let left: Vec<_> = [&old_dead, &new_dead, &reused]
+    let left: Vec<_> = [&old_dead, &new_dead, &reused, &gone_ns]
         .into_iter()
         .filter(|d| d.exists())
         .collect();
-    let kept: Vec<_> = [&ours, &live_old, &live_new, &other_ns]
+    let kept: Vec<_> = [&ours, &live_old, &live_new]
         .into_iter()
         .filter(|d| !d.exists())
         .collect();
@@ -247,7 +215,7 @@ fn stale_cgroups_of_dead_supervisors_are_killed_removed_and_reported_live_ones_l
         .iter()
         .filter(|n| n.starts_with("removed stale cgroup"))
         .collect();
-    for (dir, killed) in [(&old_dead, 1), (&new_dead, 1), (&reused, 0)] {
+    for (dir, killed) in [(&old_dead, 1), (&new_dead, 1), (&reused, 0), (&gone_ns, 0)] {
         let name = dir.display().to_string();
         assert!(
             removed.iter().any(|n| n.contains(&format!("{name} "))
@@ -255,7 +223,7 @@ fn stale_cgroups_of_dead_supervisors_are_killed_removed_and_reported_live_ones_l
             "no note for {name} (killed {killed}): {report}"
         );
     }
-    assert_eq!(removed.len(), 3, "{report}");
+    assert_eq!(removed.len(), 4, "{report}");
     assert!(report.cgroup.as_ref().unwrap().removed, "{report}");
 }
 

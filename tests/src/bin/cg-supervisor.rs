@@ -6,7 +6,8 @@
 //! `--best-effort` for `Containment::BestEffort`; under DIR with `--cgroup-parent`), prints
 //! `CHILD <pid>` on stdout once the server said READY and then the READY line itself, then
 //! sleeps until killed. With `--close` it closes the handle instead, prints `CGROUP <debug of
-//! CloseReport::cgroup>`, `FALLBACK <containment_fallback or ->` and `REPORT <report>`, and
+//! CloseReport::cgroup>`, `FALLBACK <containment_fallback or ->`, `REPORT <report>` and a
+//! `NOTE <note>` line per note of the report (what the stale sweep did, among others), and
 //! exits 0. A failed spawn prints `cg-supervisor: <error>` on stderr and exits 1.
 //!
 //! `--count N` spawns N servers (one after the other, each ready before the next) and prints
@@ -112,6 +113,9 @@ fn main() {
                 "CGROUP {:?}\nFALLBACK {fallback}\nREPORT {oneline}",
                 report.cgroup
             );
+            for note in &report.notes {
+                println!("NOTE {}", note.replace('\n', " "));
+            }
         }
         return;
     }

@@ -6,6 +6,7 @@
 //! - [`create`]: making the child's cgroup (unique name, mode 0755) and removing it;
 //!   [`create_cgroup`] sweeps the parent's stale cgroups first.
 //! - [`name`]: our cgroups' names and the tags of this process in them.
+//! - [`pidns`]: which pid namespaces have no process left (for names made in another one).
 //! - [`explain`]: errors that name the cgroup file and what the errno means there.
 //! - [`trim`]: the removal, bottom-up: the cgroups a server made inside its own first.
 //! - [`stale`]: on first use of a parent, killing and removing the cgroups of dead
@@ -39,6 +40,8 @@ pub(crate) mod members;
 pub(crate) mod mount;
 #[cfg(target_os = "linux")]
 pub(crate) mod name;
+#[cfg(target_os = "linux")]
+pub(crate) mod pidns;
 #[cfg(target_os = "linux")]
 pub(crate) mod stale;
 #[cfg(target_os = "linux")]

@@ -30,16 +30,38 @@ pub(crate) fn own_cgroup_dir() -> io::Result<PathBuf> {
 
 /// The first `cgroup2` mount in a mountinfo text: (root within the hierarchy, mount point).
 pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
-    mountinfo.lines().find_map(|line| {
+    mounts(mountinfo)
+        .find(|m| m.fstype == "cgroup2")
+        .map(|m| (m.root, PathBuf::from(m.mount_point)))
+}
+
+/// One line of `/proc/self/mountinfo`, the fields we use (paths unescaped).
+pub(crate) struct Mount<'a> {
+    /// The root of the mount within its file system.
+    pub(crate) root: String,
+    pub(crate) mount_point: String,
+    pub(crate) fstype: &'a str,
+    /// The file system's own options (`rw,hidepid=invisible`), after the source.
+    pub(crate) super_options: &'a str,
+}
+
+/// The mounts of a mountinfo text, in its order (a later mount on a path covers an earlier).
+pub(crate) fn mounts(mountinfo: &str) -> impl Iterator<Item = Mount<'_>> {
+    mountinfo.lines().filter_map(|line| {
         // id parent major:minor root mount-point options [optional…] - fstype source super
         let (before, after) = line.split_once(" - ")?;
-        if after.split(' ').next()? != "cgroup2" {
-            return None;
-        }
         let mut fields = before.split(' ');
         let root = unescape(fields.nth(3)?);
         let mount_point = unescape(fields.next()?);
-        Some((root, PathBuf::from(mount_point)))
+        let mut after = after.split(' ');
+        let fstype = after.next()?;
+        let super_options = after.nth(1).unwrap_or("");
+        Some(Mount {
+            root,
+            mount_point,
+            fstype,
+            super_options,
+        })
     })
 }
 

@@ -3,6 +3,7 @@
 //! `/proc`. `create` makes names; `stale` reads them back to find a dead owner. Moved out of
 //! `stale.rs` by the layering (issue 21 item 5): `create` no longer imports `stale`.
 
+use std::io;
 use std::sync::OnceLock;
 
 use crate::core::per_process::PerProcess;
@@ -58,9 +59,20 @@ pub(crate) fn parse_stat(text: &str) -> Option<(char, u64)> {
 /// The inode of this process's pid namespace (`/proc/self/ns/pid` → `pid:[INODE]`).
 pub(crate) fn own_pid_namespace() -> Option<u64> {
     static NS: OnceLock<Option<u64>> = OnceLock::new();
-    *NS.get_or_init(|| {
-        let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
-        let link = link.to_str()?;
-        link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
-    })
+    *NS.get_or_init(|| pid_namespace_of("self").ok())
+}
+
+/// The inode of process `pid`'s pid namespace, from the link `/proc/PID/ns/pid` (`pid:[INODE]`).
+/// Reading another user's link needs `CAP_SYS_PTRACE` (else `EACCES`); a process gone
+/// meanwhile gives `ENOENT`. A link of another form is `InvalidData`.
+pub(crate) fn pid_namespace_of(pid: &str) -> io::Result<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/ns/pid"))?;
+    link.to_str()
+        .and_then(|l| l.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("/proc/{pid}/ns/pid: {} is not pid:[INODE]", link.display()),
+            )
+        })
 }

@@ -16,13 +16,43 @@
 //! recorded (the pid was reused). Older names (`childguard-<pid>-<n>`) are judged by the pid
 //! alone, so a reused pid keeps one alive (the safe side).
 //!
-//! Never touched: our own pid's directories; names recorded in another pid namespace (its pid
-//! means nothing here); names that do not parse; and everything outside the parent we use.
+//! A name recorded in another pid namespace is not judged by its pid (it means nothing here)
+//! but by its namespace: the supervisor is dead once no process on the machine is in that
+//! namespace any more ([`super::pidns`]) — as when `childguard init`, PID 1 of a container,
+//! was SIGKILLed: the kernel kills every process of the namespace with it, and the cgroup it
+//! made for CMD stays in the host's hierarchy. Such a cgroup is taken like any other stale
+//! one (a member that is somehow still there — a process moved in from outside the
+//! namespace — is killed). The scan costs a `readlink` of `/proc/PID/ns/pid` per process, so
+//! it is done once per sweep, and only when a name carries a namespace that is not ours.
+//! When it cannot know — a process whose namespace it may not read (another user's, when we
+//! are not root: `EACCES`) and which is not in the initial namespace, or a `/proc` that does
+//! not list the whole machine (we run in a container; `hidepid=`) — every namespace counts
+//! as alive: nothing is removed on a doubt. So the cgroup a containerised `childguard init`
+//! left is collected by the *host's* next contained spawn under that parent, never by a
+//! sweep inside another container.
 //!
-//! Race left (pid namespaces, old names only): an old-style name made by a supervisor in
-//! another pid namespace sharing this parent is judged by a pid of *ours*; if no process of
-//! ours has it, a live supervisor's cgroup is taken. New names carry the namespace.
+//! Never touched: our own pid's directories; names that do not parse; and everything outside
+//! the parent we use.
+//!
+//! Races, each on the safe side or closed:
+//! - A pid namespace being made now: its cgroup is named by a process *in* it, so its first
+//!   process (its init) exists before the name does, and lives as long as the namespace has
+//!   processes. The names are all listed before `/proc` is scanned, and a process that exists
+//!   for the whole scan is always listed by `/proc`, so a namespace alive when its name was
+//!   read is seen. (A name listed *after* the scan could belong to a namespace born after it,
+//!   which is why the judging waits for the whole listing.)
+//! - A namespace that outlives its processes (a bind mount or an open fd of its `ns/pid`):
+//!   no process can enter it again (`fork` into it fails once its init is gone), so its
+//!   cgroup is rightly taken.
+//! - Inode reuse: once a namespace is freed, a new one may get its inode; its cgroup then
+//!   looks alive and stays (the safe side), until that new namespace is gone too.
+//! - A zombie in the namespace keeps it alive until reaped (the safe side; the next process's
+//!   sweep takes the cgroup).
+//! - Old names and pid namespaces: an old-style name made by a supervisor in another pid
+//!   namespace sharing this parent is judged by a pid of *ours*; if no process of ours has
+//!   it, a live supervisor's cgroup is taken. New names carry the namespace.
 
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -31,6 +61,7 @@ use std::time::{Duration, Instant};
 
 use super::create::{put_back, Cgroup};
 use super::name::{own_pid_namespace, proc_stat, PREFIX};
+use super::pidns;
 
 /// How long a sweep waits for the killed members of stale cgroups to exit (all together):
 /// only a member stuck in the kernel (D state) makes it wait that long, once per parent.
@@ -56,48 +87,57 @@ fn sweep(parent: &Path, hierarchy: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return Vec::new(); // the mkdir that follows reports what is wrong with the parent
     };
-    let mut stale = Vec::new();
+    // Every name first, then the judging (the races in the module docs).
+    let mut found = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(owner) = name.to_str().and_then(parse_name) else {
             continue;
         };
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) || !owner.is_dead() {
-            continue;
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            found.push((name, owner));
         }
-        stale.push((name, owner.pid));
     }
+    let ours = own_pid_namespace();
+    let foreign: BTreeSet<u64> = found
+        .iter()
+        .filter_map(|(_, owner)| owner.namespace)
+        .filter(|&ns| Some(ns) != ours)
+        .collect();
+    let gone = pidns::gone(&foreign);
+    let stale: Vec<_> = found
+        .into_iter()
+        .filter(|(_, owner)| owner.is_dead(&gone))
+        .map(|(name, owner)| (name, owner.describe()))
+        .collect();
     let mut notes = Vec::new();
     let mut opened = Vec::new();
-    for (name, pid) in stale {
+    for (name, who) in stale {
         let dir = parent.join(&name);
         let path = format!("{}/{}", hierarchy.trim_end_matches('/'), lossy(&name));
         match Cgroup::open_stale(&dir, path) {
             Ok(cgroup) => {
                 let killed = super::kill::kill_all(&cgroup);
-                opened.push((cgroup, pid, killed));
+                opened.push((cgroup, who, killed));
             }
             // Race: its guardian, or another process's sweep, removed it first.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => notes.push(format!(
-                "stale cgroup {} of dead supervisor {pid} left: {e}",
-                dir.display()
-            )),
+            Err(e) => notes.push(format!("stale cgroup {} of {who} left: {e}", dir.display())),
         }
     }
     let deadline = Instant::now() + EMPTY_WAIT;
-    for (mut cgroup, pid, killed) in opened {
+    for (mut cgroup, who, killed) in opened {
         let dir = cgroup.dir().display().to_string();
         let emptied = wait_empty(&cgroup, deadline);
         let removed = emptied.and_then(|()| cgroup.remove());
         notes.push(match (killed, removed) {
-            (Ok(n), Ok(())) => format!(
-                "removed stale cgroup {dir} of dead supervisor {pid} (killed {n} process(es) in it)"
-            ),
-            (Err(e), Ok(())) => {
-                format!("removed stale cgroup {dir} of dead supervisor {pid} (kill: {e})")
+            (Ok(n), Ok(())) => {
+                format!("removed stale cgroup {dir} of {who} (killed {n} process(es) in it)")
             }
-            (_, Err(e)) => format!("stale cgroup {dir} of dead supervisor {pid} left: {e}"),
+            (Err(e), Ok(())) => {
+                format!("removed stale cgroup {dir} of {who} (kill: {e})")
+            }
+            (_, Err(e)) => format!("stale cgroup {dir} of {who} left: {e}"),
         });
     }
     notes
@@ -160,14 +200,15 @@ fn parse_name(name: &str) -> Option<Owner> {
 }
 
 impl Owner {
-    /// See the module docs: `false` whenever in doubt.
-    fn is_dead(&self) -> bool {
+    /// See the module docs: `false` whenever in doubt. `gone`: the pid namespaces known to
+    /// have no process left.
+    fn is_dead(&self, gone: &BTreeSet<u64>) -> bool {
         if self.pid == std::process::id() {
             return false;
         }
         if let Some(ns) = self.namespace {
             if own_pid_namespace() != Some(ns) {
-                return false;
+                return gone.contains(&ns);
             }
         }
         match proc_stat(&self.pid.to_string()) {
@@ -175,6 +216,17 @@ impl Owner {
             Some((state, start)) => {
                 state == 'Z' || state == 'X' || self.start.is_some_and(|s| s != start)
             }
+        }
+    }
+
+    /// Who the dead supervisor was, for the notes.
+    fn describe(&self) -> String {
+        match self.namespace {
+            Some(ns) if own_pid_namespace() != Some(ns) => format!(
+                "dead supervisor {} of pid namespace {ns} (no process left in it)",
+                self.pid
+            ),
+            _ => format!("dead supervisor {}", self.pid),
         }
     }
 }
@@ -210,19 +262,42 @@ mod tests {
         let name = format!("{PREFIX}{}-0{}", std::process::id(), own_tags());
         let owner = parse_name(&name).unwrap();
         assert!(owner.start.is_some() && owner.namespace.is_some(), "{name}");
-        assert!(!owner.is_dead());
+        let none = BTreeSet::new();
+        assert!(!owner.is_dead(&none));
         // Another process with our start time but a different pid is judged by its pid.
         let reused = Owner {
             pid: 1,
             start: Some(u64::MAX),
             namespace: owner.namespace,
         };
-        assert!(reused.is_dead(), "pid 1 with a start time it does not have");
+        assert!(
+            reused.is_dead(&none),
+            "pid 1 with a start time it does not have"
+        );
+        // Another pid namespace: judged by the namespace alone, never by the pid.
         let other_ns = Owner {
             namespace: Some(1),
             ..reused
         };
-        assert!(!other_ns.is_dead(), "another pid namespace: never judged");
+        assert!(
+            !other_ns.is_dead(&none),
+            "a namespace not known gone is alive"
+        );
+        assert!(other_ns.is_dead(&BTreeSet::from([1])), "a gone namespace");
+        let alive_pid = Owner {
+            start: Some(proc_stat("1").unwrap().1),
+            ..other_ns
+        };
+        assert!(
+            alive_pid.is_dead(&BTreeSet::from([1])),
+            "its pid means nothing here"
+        );
+        // Our own namespace is judged by pid, even if it were (wrongly) said gone.
+        let live = Owner {
+            start: Some(proc_stat("1").unwrap().1),
+            ..reused
+        };
+        assert!(!live.is_dead(&BTreeSet::from([owner.namespace.unwrap()])));
     }
 
     #[test]
