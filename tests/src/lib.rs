@@ -10,6 +10,7 @@ pub mod lsp;
 pub mod nbd;
 pub mod paced;
 pub mod postgres;
+pub mod probe;
 pub mod stdio_peers;
 #[allow(unsafe_code)]
 pub mod sys;

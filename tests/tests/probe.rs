@@ -5,12 +5,9 @@
 //! A missing server fails the test naming the Debian package, unless
 //! `CHILDGUARD_SKIP_PEERS=1`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
 use childguard::{Ladder, Signal};
-use childguard_tests::cgroups::own_cgroup_dir;
-use childguard_tests::postgres::{find_peer, pg_tool, Cluster, INSTALL_POSTGRES};
+use childguard_tests::postgres::{pg_tool, Cluster, INSTALL_POSTGRES};
+use childguard_tests::probe::*;
 use childguard_tests::*;
 
 const INSTALL: &str = "apt-get install -y redis-server qemu-utils libnbd-bin (or run tests/run.sh)";
@@ -23,135 +20,6 @@ macro_rules! require {
             None => return,
         }
     };
-}
-
-fn peer(test: &str, name: &str, dirs: &[&str], install: &str) -> Option<PathBuf> {
-    let candidates = dirs.iter().map(|d| Path::new(d).join(name)).collect();
-    find_peer(test, name, candidates, install)
-}
-
-fn probe_command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(bin("cg-childguard"));
-    cmd.arg("probe").args(args).stdin(Stdio::null());
-    cmd
-}
-
-/// Runs a probe to completion, then checks that it left nothing: no process whose command
-/// line holds `mark` (a path unique to the test), no cgroup the probe made.
-fn probe(args: &[&str], mark: &str) -> Output {
-    let child = probe_command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running cg-childguard probe");
-    let probe_pid = child.id();
-    let output = child.wait_with_output().unwrap();
-    let mine = format!("childguard-{probe_pid}-");
-    let cgroups: Vec<String> = std::fs::read_dir(own_cgroup_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&mine))
-        .collect();
-    assert!(cgroups.is_empty(), "the probe left cgroups {cgroups:?}");
-    let left = processes_with(mark);
-    assert!(left.is_empty(), "the probe left processes {left:?}");
-    output
-}
-
-/// Live processes whose command line contains `mark`, but for the probe's guardian (`cgguard/…`,
-/// forked from the probe without exec, so with its command line), which ends on its own
-/// once it has seen the probe exit and removed what it guarded.
-fn processes_with(mark: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if cmdline.contains(mark)
-            && !comm.starts_with("cgguard/")
-            && is_alive(pid)
-            && proc_state(pid) != Some('Z')
-        {
-            found.push((pid, cmdline));
-        }
-    }
-    found
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// The `--json` object on stdout.
-fn json(output: &Output) -> serde_json::Value {
-    let out = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(out.trim()).unwrap_or_else(|e| {
-        panic!(
-            "probe output is not one JSON object ({e}): {out}\nstderr: {}",
-            stderr(output)
-        )
-    })
-}
-
-fn recommended(report: &serde_json::Value) -> Ladder {
-    let text = report["recommended_ladder"]
-        .as_str()
-        .expect("recommended_ladder");
-    text.parse()
-        .unwrap_or_else(|e| panic!("{text:?} does not parse: {e}"))
-}
-
-fn signals_of(ladder: &Ladder) -> Vec<Signal> {
-    ladder.rungs().iter().map(|r| r.signal).collect()
-}
-
-fn clean_signals(report: &serde_json::Value) -> Vec<String> {
-    report["clean_signals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
-}
-
-/// The per-signal object for `name`.
-fn result<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["signals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["signal"] == name)
-        .unwrap_or_else(|| panic!("no {name} in {report}"))
-}
-
-fn dispositions(report: &serde_json::Value, name: &str) -> Vec<String> {
-    result(report, name)["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["disposition"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// slowserver listening on `socket`, started fresh each run: it does not remove a socket file
-/// left by the run before (one `KILL`ed cannot), so `sh` does, then execs it (the same pid).
-fn slowserver_on(socket: &str, flags: &str) -> Vec<String> {
-    let slow = bin("cg-slowserver").display().to_string();
-    let script =
-        format!("rm -f '{socket}'; exec '{slow}' {flags} --ignore-eof --listen '{socket}'");
-    vec!["--".into(), "sh".into(), "-c".into(), script]
-}
-
-fn assert_contained(report: &serde_json::Value) {
-    assert_eq!(report["contained"], true, "{}", report["containment"]);
 }
 
 #[test]
@@ -370,6 +238,18 @@ fn bad_input_is_a_usage_error_naming_it() {
         (&["--runs", "0", "--", "true"], "--runs: \"0\""),
         (&["--runs", "many", "--", "true"], "--runs: \"many\""),
         (&["--window", "0", "--", "true"], "--window"),
+        (
+            &["--settle-timeout", "0", "--", "true"],
+            "--settle-timeout: \"0\"",
+        ),
+        (
+            &["--settle-timeout", "soon", "--", "true"],
+            "--settle-timeout: \"soon\"",
+        ),
+        (
+            &["--ready", "unix:/x", "--settle-timeout", "1s", "--", "true"],
+            "--settle-timeout is the bound of the wait without --ready",
+        ),
         (&["--ready", "bogus:x", "--", "true"], "\"bogus:x\""),
         (
             &["--client-ready", "unix:/x", "--", "true"],

@@ -255,11 +255,15 @@ Measure what each signal does to SERVER and recommend a ladder. For each signal 
 SERVER is started fresh (in a cgroup of its own when one can be made; the output says when
 not), its readiness awaited, the --client started, then the one signal is sent to SERVER's
 main process and its exit awaited for --window. Then it is closed with KILL and checked gone.
+Without --ready, each run waits for SERVER to settle first: a listening socket (Unix or TCP)
+seen and its signal dispositions (SigIgn/SigCgt) unchanged for 300ms; when --settle-timeout
+passes first, the probe goes on and warns that its recommendation may be wrong.
 
 Options:
   --ready COND          readiness, as for `with`: notify, tcp:HOST:PORT, unix:PATH, line:TEXT,
                         http:URL, exec:CMD (more than one: every one must hold)
   --ready-timeout DUR   how long to wait for it (default 30s)
+  --settle-timeout DUR  without --ready: the bound of the wait to settle (default 10s)
   --client CMD          a client started once SERVER is ready, left running while the signal
                         is sent (CMD split into words as for exec:)
   --client-ready COND   the client counts as started once COND holds (e.g. exec:… checking

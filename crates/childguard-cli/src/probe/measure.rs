@@ -16,6 +16,8 @@ use childguard::{
     Capture, ChildHandle, CloseControl, Containment, ErrorKind, Ladder, Ready, Signal,
 };
 
+use super::observe;
+use super::settle::Settled;
 use super::ProbeOptions;
 
 /// The close after each run.
@@ -54,6 +56,8 @@ impl Disposition {
 /// What one run saw.
 #[derive(Debug, Clone)]
 pub struct RunResult {
+    /// Without `--ready`: how the wait for the server to settle ended.
+    pub settled: Option<Settled>,
     pub disposition: Disposition,
     /// The server's cgroup, or `None` when it ran uncontained (`fallback` says why).
     pub cgroup: Option<PathBuf>,
@@ -76,9 +80,20 @@ pub struct RunResult {
 
 /// One run of `signal`.
 pub fn one_run(options: &ProbeOptions, signal: Signal) -> Result<RunResult, String> {
+    let spawned = Instant::now();
     let mut handle = spawn_server(options)?;
     let pid = handle.id().ok_or("the server has no pid")?;
     let cgroup = contained_cgroup(pid);
+    let settled = match options.ready.is_empty() {
+        true => {
+            let timeout = options.settle_timeout;
+            match observe::wait_settled(&mut handle, pid, cgroup.as_deref(), spawned, timeout)? {
+                Ok(settled) => Some(settled),
+                Err(status) => return Err(exited_while_starting(handle, status)),
+            }
+        }
+        false => None,
+    };
     let client = match &options.client {
         Some((text, argv)) => {
             Some(spawn_client(options, argv).map_err(|e| format!("the client {text:?}: {e}"))?)
@@ -94,13 +109,13 @@ pub fn one_run(options: &ProbeOptions, signal: Signal) -> Result<RunResult, Stri
     let exited_after = waited.map(|_| sent.elapsed());
     let (mut left_at_exit, mut left_after_settle) = (0, 0);
     if let (Some(_), Some(dir)) = (waited, &cgroup) {
-        left_at_exit = members(dir, pid).len();
+        left_at_exit = observe::members(dir, pid).len();
         let settle = options.window.saturating_sub(sent.elapsed()).max(SETTLE);
         let deadline = Instant::now() + settle;
         left_after_settle = left_at_exit;
         while left_after_settle > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
-            left_after_settle = members(dir, pid).len();
+            left_after_settle = observe::members(dir, pid).len();
         }
     }
     let kept_serving = match waited {
@@ -136,6 +151,7 @@ pub fn one_run(options: &ProbeOptions, signal: Signal) -> Result<RunResult, Stri
         }
     }
     Ok(RunResult {
+        settled,
         disposition,
         fallback: report.containment_fallback.clone(),
         cgroup,
@@ -148,6 +164,20 @@ pub fn one_run(options: &ProbeOptions, signal: Signal) -> Result<RunResult, Stri
         kill_close,
         left_after_close: (!left.is_empty()).then(|| left.join("; ")),
     })
+}
+
+/// The error for a server that exited before its signal, with the tail of its output.
+fn exited_while_starting(handle: ChildHandle, status: ExitStatus) -> String {
+    let tail = handle
+        .close_with(CloseControl::new().ladder(kill_ladder()))
+        .ok()
+        .and_then(|report| report.output_tail)
+        .unwrap_or_default();
+    let tail = match tail.trim().is_empty() {
+        true => String::new(),
+        false => format!("; its output ends with:\n{}", tail.trim_end()),
+    };
+    format!("the server exited while starting, before any signal ({status}){tail}")
 }
 
 fn kill_ladder() -> Ladder {
@@ -225,19 +255,11 @@ fn send(pid: u32, signal: Signal) -> Result<(), String> {
 
 /// `SigIgn`/`SigCgt`/`SigBlk` of `pid` for `signal`.
 pub fn disposition(pid: u32, signal: Signal) -> Result<Disposition, String> {
-    let path = format!("/proc/{pid}/status");
-    let status = std::fs::read_to_string(&path).map_err(|e| format!("reading {path}: {e}"))?;
-    let mask = |field: &str| -> Result<u64, String> {
-        let line = status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .ok_or_else(|| format!("{path} has no {field} line"))?;
-        u64::from_str_radix(line.trim(), 16).map_err(|e| format!("{path}: {field} {line:?}: {e}"))
-    };
+    let masks = observe::masks(pid)?;
     let bit = 1u64 << (signal.as_raw() - 1);
-    Ok(if mask("SigIgn:")? & bit != 0 {
+    Ok(if masks.ignored & bit != 0 {
         Disposition::Ignored
-    } else if mask("SigCgt:")? & bit != 0 {
+    } else if masks.caught & bit != 0 {
         Disposition::Caught
     } else if blocked_in_every_thread(pid, bit) {
         Disposition::Blocked
@@ -284,16 +306,6 @@ fn contained_cgroup(pid: u32) -> Option<PathBuf> {
             .then(|| before.split(' ').nth(4).map(PathBuf::from))?
     })?;
     Some(mount.join(path.trim_start_matches('/')))
-}
-
-/// The processes in `dir` other than `main`.
-fn members(dir: &std::path::Path, main: u32) -> Vec<u32> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .filter(|&p| p != main)
-        .collect()
 }
 
 /// Whether `ready` holds again (within [`RECHECK`]), through the library's own readiness wait:

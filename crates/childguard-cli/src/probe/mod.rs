@@ -2,21 +2,25 @@
 //! follows from it.
 //!
 //! ```text
-//! childguard probe [--ready COND] [--client CMD] [--signals LIST] [--runs N] [--json] -- SERVER [ARG...]
+//! childguard probe [--ready COND | --settle-timeout DUR] [--client CMD] [--signals LIST] [--runs N] [--json] -- SERVER [ARG...]
 //! ```
 //!
 //! For each signal and each run the server is started fresh through the library (contained
 //! in a cgroup of its own when this process may make one: [`Containment::BestEffort`],
-//! readiness awaited as `with` awaits it), a `--client` started against it, then that one
+//! readiness awaited as `with` awaits it — without `--ready`, until it has *settled*: see
+//! [`settle`]), a `--client` started against it, then that one
 //! signal is sent to the server's main process and its exit awaited for `--window`. Then it is
 //! closed with the library's close and a `KILL` ladder, and checked gone. [`measure`] does one
-//! run, [`recommend`] turns the runs into verdicts and a ladder, [`report`] prints them.
+//! run ([`observe`] reads `/proc` for it), [`recommend`] turns the runs into verdicts and a
+//! ladder, [`report`] prints them.
 //!
 //! [`Containment::BestEffort`]: childguard::Containment::BestEffort
 
 mod measure;
+mod observe;
 mod recommend;
 mod report;
+mod settle;
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -44,6 +48,9 @@ pub struct ProbeOptions {
     ready: Vec<(String, Ready)>,
     /// `--ready-timeout`.
     ready_timeout: Option<Duration>,
+    /// `--settle-timeout`: without `--ready`, the bound of the wait for the server to settle.
+    settle_timeout: Duration,
+    settle_timeout_given: bool,
     /// `--client CMD`, split into words.
     client: Option<(String, Vec<String>)>,
     /// `--client-ready COND`.
@@ -72,6 +79,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<ProbeOpt
     let mut options = ProbeOptions {
         ready: Vec::new(),
         ready_timeout: None,
+        settle_timeout: settle::DEFAULT_TIMEOUT,
+        settle_timeout_given: false,
         client: None,
         client_ready: None,
         signals: parse_signals(DEFAULT_SIGNALS)?,
@@ -104,6 +113,21 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<ProbeOpt
             "--ready-timeout" => {
                 let text = value()?;
                 options.ready_timeout = crate::args::ready_timeout(&text, usage)?;
+            }
+            "--settle-timeout" => {
+                let text = value()?;
+                options.settle_timeout = duration::parse_timeout(&text)
+                    .map_err(|why| {
+                        usage(format!(
+                            "invalid value for --settle-timeout: {text:?}: {why}"
+                        ))
+                    })?
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "invalid value for --settle-timeout: {text:?}: must be more than 0"
+                        ))
+                    })?;
+                options.settle_timeout_given = true;
             }
             "--client" => {
                 let text = value()?;
@@ -157,6 +181,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<ProbeOpt
     if options.command.is_empty() {
         return Err(usage(
             "missing SERVER to probe (e.g. `childguard probe --ready unix:/tmp/r.sock -- redis-server --port 0 --unixsocket /tmp/r.sock`)",
+        ));
+    }
+    if options.settle_timeout_given && !options.ready.is_empty() {
+        return Err(usage(
+            "--settle-timeout is the bound of the wait without --ready; with --ready, \
+             --ready-timeout bounds the wait",
         ));
     }
     if options.client_ready.is_some() && options.client.is_none() {

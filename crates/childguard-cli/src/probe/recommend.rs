@@ -216,6 +216,7 @@ mod tests {
 
     fn run(disposition: Disposition, status: Option<i32>, ms: u64) -> RunResult {
         RunResult {
+            settled: None,
             disposition,
             cgroup: None,
             fallback: None,

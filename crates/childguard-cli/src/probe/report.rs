@@ -12,6 +12,7 @@ use super::measure::RunResult;
 use super::recommend::{
     self, Recommendation, SignalResult, CONVENTIONAL, GRACE_FLOOR, GRACE_MULTIPLE, KILL_FLOOR,
 };
+use super::settle::{self, Settled};
 use super::ProbeOptions;
 use childguard::Signal;
 
@@ -55,6 +56,51 @@ fn parent_of(dir: &std::path::Path) -> String {
         || dir.display().to_string(),
         |p| format!("under {}", p.display()),
     )
+}
+
+/// SERVER's program name, as the settle line names it.
+fn server_name(options: &ProbeOptions) -> String {
+    let program = std::path::Path::new(&options.command[0]);
+    program
+        .file_name()
+        .unwrap_or(program.as_os_str())
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Without `--ready`: what the runs waited for before their signal (the slowest run's wait,
+/// and the range over the runs), and a warning when a run could only guess.
+fn settle_lines(
+    options: &ProbeOptions,
+    results: &[SignalResult],
+) -> (Option<String>, Option<String>) {
+    let settled: Vec<&Settled> = results
+        .iter()
+        .flat_map(|r| &r.runs)
+        .filter_map(|r| r.settled.as_ref())
+        .collect();
+    let Some(slowest) = settled.iter().max_by_key(|s| s.waited) else {
+        return (None, None);
+    };
+    let server = server_name(options);
+    let fastest = settled.iter().map(|s| s.waited).min().unwrap_or_default();
+    let line = format!(
+        "{} (the slowest of {} run(s); the fastest waited {:.2} s)",
+        slowest.describe(&server),
+        settled.len(),
+        fastest.as_secs_f64()
+    );
+    let guesses: Vec<&&Settled> = settled.iter().filter(|s| !s.sure).collect();
+    let warning = guesses.first().map(|first| {
+        format!(
+            "in {} of {} run(s) {}: the recommendation may be wrong; pass --ready (e.g. \
+             unix:PATH, tcp:HOST:PORT, notify), or a longer --settle-timeout",
+            guesses.len(),
+            settled.len(),
+            first.describe(&server)
+        )
+    });
+    (Some(line), warning)
 }
 
 fn rule() -> String {
@@ -103,12 +149,21 @@ pub fn table(
     if !inherited.is_empty() {
         let _ = writeln!(out, "WARNING: {}", inherited_warning(inherited));
     }
+    let (settle, settle_warning) = settle_lines(options, results);
+    if let Some(warning) = &settle_warning {
+        let _ = writeln!(out, "WARNING: {warning}");
+    }
     let ready: Vec<&str> = options.ready.iter().map(|(t, _)| t.as_str()).collect();
     let _ = writeln!(
         out,
         "ready: {}; client: {}; {} run(s) per signal; window {} after the signal",
         if ready.is_empty() {
-            "at spawn".into()
+            format!(
+                "no --ready: settled (a listener, signal dispositions unchanged for {} ms; \
+                 --settle-timeout {})",
+                settle::QUIET.as_millis(),
+                humantime::format_duration(options.settle_timeout)
+            )
         } else {
             ready.join(" and ")
         },
@@ -116,6 +171,9 @@ pub fn table(
         options.runs,
         humantime::format_duration(options.window)
     );
+    if let Some(settle) = &settle {
+        let _ = writeln!(out, "{settle}");
+    }
     let _ = writeln!(out, "{}", containment(results));
     let _ = writeln!(
         out,
@@ -183,6 +241,13 @@ pub fn table(
 fn run_json(signal: childguard::Signal, run: &RunResult) -> Value {
     let (outcome, clean) = recommend::outcome(signal, run);
     json!({
+        "settle": run.settled.as_ref().map(|s| json!({
+            "waited_ms": ms(s.waited),
+            "unchanged_ms": ms(s.unchanged),
+            "listener": s.listener.as_ref().map(|l| l.describe()),
+            "changes": s.changes,
+            "settled": s.sure,
+        })),
         "disposition": run.disposition.word(),
         "outcome": outcome,
         "clean": clean,
@@ -238,10 +303,14 @@ pub fn json(
         .flat_map(|r| &r.runs)
         .next()
         .is_some_and(|r| r.cgroup.is_some());
+    let (settle, settle_warning) = settle_lines(options, results);
     let value = json!({
         "server": options.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
         "ready": options.ready.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
         "client": options.client.as_ref().map(|(t, _)| t.as_str()),
+        "settle_timeout_ms": options.ready.is_empty().then(|| ms(options.settle_timeout)),
+        "settle": settle,
+        "settle_warning": settle_warning,
         "runs": options.runs,
         "window_ms": ms(options.window),
         "contained": contained,
