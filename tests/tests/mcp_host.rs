@@ -301,7 +301,7 @@ fn host_killed(python: &Path, host_flags: &[&str], cwd: &Path, server: &[String]
     // The whole tree is up: childguard, the launchers, the server, the worker.
     assert!(tree.len() >= 3, "tree {tree:?}");
     let killed = Instant::now();
-    rustix::process::pidfd_send_signal(&pidfd(host.child.id()), rustix::process::Signal::KILL)
+    rustix::process::pidfd_send_signal(pidfd(host.child.id()), rustix::process::Signal::KILL)
         .expect("SIGKILL the host");
     let left = left_after(&tree, GONE);
     let took = killed.elapsed();
@@ -405,7 +405,7 @@ fn childguard_sigkilled_under_the_host_leaves_nothing() {
     pins.pin(below.iter().copied());
     assert!(below.contains(&srv) && below.contains(&worker), "{below:?}");
     let killed = Instant::now();
-    rustix::process::pidfd_send_signal(&pidfd(cg), rustix::process::Signal::KILL)
+    rustix::process::pidfd_send_signal(pidfd(cg), rustix::process::Signal::KILL)
         .expect("SIGKILL childguard");
     let left = left_after(&below, GONE);
     assert!(

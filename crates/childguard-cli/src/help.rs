@@ -103,7 +103,7 @@ Examples:
       Ctrl-C: INT (forwarded in TERM's place) to the whole group; again: KILL at once
   my-harness | childguard run --stop-on-stdin-eof -- nbdkit -f memory 1G
       the server goes away when the harness does, however it dies
-  childguard run --stdio-server --contain --ladder EOF:2s,TERM:2s,KILL:5s \\
+  childguard run --stdio-server --contain --ladder EOF:1s,TERM:500ms,KILL:1s \\
       -- npx -y @modelcontextprotocol/server-everything
       an MCP host's server command: its close or its death ends the whole tree
 ";
