@@ -23,7 +23,7 @@ use signal_hook::consts::SIGCHLD;
 use signal_hook::iterator::exfiltrator::WithRawSiginfo;
 use signal_hook::iterator::SignalsInfo;
 
-use crate::host::HostWatch;
+use crate::host::{HostEvent, HostWatch};
 use crate::messages::say;
 use crate::received::Received;
 
@@ -204,7 +204,7 @@ impl Events {
     /// after the read rings after the drain and wakes the `poll`.
     pub fn next(&self, deadline: Option<Instant>) -> Option<Event> {
         if let Some(event) = self.host.as_ref().and_then(HostWatch::take_early) {
-            return Some(event);
+            return Some(event.into());
         }
         loop {
             self.drain_doorbell();
@@ -242,7 +242,7 @@ impl Events {
                 }
             }
             if let Some(event) = self.host.as_ref().and_then(|h| h.fired(&fds[1..])) {
-                return Some(event);
+                return Some(event.into());
             }
         }
     }
@@ -293,6 +293,15 @@ impl Events {
                 Event::ChildChanged | Event::StdinClosed | Event::ParentExited(_) => None,
             })
             .collect()
+    }
+}
+
+impl From<HostEvent> for Event {
+    fn from(event: HostEvent) -> Event {
+        match event {
+            HostEvent::StdinClosed => Event::StdinClosed,
+            HostEvent::ParentExited(pid) => Event::ParentExited(pid),
+        }
     }
 }
 

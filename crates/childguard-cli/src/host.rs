@@ -30,7 +30,14 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::event::{PollFd, PollFlags};
 
-use crate::events::Event;
+/// What the host did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostEvent {
+    /// It closed childguard's stdin (or died, closing it).
+    StdinClosed,
+    /// childguard's parent, this pid, exited.
+    ParentExited(u32),
+}
 
 /// What is asked of fd 0: the hangups only (see the module doc).
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -56,7 +63,7 @@ pub struct HostWatch {
     parent: Option<(u32, OwnedFd)>,
     parent_armed: Cell<bool>,
     /// What was already true at start (the parent gone before we looked).
-    early: Cell<Option<Event>>,
+    early: Cell<Option<HostEvent>>,
 }
 
 impl HostWatch {
@@ -66,7 +73,7 @@ impl HostWatch {
     pub fn start() -> HostWatch {
         let (parent, early) = match watch_parent() {
             Ok(Parent::Watched(pid, fd)) => (Some((pid, fd)), None),
-            Ok(Parent::Gone(pid)) => (None, Some(Event::ParentExited(pid))),
+            Ok(Parent::Gone(pid)) => (None, Some(HostEvent::ParentExited(pid))),
             Ok(Parent::None) => (None, None),
             Err(why) => {
                 crate::messages::say!(
@@ -96,26 +103,26 @@ impl HostWatch {
     }
 
     /// What was already true at start (the parent gone before we looked), once.
-    pub fn take_early(&self) -> Option<Event> {
+    pub fn take_early(&self) -> Option<HostEvent> {
         self.early.take()
     }
 
     /// What the `poll` of [`HostWatch::poll_fds`]' fds (`fds`, in that order) reports, once
     /// each: a fired watch is disarmed (a hangup stays reported).
-    pub fn fired(&self, fds: &[PollFd<'_>]) -> Option<Event> {
+    pub fn fired(&self, fds: &[PollFd<'_>]) -> Option<HostEvent> {
         let mut fds = fds.iter();
         if self.stdin.get() {
             let stdin = fds.next()?;
             if hung_up(stdin.revents()) {
                 self.stdin.set(false);
-                return Some(Event::StdinClosed);
+                return Some(HostEvent::StdinClosed);
             }
         }
         if let Some((pid, _)) = self.parent.as_ref().filter(|_| self.parent_armed.get()) {
             let parent = fds.next()?;
             if !parent.revents().is_empty() {
                 self.parent_armed.set(false);
-                return Some(Event::ParentExited(*pid));
+                return Some(HostEvent::ParentExited(*pid));
             }
         }
         None
