@@ -439,3 +439,57 @@ fn childguard_sigkilled_under_the_host_leaves_nothing() {
         killed.elapsed().as_secs_f64()
     );
 }
+
+/// libuv (node, Electron) gives a child socketpairs for its stdio and closes stdin with
+/// `shutdown(SHUT_WR)`: childguard sees `POLLRDHUP` without reading, and the bytes the host
+/// wrote reach CMD through the inherited socket.
+#[test]
+fn a_socketpair_stdin_half_closed_starts_the_ladder_and_its_bytes_reach_cmd() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let mut cg = Command::new(bin("cg-childguard"))
+        .args(["run", "--stdio-server", "--report", "text"])
+        .args(["--ladder", "EOF:100ms,KILL:1s", "--"])
+        .args(["sh", "-c", "head -n 1; echo got-it; exec sleep 30"])
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pins = Pins::default();
+    pins.pin([cg.id()]);
+    ours.write_all(b"hello\n").unwrap();
+    let mut out = BufReader::new(cg.stdout.take().unwrap());
+    let mut line = String::new();
+    for want in ["hello", "got-it"] {
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), want, "CMD's stdout through childguard");
+    }
+    pins.pin(descendants_of(cg.id()));
+    // The socket is open and idle: no hangup, nothing fires.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(cg.try_wait().unwrap().is_none(), "childguard ended early");
+    ours.shutdown(std::net::Shutdown::Write).unwrap();
+    let closed = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(10), || cg.try_wait().unwrap().is_some()),
+        "childguard did not end after the half-close"
+    );
+    let mut stderr = String::new();
+    cg.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("note: stdin closed; ladder EOF:100ms,KILL:1s"),
+        "{stderr}"
+    );
+    assert_eq!(cg.wait().unwrap().code(), Some(128 + libc::SIGKILL));
+    eprintln!(
+        "childguard ended {:.3} s after the half-close",
+        closed.elapsed().as_secs_f64()
+    );
+}
