@@ -79,3 +79,20 @@ pub fn mcp_python(test: &str) -> Option<PathBuf> {
     }
     Some(python)
 }
+
+/// A program on `PATH` (`node`, `npx`: Debian's nodejs and npm), found by `sh`'s `command -v`.
+pub fn program(test: &str, name: &str, debian: &str) -> Option<PathBuf> {
+    let found = Command::new("sh")
+        .args(["-c", "command -v \"$1\"", "sh", name])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    match found {
+        Some(path) => Some(path),
+        None => missing(
+            test,
+            &format!("{name} is not on PATH (Debian package {debian})"),
+        ),
+    }
+}

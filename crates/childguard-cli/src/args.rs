@@ -73,6 +73,9 @@ pub struct RunOptions {
     pub activate: Option<Option<String>>,
     /// `--stop-on-stdin-eof`.
     pub stop_on_stdin_eof: bool,
+    /// `--stdio-server`: CMD is a stdio server of our parent (an MCP/LSP host), on our stdin
+    /// and stdout; the ladder starts when the host closes our stdin or exits (see `host`).
+    pub stdio_server: bool,
     /// `--report`.
     pub report: Option<ReportFormat>,
     /// `--preserve-status`.
@@ -289,6 +292,7 @@ struct Flags {
     on_signal: OnSignal,
     activate: Option<Option<String>>,
     stop_on_stdin_eof: bool,
+    stdio_server: bool,
     report: Option<ReportFormat>,
     preserve_status: bool,
     no_skip_ignored: bool,
@@ -320,6 +324,19 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
             "missing CMD to run (e.g. `childguard run -- sleep 10`)",
         ));
     }
+    if flags.stdio_server && flags.stop_on_stdin_eof {
+        return Err(UsageError::run(
+            "--stdio-server and --stop-on-stdin-eof cannot go together: --stdio-server leaves \
+             stdin to CMD (the host's messages) and only watches it close; \
+             --stop-on-stdin-eof reads it itself and gives CMD /dev/null",
+        ));
+    }
+    if flags.stdio_server && flags.activate.is_some() {
+        return Err(UsageError::run(
+            "--stdio-server and --activate cannot go together: --activate prints the socket \
+             path on stdout, which is the host's channel to CMD with --stdio-server",
+        ));
+    }
     let ladder = match flags.ladder {
         Some(ladder) => ladder,
         None => Ladder::from_env_or_default().map_err(|e| UsageError::run(e.to_string()))?,
@@ -342,6 +359,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         on_signal: flags.on_signal,
         activate: flags.activate,
         stop_on_stdin_eof: flags.stop_on_stdin_eof,
+        stdio_server: flags.stdio_server,
         report: flags.report,
         preserve_status: flags.preserve_status,
         gnu_timeout: false,
@@ -433,6 +451,7 @@ fn flag(
         "--contain" => no_value(&mut flags.contain)?,
         "--no-exit-with-parent" => no_value(&mut flags.no_exit_with_parent)?,
         "--stop-on-stdin-eof" => no_value(&mut flags.stop_on_stdin_eof)?,
+        "--stdio-server" => no_value(&mut flags.stdio_server)?,
         "--preserve-status" => no_value(&mut flags.preserve_status)?,
         "--no-skip-ignored" => no_value(&mut flags.no_skip_ignored)?,
         _ => return Err(UsageError::run(unknown_option(text, name))),
@@ -501,6 +520,10 @@ mod tests {
         assert_eq!(o.activate, Some(Some("nbd".into())));
         assert_eq!(o.report, Some(ReportFormat::Json));
         assert_eq!(o.command, ["slowserver", "--ignore-eof"]);
+        assert!(!o.stdio_server);
+        let o = run_options(&["run", "--stdio-server", "--contain", "--", "npx", "-y", "x"]);
+        assert!(o.stdio_server && o.contain && !o.stop_on_stdin_eof);
+        assert_eq!(o.command, ["npx", "-y", "x"]);
     }
 
     #[test]
@@ -573,6 +596,18 @@ mod tests {
             (&["run", "--report", "xml", "x"], "\"xml\""),
             (&["run", "--group=yes", "x"], "--group takes no value"),
             (&["run", "--activate=", "x"], "--activate"),
+            (
+                &["run", "--stdio-server", "--stop-on-stdin-eof", "x"],
+                "--stdio-server and --stop-on-stdin-eof cannot go together",
+            ),
+            (
+                &["run", "--stdio-server", "--activate", "x"],
+                "--stdio-server and --activate cannot go together",
+            ),
+            (
+                &["run", "--stdio-server=1", "x"],
+                "--stdio-server takes no value",
+            ),
             (&["demo", "now"], "demo takes no arguments"),
         ];
         for (args, needle) in cases {

@@ -1,10 +1,12 @@
 //! [`Events`]: everything `run` waits for, on one channel — signals childguard receives, CMD
 //! changing state (`SIGCHLD`), and stdin closing — so that waiting for "CMD exited, or a
-//! trigger, or a deadline" is one blocking `recv_timeout`, never a sleep-polling loop.
+//! trigger, or a deadline" is one blocking `poll`, never a sleep-polling loop.
 //!
-//! Each event also rings a doorbell (one byte on a socket pair), so that the library's close,
-//! which waits in `poll` on the child's pidfd, can watch the channel too
-//! ([`Events::doorbell`], [`Events::signals_arrived`]).
+//! Each event also rings a doorbell (one byte on a socket pair). The main thread's wait
+//! ([`Events::next`]) is a `poll` of that doorbell, with a timeout for the deadline, and of the
+//! host's lifeline with `--stdio-server` (fd 0's hangup and the parent's pidfd: see
+//! [`HostWatch`]). The library's close, which waits in `poll` on the child's pidfd, watches
+//! the channel the same way ([`Events::doorbell`], [`Events::signals_arrived`]).
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -16,10 +18,12 @@ use std::thread;
 use std::time::Instant;
 
 use childguard::{ChildHandle, Signal};
+use rustix::event::{PollFd, PollFlags};
 use signal_hook::consts::SIGCHLD;
 use signal_hook::iterator::exfiltrator::WithRawSiginfo;
 use signal_hook::iterator::SignalsInfo;
 
+use crate::host::{HostEvent, HostWatch};
 use crate::messages::say;
 use crate::received::Received;
 
@@ -55,8 +59,10 @@ pub enum Event {
     Signal(Received),
     /// A child of ours changed state (`SIGCHLD`): worth a `try_wait`.
     ChildChanged,
-    /// childguard's stdin reached EOF (only with `--stop-on-stdin-eof`).
+    /// childguard's stdin reached EOF (`--stop-on-stdin-eof`) or hung up (`--stdio-server`).
     StdinClosed,
+    /// childguard's parent, this pid, exited (`--stdio-server`).
+    ParentExited(u32),
 }
 
 /// What a [`Events::wait`] ended on.
@@ -70,6 +76,8 @@ pub enum Woke {
     Signal(Received),
     /// stdin closed.
     StdinClosed,
+    /// childguard's parent (this pid) exited.
+    ParentExited(u32),
 }
 
 /// The event channel and the threads feeding it (which live as long as the process).
@@ -83,6 +91,8 @@ pub struct Events {
     /// While set, the signal thread says on stderr that a signal came (see
     /// [`Events::announce_signals`]).
     announce: Arc<AtomicBool>,
+    /// `--stdio-server`'s watch of the host, polled with the doorbell.
+    host: Option<HostWatch>,
 }
 
 /// The sending side of the channel: every event is sent, then the doorbell rung — in that
@@ -169,6 +179,7 @@ impl Events {
             _tx: tx,
             bell,
             announce,
+            host: None,
         })
     }
 
@@ -180,16 +191,66 @@ impl Events {
         self.announce.store(on, Ordering::SeqCst);
     }
 
+    /// Also waits for the host to close childguard's stdin or exit (`--stdio-server`): see
+    /// [`HostWatch`]. Call before spawning CMD: the parent is read now.
+    pub fn watch_host(&mut self) {
+        self.host = Some(HostWatch::start());
+    }
+
     /// The next event, or `None` once `deadline` has passed (never, without a deadline).
+    ///
+    /// One `poll` of the doorbell (and of the host's lifeline): the doorbell is drained
+    /// *before* the channel is read, and every event is sent before its ring, so an event sent
+    /// after the read rings after the drain and wakes the `poll`.
     pub fn next(&self, deadline: Option<Instant>) -> Option<Event> {
-        match deadline {
-            // `_tx` keeps the channel open, so `recv` cannot fail.
-            None => self.rx.recv().ok(),
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                self.rx.recv_timeout(left).ok()
+        if let Some(event) = self.host.as_ref().and_then(HostWatch::take_early) {
+            return Some(event.into());
+        }
+        loop {
+            self.drain_doorbell();
+            if let Ok(event) = self.rx.try_recv() {
+                return Some(event);
+            }
+            let timeout = match deadline {
+                None => None,
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return None,
+                },
+            };
+            let mut fds = vec![PollFd::new(&self.bell, PollFlags::IN)];
+            if let Some(host) = &self.host {
+                host.poll_fds(&mut fds);
+            }
+            match poll(&mut fds, timeout) {
+                Ok(_) => {}
+                // A signal's handler ran on this thread: its event is in the channel.
+                Err(rustix::io::Errno::INTR) => continue,
+                // Anything else (ENOMEM): wait on the channel alone a moment, then poll again.
+                Err(e) => {
+                    static SAID: AtomicBool = AtomicBool::new(false);
+                    if !SAID.swap(true, Ordering::SeqCst) {
+                        say!(
+                            "poll failed ({e}); watching the signals alone, retrying every 100 ms"
+                        );
+                    }
+                    let wait = timeout.map_or(RETRY, |t| t.min(RETRY));
+                    if let Ok(event) = self.rx.recv_timeout(wait) {
+                        return Some(event);
+                    }
+                    continue;
+                }
+            }
+            if let Some(event) = self.host.as_ref().and_then(|h| h.fired(&fds[1..])) {
+                return Some(event.into());
             }
         }
+    }
+
+    /// Reads the doorbell empty (non-blocking).
+    fn drain_doorbell(&self) {
+        let mut buf = [0u8; 64];
+        while matches!((&self.bell).read(&mut buf), Ok(n) if n > 0) {}
     }
 
     /// Waits until CMD exits, a signal arrives, stdin closes, or `deadline` passes — whichever
@@ -208,6 +269,7 @@ impl Events {
                 Some(Event::ChildChanged) => {}
                 Some(Event::Signal(received)) => return Ok(Woke::Signal(received)),
                 Some(Event::StdinClosed) => return Ok(Woke::StdinClosed),
+                Some(Event::ParentExited(pid)) => return Ok(Woke::ParentExited(pid)),
             }
         }
     }
@@ -220,16 +282,35 @@ impl Events {
 
     /// Drains the doorbell and the events waiting, without blocking; returns the signals
     /// childguard received among them (`SIGCHLD` and stdin closing are dropped: the close
-    /// watches the child itself, and stdin closing only ever triggers the ladder).
+    /// watches the child itself, and stdin closing only ever triggers the ladder; the host's
+    /// lifeline is not polled during a close).
     pub fn signals_arrived(&self) -> Vec<Signal> {
-        let mut buf = [0u8; 64];
-        while matches!((&self.bell).read(&mut buf), Ok(n) if n > 0) {}
+        self.drain_doorbell();
         self.rx
             .try_iter()
             .filter_map(|event| match event {
                 Event::Signal(received) => Some(received.signal),
-                Event::ChildChanged | Event::StdinClosed => None,
+                Event::ChildChanged | Event::StdinClosed | Event::ParentExited(_) => None,
             })
             .collect()
     }
+}
+
+impl From<HostEvent> for Event {
+    fn from(event: HostEvent) -> Event {
+        match event {
+            HostEvent::StdinClosed => Event::StdinClosed,
+            HostEvent::ParentExited(pid) => Event::ParentExited(pid),
+        }
+    }
+}
+
+/// How soon a failed `poll` is tried again.
+const RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `poll(2)` with a timeout (none: forever). A timeout too long for a `timespec` waits
+/// forever, as no deadline would.
+fn poll(fds: &mut [PollFd<'_>], timeout: Option<std::time::Duration>) -> rustix::io::Result<usize> {
+    let timeout = timeout.and_then(|t| rustix::event::Timespec::try_from(t).ok());
+    rustix::event::poll(fds, timeout.as_ref())
 }

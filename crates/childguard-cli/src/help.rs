@@ -38,7 +38,8 @@ to exit; the next rung comes only if the grace ran out. Then reap CMD and exit w
 
 Triggers:
   --timeout expiry; a signal sent to childguard (see Signals); stdin closing
-  (with --stop-on-stdin-eof). Without a trigger childguard just waits for CMD.
+  (with --stop-on-stdin-eof or --stdio-server); the parent exiting (with --stdio-server).
+  Without a trigger childguard just waits for CMD.
 
 Options:
   --ladder SPEC         rungs, e.g. HUP:1s,TERM:2s,KILL:5s (the default; or $CHILDGUARD_LADDER).
@@ -66,6 +67,10 @@ Options:
                         (LISTEN_FDS=1, LISTEN_FDNAMES=NAME), print its path on stdout first
   --stop-on-stdin-eof   start the ladder when childguard's stdin closes; childguard reads
                         (and discards) its stdin itself, CMD gets /dev/null
+  --stdio-server        CMD is the stdio server (MCP, LSP) of the program that started
+                        childguard: CMD keeps childguard's stdin and stdout untouched, and the
+                        ladder starts when that host closes childguard's stdin (watched, not
+                        read) or exits (childguard's parent, Linux)
   --report text|json    write the close report (signals sent, when, how CMD ended) to stderr
   --preserve-status     exit with CMD's status even when the timeout fired
   -h, --help            print this help
@@ -98,6 +103,9 @@ Examples:
       Ctrl-C: INT (forwarded in TERM's place) to the whole group; again: KILL at once
   my-harness | childguard run --stop-on-stdin-eof -- nbdkit -f memory 1G
       the server goes away when the harness does, however it dies
+  childguard run --stdio-server --contain --ladder EOF:1s,TERM:500ms,KILL:1s \\
+      -- npx -y @modelcontextprotocol/server-everything
+      an MCP host's server command: its close or its death ends the whole tree
 ";
 
 /// `childguard demo --help`.

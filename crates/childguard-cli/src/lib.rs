@@ -20,6 +20,7 @@ mod duration;
 mod events;
 mod exit_code;
 mod help;
+mod host;
 #[cfg(target_os = "linux")]
 mod init;
 mod messages;

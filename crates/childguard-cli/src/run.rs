@@ -48,10 +48,14 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
         None => SocketMode::None,
         Some(name) => activate::socket_mode(name.clone()),
     };
-    let events = Events::start(options.stop_on_stdin_eof).map_err(|e| Failure {
+    let mut events = Events::start(options.stop_on_stdin_eof).map_err(|e| Failure {
         code: exit_code::FAILED,
         message: format!("cannot listen for signals: {e}"),
     })?;
+    if options.stdio_server {
+        // Before the spawn: the parent is the one that started us.
+        events.watch_host();
+    }
     let mut handle = spawn(options, socket)?;
     activate::announce(&handle).map_err(|e| Failure {
         code: exit_code::FAILED,
@@ -73,6 +77,7 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
         }
         Woke::Signal(received) => Some(signal_trigger(received, &handle, options)),
         Woke::StdinClosed => Some(Trigger::StdinClosed),
+        Woke::ParentExited(pid) => Some(Trigger::ParentExited(pid)),
     };
     let report = match trigger {
         Some(trigger) => close_for(handle, &events, trigger, options)?,

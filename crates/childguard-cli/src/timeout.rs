@@ -154,6 +154,7 @@ where
         on_signal: OnSignal::Forward,
         activate: None,
         stop_on_stdin_eof: false,
+        stdio_server: false,
         report: None,
         preserve_status,
         gnu_timeout: true,

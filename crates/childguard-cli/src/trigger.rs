@@ -18,8 +18,10 @@ pub enum Trigger {
     /// childguard received this signal from the terminal, which sent it to CMD too (CMD is in
     /// childguard's foreground process group; see `received`): it is not sent again.
     Delivered(Signal),
-    /// stdin closed (`--stop-on-stdin-eof`).
+    /// stdin closed (`--stop-on-stdin-eof`), or the host closed it (`--stdio-server`).
     StdinClosed,
+    /// childguard's parent, the host (this pid), exited (`--stdio-server`).
+    ParentExited(u32),
 }
 
 impl Trigger {
@@ -35,6 +37,7 @@ impl Trigger {
                  not forwarded"
             ),
             Trigger::StdinClosed => "stdin closed".into(),
+            Trigger::ParentExited(pid) => format!("childguard's parent (pid {pid}) exited"),
         }
     }
 }
@@ -78,7 +81,9 @@ pub fn plan(ladder: &Ladder, trigger: Trigger, on_signal: OnSignal) -> Plan {
     let (received, delivered) = match trigger {
         Trigger::Signal(signal) => (signal, false),
         Trigger::Delivered(signal) => (signal, true),
-        Trigger::Timeout(_) | Trigger::StdinClosed => return as_written(),
+        Trigger::Timeout(_) | Trigger::StdinClosed | Trigger::ParentExited(_) => {
+            return as_written()
+        }
     };
     if !forwards(ladder, on_signal, received) {
         return as_written();
@@ -124,6 +129,7 @@ mod tests {
         assert_eq!(p.eof_wait, Some(Duration::from_millis(50)));
         assert_eq!(p.rungs, ladder.rungs());
         assert_eq!(plan(&ladder, Trigger::StdinClosed, fw), p);
+        assert_eq!(plan(&ladder, Trigger::ParentExited(1), fw), p);
         // A signal that is not forwarded, or any signal with --on-signal ladder.
         let alrm = Signal::from_raw(libc::SIGALRM).unwrap();
         assert_eq!(plan(&ladder, Trigger::Signal(alrm), fw), p);

@@ -411,7 +411,7 @@ fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle
                     let _ = handle.kill(received.signal, Duration::ZERO);
                 }
             }
-            Some(Event::ChildChanged) | Some(Event::StdinClosed) | None => {}
+            Some(Event::ChildChanged | Event::StdinClosed | Event::ParentExited(_)) | None => {}
         }
     }
 }

@@ -239,7 +239,7 @@ fn wait(
                     forward::forward(received.signal, pid, o.kill_group, o.verbosity);
                 }
             }
-            Some(Event::ChildChanged | Event::StdinClosed) | None => {}
+            Some(Event::ChildChanged | Event::StdinClosed | Event::ParentExited(_)) | None => {}
         }
     }
 }

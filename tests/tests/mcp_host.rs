@@ -1,0 +1,495 @@
+//! `childguard run --stdio-server` as an MCP host's server command (issue 31, item 6), with
+//! the MCP Python SDK as the host: `tests/fixtures/mcp_host.py` starts
+//! `cg-childguard run --stdio-server --contain --ladder LADDER -- SERVER`
+//! with `stdio_client(StdioServerParameters(…))`, runs `initialize`, `tools/list` and a
+//! `tools/call` through it (the host's bytes reach the server over the stdin/stdout childguard
+//! hands down untouched), and then closes — or is killed.
+//!
+//! SERVER is the stubborn fixture (`stubborn_mcp.py`, or its node twin `stubborn_mcp.js`
+//! behind `npx`): it ignores stdin EOF, SIGTERM, SIGHUP and SIGINT, and leaves a `setsid`
+//! worker holding its stdout. "Nothing left" is read from `/proc/PID/stat`'s state (a zombie
+//! waiting for PID 1 counts as gone).
+//!
+//! Bounds: the SDK's own close waits 2 s after closing stdin before its SIGTERM; the host's
+//! close through childguard must be over in < 1.5 s (childguard climbs on the EOF it sees:
+//! 200 ms, then TERM — skipped, the server ignores it — then the cgroup's KILL; ≈ 0.25 s
+//! here). After a SIGKILL of the host (ladder `EOF:100ms,TERM:100ms,KILL:1s`) or of
+//! childguard, everything must be gone in 2 s (≈ 0.25 s, and ≈ 0.01 s, here).
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use childguard_cli::procs::{children_of, descendants_of};
+use childguard_tests::cgroups::serial;
+use childguard_tests::stdio_peers::{fixture, mcp_python, program};
+use childguard_tests::{bin, eventually, fresh_dir, is_alive, pidfd, scratch};
+
+/// The ladder of the host's close: shorter than the SDK's 2 s wait.
+const LADDER: &str = "EOF:200ms,TERM:300ms,KILL:1s";
+
+/// The ladder when the host is killed: shorter still, so that the 2 s bound is mostly margin
+/// for a loaded machine (the climb is ≈ 0.2 s of it).
+const KILLED_LADDER: &str = "EOF:100ms,TERM:100ms,KILL:1s";
+
+/// How long a host may take to start (a python importing the SDK, under load) and finish its
+/// session.
+const SESSION: Duration = Duration::from_secs(60);
+
+/// The bound for "nothing left" after a SIGKILL.
+const GONE: Duration = Duration::from_secs(2);
+
+/// A running `mcp_host.py`: its stdout lines as they come, its stderr (childguard's and the
+/// server's too: the SDK passes its own stderr down) so far.
+struct Host {
+    child: Child,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Host {
+    /// Starts the host: `host_flags` for `mcp_host.py`, then childguard in front of `server`,
+    /// from `cwd` (the host's working directory, which the server inherits), with `ladder`.
+    fn start(
+        python: &Path,
+        host_flags: &[&str],
+        cwd: &Path,
+        server: &[String],
+        ladder: &str,
+    ) -> Host {
+        let mut child = Command::new(python)
+            .arg(fixture("mcp_host.py"))
+            .args(host_flags)
+            .arg("--")
+            .arg(bin("cg-childguard"))
+            .args(["run", "--stdio-server", "--contain", "--report", "text"])
+            .args(["--ladder", ladder, "--"])
+            .args(server)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the MCP host");
+        let (tx, lines) = mpsc::channel();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let into = Arc::clone(&stderr);
+        let mut pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                into.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Host {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The next stdout line starting with `prefix`, within `limit` (a failure says what the
+    /// host wrote on stderr).
+    fn expect_line(&self, prefix: &str, limit: Duration) -> String {
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(_) => {}
+                Err(e) => panic!(
+                    "the host printed no {prefix:?} line within {limit:?} ({e}); its stderr:\n{}",
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    /// The `childguard run` the host started (its child running `cg-childguard`).
+    fn childguard(&self) -> u32 {
+        let found: Vec<u32> = children_of(self.child.id())
+            .into_iter()
+            .filter(|&pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim() == "cg-childguard")
+            })
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "the host {} should have one cg-childguard child: {found:?}",
+            self.child.id()
+        );
+        found[0]
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Processes pinned by pidfd and `SIGKILL`ed when the test ends, pass or fail: a failing test
+/// leaves nothing behind (a pidfd never reaches a recycled pid).
+#[derive(Default)]
+struct Pins(Vec<(u32, OwnedFd)>);
+
+impl Pins {
+    fn pin(&mut self, pids: impl IntoIterator<Item = u32>) {
+        for pid in pids {
+            if !self.0.iter().any(|(p, _)| *p == pid) && is_alive(pid) {
+                self.0.push((pid, pidfd(pid)));
+            }
+        }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(|(pid, _)| *pid).collect()
+    }
+}
+
+impl Drop for Pins {
+    fn drop(&mut self) {
+        for (_, fd) in &self.0 {
+            let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// The stubborn fixture's "SERVER_PID WORKER_PID" from its pidfile.
+fn read_pidfile(path: &Path) -> (u32, u32) {
+    let mut text = String::new();
+    assert!(
+        eventually(SESSION, || {
+            text = std::fs::read_to_string(path).unwrap_or_default();
+            !text.is_empty()
+        }),
+        "the stubborn server wrote no pidfile {}",
+        path.display()
+    );
+    let pids: Vec<u32> = text
+        .split_whitespace()
+        .map(|p| p.parse().expect("a pid"))
+        .collect();
+    assert_eq!(pids.len(), 2, "pidfile {text:?}");
+    (pids[0], pids[1])
+}
+
+/// Those of `pids` still alive after up to `limit` (empty: all gone in time).
+fn left_after(pids: &[u32], limit: Duration) -> Vec<u32> {
+    eventually(limit, || pids.iter().all(|&p| !is_alive(p)));
+    pids.iter().copied().filter(|&p| is_alive(p)).collect()
+}
+
+/// `sh -c 'python3 stubborn_mcp.py --pidfile P; exit $?'`: a launcher shell that stays (the
+/// `; exit` keeps a shell from exec'ing its last command), as `npm exec`'s `sh -c` does.
+fn behind_sh(pidfile: &Path) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "python3 '{}' --pidfile '{}'; exit $?",
+            fixture("stubborn_mcp.py").display(),
+            pidfile.display()
+        ),
+    ]
+}
+
+/// A project directory whose `node_modules/.bin/stubborn-mcp` is the node stubborn fixture,
+/// and the command `npx --no-install stubborn-mcp --pidfile P` run from it: the launcher chain
+/// a host's `"command": "npx"` gives (npx → `npm exec` → `sh -c stubborn-mcp` → node), with
+/// no network.
+fn behind_npx(test: &str, pidfile: &Path) -> Option<(PathBuf, Vec<String>)> {
+    program(test, "node", "nodejs")?;
+    program(test, "npx", "npm")?;
+    let project = fresh_dir("npx-project");
+    let bin_dir = project.join("node_modules/.bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::write(
+        project.join("package.json"),
+        r#"{"name": "mcp-host-test", "private": true}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(fixture("stubborn_mcp.js"), bin_dir.join("stubborn-mcp")).unwrap();
+    let command = ["npx", "--no-install", "stubborn-mcp", "--pidfile"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([pidfile.display().to_string()])
+        .collect();
+    Some((project, command))
+}
+
+#[test]
+fn the_hosts_close_climbs_on_its_eof_and_leaves_nothing() {
+    let test = "the_hosts_close_climbs_on_its_eof_and_leaves_nothing";
+    let _serial = serial();
+    let Some(python) = mcp_python(test) else {
+        return;
+    };
+    let pidfile = scratch("pids");
+    let server = vec![
+        "python3".to_string(),
+        fixture("stubborn_mcp.py").display().to_string(),
+        "--pidfile".into(),
+        pidfile.display().to_string(),
+    ];
+    let mut host = Host::start(&python, &[], &std::env::temp_dir(), &server, LADDER);
+    let (srv, worker) = read_pidfile(&pidfile);
+    let mut pins = Pins::default();
+    pins.pin([srv, worker]);
+    let ok = host.expect_line("SESSION OK", SESSION);
+    assert!(ok.contains("echo"), "{ok}");
+    let closed = host.expect_line("CLOSED", SESSION);
+    let took: f64 = closed["CLOSED ".len()..].parse().expect("seconds");
+    let status = host.child.wait().unwrap();
+    let stderr = host.stderr();
+    assert!(
+        status.success(),
+        "the host failed: {status}; stderr:\n{stderr}"
+    );
+    assert!(
+        took < 1.5,
+        "the SDK's close took {took} s: childguard did not climb on the host's EOF (the SDK \
+         alone waits 2 s, then TERM); stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("note: stdin closed; ladder EOF:200ms,TERM:300ms,KILL:1s"),
+        "childguard's report should name stdin closing as the trigger:\n{stderr}"
+    );
+    // childguard exits only once its cgroup is empty: nothing may be left now.
+    let left: Vec<u32> = [srv, worker].into_iter().filter(|&p| is_alive(p)).collect();
+    assert!(
+        left.is_empty(),
+        "left running after the host's close: {left:?}; stderr:\n{stderr}"
+    );
+    eprintln!("{test}: the host's close took {took:.3} s");
+}
+
+/// SIGKILLs the host mid-session (in a sleep inside the session: nothing of the SDK's close
+/// runs) and asserts that childguard, the launchers, the server and its worker are all gone
+/// within [`GONE`].
+fn host_killed(python: &Path, host_flags: &[&str], cwd: &Path, server: &[String], pidfile: &Path) {
+    let host = Host::start(python, host_flags, cwd, server, KILLED_LADDER);
+    let (srv, worker) = read_pidfile(pidfile);
+    let mut pins = Pins::default();
+    pins.pin([srv, worker]);
+    host.expect_line("SESSION OK", SESSION);
+    let holder: Option<u32> = host_flags.contains(&"--fork-holder").then(|| {
+        let line = host.expect_line("HOLDER", SESSION);
+        line["HOLDER ".len()..].parse().expect("holder pid")
+    });
+    let mut holder_pin = Pins::default();
+    holder_pin.pin(holder);
+    host.expect_line("HANGING", SESSION);
+    let cg = host.childguard();
+    pins.pin([cg]);
+    pins.pin(descendants_of(cg));
+    let tree = pins.pids();
+    // The whole tree is up: childguard, the launchers, the server, the worker.
+    assert!(tree.len() >= 3, "tree {tree:?}");
+    let killed = Instant::now();
+    rustix::process::pidfd_send_signal(pidfd(host.child.id()), rustix::process::Signal::KILL)
+        .expect("SIGKILL the host");
+    let left = left_after(&tree, GONE);
+    let took = killed.elapsed();
+    assert!(
+        left.is_empty(),
+        "{left:?} of {tree:?} still running {GONE:?} after the host's SIGKILL; stderr:\n{}",
+        host.stderr()
+    );
+    if let Some(holder) = holder {
+        // The precondition of the parent watch's test: stdin never closed.
+        assert!(is_alive(holder), "the fd holder {holder} died");
+        let mut said = String::new();
+        assert!(
+            eventually(GONE, || {
+                said = host.stderr();
+                said.contains("childguard's parent (pid ")
+            }),
+            "childguard should name its parent's exit as the trigger (stdin is still held \
+             open by {holder}):\n{said}"
+        );
+    }
+    // childguard's report, for the figures (it may still be writing it).
+    eventually(GONE, || host.stderr().contains("note: "));
+    let report: Vec<String> = host
+        .stderr()
+        .lines()
+        .filter(|l| l.starts_with("childguard"))
+        .map(str::to_owned)
+        .collect();
+    eprintln!(
+        "{} processes gone {:.3} s after the host's SIGKILL; childguard said:\n{}",
+        tree.len(),
+        took.as_secs_f64(),
+        report.join("\n")
+    );
+}
+
+#[test]
+fn the_host_sigkilled_mid_session_leaves_nothing_behind_sh() {
+    let test = "the_host_sigkilled_mid_session_leaves_nothing_behind_sh";
+    let _serial = serial();
+    let Some(python) = mcp_python(test) else {
+        return;
+    };
+    let pidfile = scratch("pids");
+    host_killed(
+        &python,
+        &["--hang"],
+        &std::env::temp_dir(),
+        &behind_sh(&pidfile),
+        &pidfile,
+    );
+}
+
+#[test]
+fn the_host_sigkilled_mid_session_leaves_nothing_behind_npx() {
+    let test = "the_host_sigkilled_mid_session_leaves_nothing_behind_npx";
+    let _serial = serial();
+    let Some(python) = mcp_python(test) else {
+        return;
+    };
+    let pidfile = scratch("pids");
+    let Some((project, server)) = behind_npx(test, &pidfile) else {
+        return;
+    };
+    host_killed(&python, &["--hang"], &project, &server, &pidfile);
+}
+
+/// The host dies while a process it forked still holds the writing end of our stdin: no EOF
+/// comes, only the parent's exit tells.
+#[test]
+fn the_host_sigkilled_while_its_fork_holds_our_stdin_leaves_nothing() {
+    let test = "the_host_sigkilled_while_its_fork_holds_our_stdin_leaves_nothing";
+    let _serial = serial();
+    let Some(python) = mcp_python(test) else {
+        return;
+    };
+    let pidfile = scratch("pids");
+    host_killed(
+        &python,
+        &["--hang", "--fork-holder"],
+        &std::env::temp_dir(),
+        &behind_sh(&pidfile),
+        &pidfile,
+    );
+}
+
+/// `childguard run` itself SIGKILLed: no ladder, no close of ours — the guardian
+/// (`--contain` with the parent-death default) kills the cgroup.
+#[test]
+fn childguard_sigkilled_under_the_host_leaves_nothing() {
+    let test = "childguard_sigkilled_under_the_host_leaves_nothing";
+    let _serial = serial();
+    let Some(python) = mcp_python(test) else {
+        return;
+    };
+    let pidfile = scratch("pids");
+    let host = Host::start(
+        &python,
+        &["--hang"],
+        &std::env::temp_dir(),
+        &behind_sh(&pidfile),
+        KILLED_LADDER,
+    );
+    let (srv, worker) = read_pidfile(&pidfile);
+    let mut pins = Pins::default();
+    pins.pin([srv, worker]);
+    host.expect_line("HANGING", SESSION);
+    let cg = host.childguard();
+    let below = descendants_of(cg);
+    pins.pin(below.iter().copied());
+    assert!(below.contains(&srv) && below.contains(&worker), "{below:?}");
+    let killed = Instant::now();
+    rustix::process::pidfd_send_signal(pidfd(cg), rustix::process::Signal::KILL)
+        .expect("SIGKILL childguard");
+    let left = left_after(&below, GONE);
+    assert!(
+        left.is_empty(),
+        "{left:?} of {below:?} still running {GONE:?} after childguard's SIGKILL; stderr:\n{}",
+        host.stderr()
+    );
+    eprintln!(
+        "{test}: {} processes gone {:.3} s after childguard's SIGKILL",
+        below.len(),
+        killed.elapsed().as_secs_f64()
+    );
+}
+
+/// libuv (node, Electron) gives a child socketpairs for its stdio and closes stdin with
+/// `shutdown(SHUT_WR)`: childguard sees `POLLRDHUP` without reading, and the bytes the host
+/// wrote reach CMD through the inherited socket.
+#[test]
+fn a_socketpair_stdin_half_closed_starts_the_ladder_and_its_bytes_reach_cmd() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let mut cg = Command::new(bin("cg-childguard"))
+        .args(["run", "--stdio-server", "--report", "text"])
+        .args(["--ladder", "EOF:100ms,KILL:1s", "--"])
+        .args(["sh", "-c", "head -n 1; echo got-it; exec sleep 30"])
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pins = Pins::default();
+    pins.pin([cg.id()]);
+    ours.write_all(b"hello\n").unwrap();
+    let mut out = BufReader::new(cg.stdout.take().unwrap());
+    let mut line = String::new();
+    for want in ["hello", "got-it"] {
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), want, "CMD's stdout through childguard");
+    }
+    pins.pin(descendants_of(cg.id()));
+    // The socket is open and idle: no hangup, nothing fires.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(cg.try_wait().unwrap().is_none(), "childguard ended early");
+    ours.shutdown(std::net::Shutdown::Write).unwrap();
+    let closed = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(10), || cg.try_wait().unwrap().is_some()),
+        "childguard did not end after the half-close"
+    );
+    let mut stderr = String::new();
+    cg.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("note: stdin closed; ladder EOF:100ms,KILL:1s"),
+        "{stderr}"
+    );
+    assert_eq!(cg.wait().unwrap().code(), Some(128 + libc::SIGKILL));
+    eprintln!(
+        "childguard ended {:.3} s after the half-close",
+        closed.elapsed().as_secs_f64()
+    );
+}
