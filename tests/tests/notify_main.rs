@@ -153,8 +153,13 @@ fn a_main_handed_over_twice_is_closed_through_the_last_one() {
     );
     let mut cmd = sh(&script);
     cmd.stdout(std::process::Stdio::piped());
+    // Contained: cg-notify sends and exits, and sh reaps it at once; uncontained, a sender
+    // reaped before its datagram is read has no parent left to judge it by (refused), while
+    // the kernel keeps a reaped process's cgroup.
+    let _serial = serial();
     let mut handle = ChildHandle::builder(cmd)
         .ready(Ready::Notify)
+        .contain(Containment::Cgroup)
         .ladder(ladder("TERM:10s,KILL:1s"))
         .spawn()
         .expect("spawn");
