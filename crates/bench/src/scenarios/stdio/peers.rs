@@ -29,7 +29,8 @@ pub struct Peers {
 }
 
 /// How to install what is missing.
-const INSTALL: &str = "run `bash tests/run.sh` once (it installs the npm peers with `npm ci` in tests/ \
+const INSTALL: &str =
+    "run `bash tests/run.sh` once (it installs the npm peers with `npm ci` in tests/ \
      and makes the python venv from tests/requirements.txt)";
 
 impl Peers {
@@ -210,8 +211,12 @@ impl Launch {
         let Some(path) = &self.pidfile else {
             return Ok(Vec::new());
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("stdio: the stubborn fixture's pidfile {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "stdio: the stubborn fixture's pidfile {}: {e}",
+                path.display()
+            )
+        })?;
         let _ = std::fs::remove_file(path);
         text.split_whitespace()
             .map(|p| {
