@@ -21,6 +21,7 @@ mod seed;
 mod servers;
 mod skip;
 mod spawn;
+mod stdio;
 
 use crate::row::Row;
 use crate::Result;
@@ -126,6 +127,11 @@ pub const ALL: &[Scenario] = &[
         name: "spawn",
         about: "spawn + close vs std / tokio::process spawn + kill + wait, per spawn",
         run: spawn::run,
+    },
+    Scenario {
+        name: "stdio",
+        about: "MCP stdio servers (npx server-everything, a Python server behind sh -c, a stubborn one) after initialize: close time and processes left, ours (contained, EOF:2s,TERM:2s,KILL:5s) vs the TypeScript and Python SDKs' close and rmcp's TokioChildProcess drop / graceful_shutdown (needs node, the npm peers and the peers venv)",
+        run: stdio::run,
     },
 ];
 

@@ -78,6 +78,7 @@ impl Process {
     pub(crate) fn is_gone(&mut self) -> io::Result<bool> {
         self.check_exit()?;
         if self.is_running() {
+            self.quiet_cgroup_bell()?;
             return Ok(false);
         }
         #[cfg(target_os = "linux")]
@@ -93,6 +94,22 @@ impl Process {
         self.survivors.refresh(self.pid);
         Ok(self.survivors.is_empty())
     }
+    /// Empties a contained child's cgroup bell while the leader runs. The bell rings at every
+    /// change of `cgroup.events` (the child joining the cgroup made it `populated 1`) and stays
+    /// readable until emptied, which only `cgroup_populated` did, and only once the
+    /// leader had exited. Until then every wait on it returned at once: the blocking close and the
+    /// reaper spun a CPU through the EOF wait and each grace, slowing the very server they
+    /// waited for. While the
+    /// leader runs the cgroup cannot be empty and the leader's exit wakes its pidfd, so nothing
+    /// of the bell is needed now; a change after this rings it again (no lost wake-up).
+    fn quiet_cgroup_bell(&self) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some((cgroup, _)) = &self.cgroup {
+            cgroup.watch().clear()?;
+        }
+        Ok(())
+    }
+
     /// Reaps the exited leader (frees its pid), if [`Process::check_exit`] left it a zombie.
     /// Call only after it exited.
     pub(crate) fn reap(&mut self) -> io::Result<Option<ExitStatus>> {

@@ -65,6 +65,12 @@ impl Watch {
             .map(drop)
     }
 
+    /// Empties the bell without reading the file: for a waiter that does not need the values
+    /// now (the leader still runs, so the cgroup is populated).
+    pub(crate) fn clear(&self) -> io::Result<()> {
+        self.watch.clear()
+    }
+
     /// Empties the bell, then reads the current values (see the lost wake-up above).
     pub(crate) fn read(&self) -> io::Result<Events> {
         self.watch.clear()?;
