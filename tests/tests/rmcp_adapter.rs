@@ -381,3 +381,37 @@ fn proc_sid(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat[stat.rfind(')')? + 2..].split(' ').nth(3)?.parse().ok()
 }
+
+/// A send parked on a full pipe (the server never reads its stdin) when the transport is
+/// closed: the close does not wait for it (rmcp's writer lock is held by that send), closes
+/// stdin under it — the send fails with `BrokenPipe` — and climbs the ladder (TERM ends
+/// `sleep` after EOF's 2 s).
+#[test]
+fn close_is_not_held_up_by_a_send_parked_on_a_full_pipe() {
+    runtime().block_on(async {
+        let mut transport = ChildTransport::spawn(sh("exec sleep 600")).expect("spawn");
+        let closed = transport.closed();
+        // 2 MB in one message: more than a pipe can hold (64 KiB by default, 1 MiB at most).
+        let big: TxJsonRpcMessage<RoleClient> = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": { "requestId": 1, "reason": "x".repeat(2_000_000) }
+        }))
+        .expect("a client notification");
+        let send = tokio::spawn(transport.send(big));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !send.is_finished(),
+            "2 MB cannot fit in a pipe nobody reads"
+        );
+        within("the close", transport.close()).await.expect("close");
+        let err = within("the parked send", send)
+            .await
+            .unwrap()
+            .expect_err("the send cannot have completed");
+        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
+        let report = closed.now().expect("published by the close");
+        let report = report.as_ref().as_ref().expect("close ok");
+        assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
+    });
+}
