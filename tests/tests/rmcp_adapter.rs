@@ -166,6 +166,7 @@ fn everything_server_initialize_list_echo_then_close_ends_by_eof() {
         let report = within("the report", closed.report())
             .await
             .expect("a report");
+        eprintln!("{report}");
         assert_eq!(report.ended_by, Ending::Eof, "{report}");
         assert!(report.signals.is_empty(), "{report}");
         assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
@@ -232,6 +233,7 @@ fn everything_server_cancelled_call_then_close_leaves_nothing() {
         let report = within("the report", closed.report())
             .await
             .expect("a report");
+        eprintln!("{report}");
         assert!(
             !matches!(report.ended_by, Ending::Outlived | Ending::InBackground),
             "{report}"
@@ -303,6 +305,7 @@ fn stubborn_server_is_ended_by_the_ladder_worker_included() {
         let report = within("the report", closed.report())
             .await
             .expect("a report");
+        eprintln!("{report}");
         assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
         // TERM is ignored by the server (SigIgn): the ladder skips it rather than wait 2 s
         // for nothing (`Builder::skip_ignored_rungs`, on by default); KILL comes after EOF's 2 s.
@@ -352,6 +355,7 @@ fn dropped_transport_runs_the_ladder_inside_and_outside_a_runtime() {
         let report = rt
             .block_on(within("the report", closed.report()))
             .unwrap_or_else(|| panic!("in_runtime {in_runtime}: no report"));
+        eprintln!("in_runtime {in_runtime}: {report}");
         assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
         assert_nothing_left(&members, &report);
         assert!(!is_alive(server) && !is_alive(worker), "{report}");
