@@ -37,7 +37,10 @@ impl Pipes {
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
-            ..Pipes::default()
+            #[cfg(feature = "tokio")]
+            stdin_shared: None,
+            #[cfg(feature = "tokio")]
+            stdout_kept: None,
         }
     }
 
