@@ -21,6 +21,7 @@ use crate::process::Process;
 use crate::reaper::{self, Job};
 use crate::spawn::activation::SocketDir;
 use crate::spawn::capture::Captured;
+use crate::spawn::stdio::Pipes;
 
 impl ChildHandle {
     /// Ends a child whose start failed (activation connect, capture, readiness): `SIGKILL` (to
@@ -111,9 +112,13 @@ impl ChildHandle {
             .extend(process.as_ref().and_then(Process::fallback_note));
         report.containment_fallback = self.containment_fallback.take();
         shut_down_and_close(self.socket.take(), started, &mut report);
-        // Our end of a piped stdin goes with the socket: EOF for a server reading it. Its
-        // stdout/stderr stay open until the handle is gone (see `crate::spawn::stdio`).
-        drop(self.pipes.stdin.take());
+        // Our end of a piped stdin goes with the socket: EOF for a server reading it — also
+        // when it was handed out as an async writer half (a write under way finishes first; a
+        // writer waiting for room is woken, and gets `BrokenPipe`). Its stdout/stderr stay
+        // open until the child is reaped or handed to the reaper (`Closing::finish`), so a
+        // server logging its shutdown is not killed by `SIGPIPE` (see `crate::spawn::stdio`).
+        self.pipes.close_stdin("the handle was closed");
+        let pipes = std::mem::take(&mut self.pipes);
         remove_socket_dir(self.socket_dir.take(), &mut report);
         let notify = self.notify.take();
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
@@ -148,6 +153,7 @@ impl ChildHandle {
             earlier_exit,
             capture: self.capture.take(),
             capture_settled: false,
+            pipes,
         }
     }
 
@@ -188,6 +194,7 @@ impl ChildHandle {
             earlier_exit: None,
             capture: None,
             capture_settled: false,
+            pipes: Pipes::default(),
         }
     }
 }
@@ -249,6 +256,9 @@ pub(crate) struct Closing {
     capture: Option<Captured>,
     /// The capture was settled already (read to its end, lines passed on) by the caller.
     capture_settled: bool,
+    /// The stdio pipes still held (stdout, stderr; stdin is closed): closed once the climb is
+    /// over, by `finish`, whichever driver climbed (blocking, tokio).
+    pipes: Pipes,
 }
 
 impl Closing {
@@ -304,6 +314,8 @@ impl Closing {
             capture.report_into(&mut self.report);
         }
         let report = finish(self.report, self.started);
+        // The child is reaped (or with the reaper): our ends of its output pipes can go.
+        drop(std::mem::take(&mut self.pipes));
         match error {
             None => Ok(report),
             Some((kind, e)) => {

@@ -62,8 +62,8 @@ impl ChildHandle {
     /// Pipes the `Command` did not ask for, or that were taken, give empty output.
     pub fn output(mut self, timeout: Duration) -> Result<Output> {
         let deadline = later(Instant::now(), timeout);
-        let pipes = std::mem::take(self.pipes_mut());
-        drop(pipes.stdin);
+        let mut pipes = std::mem::take(self.pipes_mut());
+        pipes.close_stdin("the handle's output() closed it");
         let mut drain = Drain {
             streams: [
                 Stream::new(pipes.stdout.map(OwnedFd::from)),

@@ -21,6 +21,9 @@ use crate::ChildHandle;
 ///   `SIGPIPE` half-way; a server blocked on a full pipe gets the next rungs, as any hung
 ///   server does.
 /// - A taken end is yours: the handle never touches it again.
+/// - With the `tokio` feature, `async_stdin`/`async_stdout` hand stdin and stdout out as
+///   async halves instead (`childguard::tokio`): unlike a take, the close still closes stdin
+///   under a live writer half, and still keeps stdout open through the ladder.
 impl ChildHandle {
     /// Our end of the child's stdin, if the `Command` piped it and it was not taken.
     pub fn stdin(&mut self) -> Option<&mut ChildStdin> {

@@ -11,6 +11,8 @@ pub(crate) mod inheritable;
 pub(crate) mod own_exec;
 pub(crate) mod placing;
 pub(crate) mod program;
+#[cfg(feature = "tokio")]
+pub(crate) mod shared_stdin;
 pub(crate) mod spawner;
 pub(crate) mod stdio;
 pub(crate) mod stdio_server;

@@ -46,3 +46,23 @@ pub(crate) fn async_readable(
         unsafe { AsyncFd::register_with_interest(fd, ::tokio::io::Interest::READABLE) };
     registered.map_err(io::Error::from)
 }
+
+/// Registers our end of a pipe with the current tokio runtime's IO driver for `interest`
+/// (the async stdio halves, `crate::tokio`). Fails outside a runtime or when its IO driver is
+/// disabled.
+#[cfg(feature = "tokio")]
+pub(crate) fn async_fd(
+    fd: std::sync::Arc<std::os::fd::OwnedFd>,
+    interest: ::tokio::io::Interest,
+) -> io::Result<::tokio::io::unix::AsyncFd<std::sync::Arc<std::os::fd::OwnedFd>>> {
+    use ::tokio::io::unix::AsyncFd;
+    if ::tokio::runtime::Handle::try_current().is_err() {
+        return Err(io::Error::other("not inside a tokio runtime"));
+    }
+    // SAFETY: the AsyncFd owns one reference to the `Arc`, so the `OwnedFd` inside — and with
+    // it the raw fd, which an `OwnedFd` never changes — stays open and names the same file
+    // description until the AsyncFd is dropped, which deregisters it first. That is all
+    // `register_with_interest` asks.
+    let registered = unsafe { AsyncFd::register_with_interest(fd, interest) };
+    registered.map_err(io::Error::from)
+}

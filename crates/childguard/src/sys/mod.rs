@@ -14,12 +14,12 @@ mod signal;
 mod tests;
 
 pub(crate) use exec::{install_child_setup, ChildSetup, PidExec, Placement};
-#[cfg(feature = "tokio")]
-pub(crate) use fd::async_readable;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) use fd::is_inheritable;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 pub(crate) use fd::own_raw_fd_for_test;
+#[cfg(feature = "tokio")]
+pub(crate) use fd::{async_fd, async_readable};
 pub(crate) use proc::{process_cpu_time, process_mrelease};
 pub(crate) use signal::{rustix_signal, sigchld_reaping, sigpipe_ignored_at_start, SigchldReaping};
 

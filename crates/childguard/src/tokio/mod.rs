@@ -32,6 +32,11 @@
 //! - [`kill_async`](crate::ChildHandle::kill_async) and
 //!   [`wait_timeout_async`](crate::ChildHandle::wait_timeout_async): `kill` and `wait_timeout`
 //!   with the same non-blocking wait.
+//! - [`async_stdin`](crate::ChildHandle::async_stdin) and
+//!   [`async_stdout`](crate::ChildHandle::async_stdout): the server's piped stdin and stdout as
+//!   [`AsyncStdin`] / [`AsyncStdout`] halves to move into tasks (an MCP or LSP client's
+//!   transport), while the close keeps the process: it still closes stdin (EOF; a waiting
+//!   writer is woken with `BrokenPipe`) and keeps stdout open through the ladder.
 //! - A `ChildHandle` *dropped* inside a runtime (no explicit close) closes as with
 //!   [`Reap::Background`](crate::Reap::Background): the drop sends the first due rung and
 //!   returns; the shared [`reaper`](crate::reaper) thread climbs the rest and reaps. An
@@ -68,4 +73,7 @@
 
 mod close;
 mod spawn;
+mod stdio;
 mod wait;
+
+pub use stdio::{AsyncStdin, AsyncStdout};
