@@ -1,12 +1,9 @@
-//! Ours: the server in a [`ChildHandle`] with the MCP close, closed by `close()`.
-//!
-//! Everything childguard-specific is in [`close_ours`], so that the stdio-server constructor
-//! being added to the library can replace the builder calls in one place.
+//! Ours: the server spawned by [`ChildHandle::stdio_server`] (pipes, stderr captured, the MCP
+//! close, the tree contained), closed by `close()`.
 
-use std::process::Stdio;
 use std::time::Instant;
 
-use childguard::{Capture, ChildHandle, Containment, Ladder};
+use childguard::ChildHandle;
 
 use super::lines::{self, Lines};
 use super::peers::Launch;
@@ -15,20 +12,12 @@ use super::{Measure, LEFT_AFTER, READY_TIMEOUT};
 use crate::fixture::ms;
 use crate::Result;
 
-/// The MCP close: stdin closed, 2 s, TERM, 2 s, KILL (5 s to reap).
-pub const LADDER: &str = "EOF:2s,TERM:2s,KILL:5s";
-
-/// Spawns the server (stdin and stdout piped, stderr captured, contained best-effort), runs
+/// Spawns the server with the library's stdio-server defaults (its ladder is `@mcp`:
+/// stdin closed, 2 s, TERM, 2 s, KILL), runs
 /// `initialize`, snapshots its tree, times `close()`, and counts the tree's processes alive
 /// [`LEFT_AFTER`] after the close returned.
 pub fn close_ours(launch: &Launch) -> Result<Measure> {
-    let mut cmd = launch.command();
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-    let mut handle = ChildHandle::builder(cmd)
-        .contain(Containment::BestEffort)
-        .capture(Capture::stderr())
-        .ladder(LADDER.parse::<Ladder>()?)
-        .spawn()?;
+    let mut handle = ChildHandle::stdio_server(launch.command()).spawn()?;
     let what = "stdio (ours)";
     let stdout = handle.take_stdout().ok_or("ours: no stdout pipe")?;
     let mut stdout = Lines::new(stdout);
