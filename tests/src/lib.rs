@@ -4,7 +4,9 @@
 #![deny(unsafe_code)]
 
 pub mod cgroups;
+pub mod command;
 pub mod driver;
+pub mod http;
 pub mod init;
 pub mod lsp;
 pub mod nbd;
