@@ -2,6 +2,7 @@
 //! program a test needs is on PATH.
 
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::bin;
 use crate::postgres::find_peer;
@@ -13,6 +14,25 @@ pub fn childguard(args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("running cg-childguard")
+}
+
+/// [`childguard`], which must end within `bound` (generous: what ends it is an event, not
+/// a timeout).
+pub fn childguard_within(bound: Duration, args: &[&str]) -> Output {
+    let began = Instant::now();
+    let o = childguard(args);
+    let took = began.elapsed();
+    assert!(took < bound, "took {took:?}: {args:?}: {}", stderr(&o));
+    o
+}
+
+/// The run exited with `code`, and its stderr says each of `needles`.
+pub fn exited_saying(o: &Output, code: i32, needles: &[&str]) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{e}");
+    for needle in needles {
+        assert!(e.contains(needle), "{needle:?} not in: {e}");
+    }
 }
 
 /// What a run wrote on stderr, as text (for assertions and their messages).
