@@ -3,39 +3,21 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use childguard_tests::command::{childguard, childguard_within, exited_saying, on_path, stderr};
 use childguard_tests::*;
-
-fn childguard(args: &[&str]) -> Output {
-    Command::new(bin("cg-childguard"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running cg-childguard")
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Whether `program` is installed; if not, fails saying what to install, unless
-/// CHILDGUARD_SKIP_PEERS=1.
-fn peer(program: &str, package: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
-    if !found && std::env::var_os("CHILDGUARD_SKIP_PEERS").is_none() {
-        panic!("{program} not found: install {package} (or set CHILDGUARD_SKIP_PEERS=1)");
-    }
-    found
-}
 
 /// redis on a Unix socket in a private directory: ready when the socket accepts, the client
 /// runs, and afterwards no redis is left serving on it.
 #[test]
 fn redis_is_ready_for_the_client_and_closed_after() {
-    if !peer("redis-server", "redis-server") {
+    if !on_path(
+        "redis_is_ready_for_the_client_and_closed_after",
+        "redis-server",
+        "apt-get install redis-server",
+    ) {
         return;
     }
     let dir = fresh_dir("with-redis");
@@ -43,34 +25,36 @@ fn redis_is_ready_for_the_client_and_closed_after() {
     let sock_s = sock.to_str().unwrap();
     let ready = format!("unix:{sock_s}");
     let dir_s = dir.to_str().unwrap();
-    let o = childguard(&[
-        "with",
-        "--ready",
-        &ready,
-        "--",
-        "redis-server",
-        "--port",
-        "0",
-        "--unixsocket",
-        sock_s,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir_s,
-        "--",
-        "redis-cli",
-        "-s",
-        sock_s,
-        "ping",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    // `with --ready unix:SOCK -- redis-server … -- CMD…`
+    let with_redis = |cmd: &[&str]| {
+        let mut args = vec![
+            "with",
+            "--ready",
+            &ready,
+            "--",
+            "redis-server",
+            "--port",
+            "0",
+            "--unixsocket",
+            sock_s,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir_s,
+            "--",
+        ];
+        args.extend(cmd);
+        childguard(&args)
+    };
+    let o = with_redis(&["redis-cli", "-s", sock_s, "ping"]);
+    exited_saying(&o, 0, &[]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
         "PONG",
         "{}",
-        err(&o)
+        stderr(&o)
     );
     // Closed: nothing accepts on the socket any more (redis removes it on HUP's shutdown).
     assert!(
@@ -78,28 +62,8 @@ fn redis_is_ready_for_the_client_and_closed_after() {
         "redis still serving after the run"
     );
     // The command's own status is passed on.
-    let o = childguard(&[
-        "with",
-        "--ready",
-        &ready,
-        "--",
-        "redis-server",
-        "--port",
-        "0",
-        "--unixsocket",
-        sock_s,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir_s,
-        "--",
-        "sh",
-        "-c",
-        "exit 7",
-    ]);
-    assert_eq!(o.status.code(), Some(7), "{}", err(&o));
+    let o = with_redis(&["sh", "-c", "exit 7"]);
+    exited_saying(&o, 7, &[]);
 }
 
 /// A server that exits before it is ready fails the run at once (125) with its output tail,
@@ -108,22 +72,23 @@ fn redis_is_ready_for_the_client_and_closed_after() {
 fn a_server_dying_before_ready_fails_at_once_with_its_output() {
     let marker = scratch("with-cmd-ran");
     let _ = std::fs::remove_file(&marker);
-    let start = Instant::now();
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "unix:/nonexistent/childguard-with.sock",
-        "--",
-        "sh",
-        "-c",
-        "echo boom-before-ready >&2; exit 3",
-        "--",
-        "touch",
-        marker.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    assert!(err(&o).contains("boom-before-ready"), "{}", err(&o));
-    assert!(start.elapsed() < Duration::from_secs(10), "not at once");
+    // At once: within 10 s.
+    let o = childguard_within(
+        Duration::from_secs(10),
+        &[
+            "with",
+            "--ready",
+            "unix:/nonexistent/childguard-with.sock",
+            "--",
+            "sh",
+            "-c",
+            "echo boom-before-ready >&2; exit 3",
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ],
+    );
+    exited_saying(&o, 125, &["boom-before-ready"]);
     assert!(
         !Path::new(&marker).exists(),
         "CMD ran without a ready server"
@@ -133,27 +98,22 @@ fn a_server_dying_before_ready_fails_at_once_with_its_output() {
 /// A server that exits while CMD runs ends the run at once (125), with its output tail.
 #[test]
 fn a_server_dying_while_the_command_runs_fails_the_run() {
-    let start = Instant::now();
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "line:server-started",
-        "--",
-        "sh",
-        "-c",
-        "echo server-started; sleep 0.3; exit 4",
-        "--",
-        "sleep",
-        "60",
-    ]);
-    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    assert!(err(&o).contains("exited while CMD ran"), "{}", err(&o));
-    assert!(err(&o).contains("server-started"), "{}", err(&o));
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "{:?}",
-        start.elapsed()
+    let o = childguard_within(
+        Duration::from_secs(30),
+        &[
+            "with",
+            "--ready",
+            "line:server-started",
+            "--",
+            "sh",
+            "-c",
+            "echo server-started; sleep 0.3; exit 4",
+            "--",
+            "sleep",
+            "60",
+        ],
     );
+    exited_saying(&o, 125, &["exited while CMD ran", "server-started"]);
 }
 
 /// Two servers, each with its own readiness; both closed after.
@@ -177,35 +137,33 @@ fn two_servers_then_the_command() {
         "--",
         "true",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    exited_saying(&o, 0, &[]);
 }
 
 /// `--ready-any`: the first condition that holds. The server never sends `READY=1`; its line
 /// makes it ready, long before the 60 s readiness timeout a wait for `READY=1` would reach.
 #[test]
 fn ready_any_is_ready_by_the_first_condition_that_holds() {
-    let start = Instant::now();
-    let o = childguard(&[
-        "with",
-        "--ready-any",
-        "notify",
-        "--ready-any",
-        "line:server-up",
-        "--ready-timeout",
-        "60s",
-        "--",
-        "sh",
-        "-c",
-        "echo server-up; exec sleep 60",
-        "--",
-        "true",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "waited for READY=1? {:?}",
-        start.elapsed()
+    // Within 30 s, or it waited for READY=1.
+    let o = childguard_within(
+        Duration::from_secs(30),
+        &[
+            "with",
+            "--ready-any",
+            "notify",
+            "--ready-any",
+            "line:server-up",
+            "--ready-timeout",
+            "60s",
+            "--",
+            "sh",
+            "-c",
+            "echo server-up; exec sleep 60",
+            "--",
+            "true",
+        ],
     );
+    exited_saying(&o, 0, &[]);
 }
 
 /// `--ready` twice: every one must hold. The line comes, `READY=1` never does: the run fails
@@ -230,8 +188,7 @@ fn ready_given_twice_waits_for_both() {
         "touch",
         marker.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    assert!(err(&o).contains("READY=1"), "{}", err(&o));
+    exited_saying(&o, 125, &["READY=1"]);
     assert!(
         !Path::new(&marker).exists(),
         "CMD ran although READY=1 never came"
@@ -277,12 +234,12 @@ fn a_servers_own_double_dash_reaches_it_with_end() {
         "cat",
         argv_s,
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    exited_saying(&o, 0, &[]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
         "a\n--\nb\n--then\nc\n",
         "the server's arguments as it got them; {}",
-        err(&o)
+        stderr(&o)
     );
     let _ = std::fs::remove_file(&argv_file);
 }
@@ -396,6 +353,6 @@ fn usage_errors_name_the_problem() {
     ] {
         let o = childguard(args);
         assert_eq!(o.status.code(), Some(125), "{args:?}");
-        assert!(err(&o).contains(needle), "{args:?}: {}", err(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
 }
