@@ -2,7 +2,6 @@
 //! them, every server closed after; a server dying early fails the run with its output tail.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -70,29 +69,40 @@ fn redis_is_ready_for_the_client_and_closed_after() {
 /// and CMD never runs.
 #[test]
 fn a_server_dying_before_ready_fails_at_once_with_its_output() {
-    let marker = scratch("with-cmd-ran");
-    let _ = std::fs::remove_file(&marker);
-    // At once: within 10 s.
-    let o = childguard_within(
-        Duration::from_secs(10),
+    fails_without_running_cmd(
+        "with-cmd-ran",
         &[
-            "with",
             "--ready",
             "unix:/nonexistent/childguard-with.sock",
             "--",
             "sh",
             "-c",
             "echo boom-before-ready >&2; exit 3",
-            "--",
-            "touch",
-            marker.to_str().unwrap(),
         ],
+        // At once.
+        Duration::from_secs(10),
+        &["boom-before-ready"],
+        "CMD ran without a ready server",
     );
-    exited_saying(&o, 125, &["boom-before-ready"]);
-    assert!(
-        !Path::new(&marker).exists(),
-        "CMD ran without a ready server"
-    );
+}
+
+/// `with SERVERS… -- touch MARKER`, which must fail (125) within `bound`, saying each of
+/// `needles`, and never run CMD (`why`: what running it would mean).
+fn fails_without_running_cmd(
+    name: &str,
+    servers: &[&str],
+    bound: Duration,
+    needles: &[&str],
+    why: &str,
+) {
+    let marker = scratch(name);
+    let _ = std::fs::remove_file(&marker);
+    let mut args = vec!["with"];
+    args.extend(servers);
+    args.extend(["--", "touch", marker.to_str().unwrap()]);
+    let o = childguard_within(bound, &args);
+    exited_saying(&o, 125, needles);
+    assert!(!marker.exists(), "{why}");
 }
 
 /// A server that exits while CMD runs ends the run at once (125), with its output tail.
@@ -170,28 +180,24 @@ fn ready_any_is_ready_by_the_first_condition_that_holds() {
 /// at the readiness timeout, naming what never came, and CMD does not run.
 #[test]
 fn ready_given_twice_waits_for_both() {
-    let marker = scratch("with-all-cmd-ran");
-    let _ = std::fs::remove_file(&marker);
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "notify",
-        "--ready",
-        "line:server-up",
-        "--ready-timeout",
-        "2s",
-        "--",
-        "sh",
-        "-c",
-        "echo server-up; exec sleep 60",
-        "--",
-        "touch",
-        marker.to_str().unwrap(),
-    ]);
-    exited_saying(&o, 125, &["READY=1"]);
-    assert!(
-        !Path::new(&marker).exists(),
-        "CMD ran although READY=1 never came"
+    fails_without_running_cmd(
+        "with-all-cmd-ran",
+        &[
+            "--ready",
+            "notify",
+            "--ready",
+            "line:server-up",
+            "--ready-timeout",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            "echo server-up; exec sleep 60",
+        ],
+        // The 2 s readiness timeout and the close.
+        Duration::from_secs(30),
+        &["READY=1"],
+        "CMD ran although READY=1 never came",
     );
 }
 
