@@ -194,17 +194,21 @@ fn extending_server(log: &str, reap: Reap) -> (ChildHandle, std::os::fd::OwnedFd
     (handle, pin, log)
 }
 
-/// Waits (generously) until the server pinned by `pin` has exited, then says whether its
-/// linger ran to its end. A pidfd, opened before the close: once reaped, its pid may be
-/// reused by another process, which `/proc/<pid>` would show.
-fn lingered_to_the_end(pin: &std::os::fd::OwnedFd, log: &Path) -> String {
+/// Waits (generously) until the server pinned by `pin` has exited, then asserts that its
+/// linger ran to its end ([`ran_out`]; `context` for the message). A pidfd, opened before
+/// the close: once reaped, its pid may be reused by another process, which `/proc/<pid>`
+/// would show.
+fn lingered_to_the_end(pin: &std::os::fd::OwnedFd, log: &Path, context: &str) {
     assert!(
         exited_within(pin, Duration::from_secs(30)),
         "the server still runs 30 s after the close"
     );
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let _ = std::fs::remove_file(log);
-    text
+    assert!(
+        ran_out(&text),
+        "KILLed during its linger: {text:?}; {context}"
+    );
 }
 
 fn current_thread_runtime() -> tokio::runtime::Runtime {
@@ -230,11 +234,7 @@ fn extend_timeout_usec_is_honoured_by_the_reaper() {
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, Ending::InBackground, "{report}");
     assert!(report.notify.is_some(), "{report}");
-    let text = lingered_to_the_end(&pin, &log);
-    assert!(
-        ran_out(&text),
-        "KILLed during its linger: {text:?}; {report}"
-    );
+    lingered_to_the_end(&pin, &log, &report.to_string());
 }
 
 /// A handle dropped inside a tokio runtime goes to the reaper, climb and notify socket
@@ -244,8 +244,7 @@ fn extend_timeout_usec_is_honoured_after_a_drop_inside_a_runtime() {
     let (handle, pin, log) = extending_server("extend-drop.log", Reap::Blocking);
     let rt = current_thread_runtime();
     rt.block_on(async move { drop(handle) });
-    let text = lingered_to_the_end(&pin, &log);
-    assert!(ran_out(&text), "KILLed during its linger: {text:?}");
+    lingered_to_the_end(&pin, &log, "");
 }
 
 /// `close_async` waits on the notify socket with the pidfd: the extension holds, the report
@@ -258,8 +257,7 @@ fn extend_timeout_usec_is_honoured_by_close_async() {
     ended_by_term_after_the_linger(&report);
     let notify = report.notify.clone().unwrap();
     assert!(notify.stopping.is_some(), "{notify:?}");
-    let text = lingered_to_the_end(&pin, &log);
-    assert!(ran_out(&text), "{text:?}");
+    lingered_to_the_end(&pin, &log, "");
 }
 
 /// A `close_async` cancelled mid-grace hands the climb (with its notify socket) to the
@@ -272,8 +270,7 @@ fn extend_timeout_usec_is_honoured_after_close_async_is_cancelled() {
         tokio::time::timeout(Duration::from_millis(100), handle.close_async()).await
     });
     assert!(cancelled.is_err(), "the close finished within 100 ms?");
-    let text = lingered_to_the_end(&pin, &log);
-    assert!(ran_out(&text), "KILLed during its linger: {text:?}");
+    lingered_to_the_end(&pin, &log, "");
 }
 
 /// A server asking for a minute gets the cap (700 ms beyond the 2 s grace), then KILL. (The
