@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use childguard_tests::command::{childguard, childguard_within, exited_saying, on_path, stderr};
 use childguard_tests::*;
@@ -105,75 +105,100 @@ fn fails_without_running_cmd(
     assert!(!marker.exists(), "{why}");
 }
 
-/// A server that exits while CMD runs ends the run at once (125), with its output tail.
+/// Runs whose servers decide how they end, each within a generous bound (or none) and with
+/// its exit code and what its stderr must say:
+///
+/// - a server that exits while CMD runs ends the run at once (125), with its output tail;
+/// - two servers, each with its own readiness; both closed after;
+/// - `--ready-any`: the first condition that holds. The server never sends `READY=1`; its
+///   line makes it ready, long before the 60 s readiness timeout a wait for `READY=1` would
+///   reach (the 30 s bound).
 #[test]
-fn a_server_dying_while_the_command_runs_fails_the_run() {
-    let o = childguard_within(
-        Duration::from_secs(30),
-        &[
-            "with",
-            "--ready",
-            "line:server-started",
-            "--",
-            "sh",
-            "-c",
-            "echo server-started; sleep 0.3; exit 4",
-            "--",
-            "sleep",
-            "60",
-        ],
-    );
-    exited_saying(&o, 125, &["exited while CMD ran", "server-started"]);
-}
-
-/// Two servers, each with its own readiness; both closed after.
-#[test]
-fn two_servers_then_the_command() {
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "line:one",
-        "--",
-        "sh",
-        "-c",
-        "echo one; exec sleep 60",
-        "--then",
-        "--ready",
-        "line:two",
-        "--",
-        "sh",
-        "-c",
-        "echo two; exec sleep 60",
-        "--",
-        "true",
-    ]);
-    exited_saying(&o, 0, &[]);
-}
-
-/// `--ready-any`: the first condition that holds. The server never sends `READY=1`; its line
-/// makes it ready, long before the 60 s readiness timeout a wait for `READY=1` would reach.
-#[test]
-fn ready_any_is_ready_by_the_first_condition_that_holds() {
-    // Within 30 s, or it waited for READY=1.
-    let o = childguard_within(
-        Duration::from_secs(30),
-        &[
-            "with",
-            "--ready-any",
-            "notify",
-            "--ready-any",
-            "line:server-up",
-            "--ready-timeout",
-            "60s",
-            "--",
-            "sh",
-            "-c",
-            "echo server-up; exec sleep 60",
-            "--",
-            "true",
-        ],
-    );
-    exited_saying(&o, 0, &[]);
+fn runs_end_as_their_servers_and_conditions_say() {
+    let cases: [(&str, &[&str], Option<u64>, i32, &[&str]); 3] = [
+        (
+            "a server dying while the command runs fails the run",
+            &[
+                "--ready",
+                "line:server-started",
+                "--",
+                "sh",
+                "-c",
+                "echo server-started; sleep 0.3; exit 4",
+                "--",
+                "sleep",
+                "60",
+            ],
+            Some(30),
+            125,
+            &["exited while CMD ran", "server-started"],
+        ),
+        (
+            "two servers, then the command",
+            &[
+                "--ready",
+                "line:one",
+                "--",
+                "sh",
+                "-c",
+                "echo one; exec sleep 60",
+                "--then",
+                "--ready",
+                "line:two",
+                "--",
+                "sh",
+                "-c",
+                "echo two; exec sleep 60",
+                "--",
+                "true",
+            ],
+            None,
+            0,
+            &[],
+        ),
+        (
+            "--ready-any is ready by the first condition that holds",
+            &[
+                "--ready-any",
+                "notify",
+                "--ready-any",
+                "line:server-up",
+                "--ready-timeout",
+                "60s",
+                "--",
+                "sh",
+                "-c",
+                "echo server-up; exec sleep 60",
+                "--",
+                "true",
+            ],
+            Some(30),
+            0,
+            &[],
+        ),
+    ];
+    for (case, rest, bound, code, needles) in cases {
+        let mut args = vec!["with"];
+        args.extend(rest);
+        let began = Instant::now();
+        let o = childguard(&args);
+        let took = began.elapsed();
+        if let Some(bound) = bound {
+            assert!(
+                took < Duration::from_secs(bound),
+                "{case}: took {took:?}: {}",
+                stderr(&o)
+            );
+        }
+        assert_eq!(o.status.code(), Some(code), "{case}: {}", stderr(&o));
+        for needle in needles {
+            assert!(
+                stderr(&o).contains(needle),
+                "{case}: {needle:?} not in: {}",
+                stderr(&o)
+            );
+        }
+    }
 }
 
 /// `--ready` twice: every one must hold. The line comes, `READY=1` never does: the run fails
