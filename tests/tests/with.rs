@@ -115,10 +115,19 @@ fn fails_without_running_cmd(
 ///   reach (the 30 s bound).
 #[test]
 fn runs_end_as_their_servers_and_conditions_say() {
-    let cases: [(&str, &[&str], Option<u64>, i32, &[&str]); 3] = [
-        (
-            "a server dying while the command runs fails the run",
-            &[
+    /// One run: what follows `with`, a bound on its length (s) if any, its exit code, and
+    /// what its stderr says.
+    struct Run {
+        case: &'static str,
+        args: &'static [&'static str],
+        within: Option<u64>,
+        code: i32,
+        says: &'static [&'static str],
+    }
+    let cases = [
+        Run {
+            case: "a server dying while the command runs fails the run",
+            args: &[
                 "--ready",
                 "line:server-started",
                 "--",
@@ -129,13 +138,13 @@ fn runs_end_as_their_servers_and_conditions_say() {
                 "sleep",
                 "60",
             ],
-            Some(30),
-            125,
-            &["exited while CMD ran", "server-started"],
-        ),
-        (
-            "two servers, then the command",
-            &[
+            within: Some(30),
+            code: 125,
+            says: &["exited while CMD ran", "server-started"],
+        },
+        Run {
+            case: "two servers, then the command",
+            args: &[
                 "--ready",
                 "line:one",
                 "--",
@@ -152,13 +161,13 @@ fn runs_end_as_their_servers_and_conditions_say() {
                 "--",
                 "true",
             ],
-            None,
-            0,
-            &[],
-        ),
-        (
-            "--ready-any is ready by the first condition that holds",
-            &[
+            within: None,
+            code: 0,
+            says: &[],
+        },
+        Run {
+            case: "--ready-any is ready by the first condition that holds",
+            args: &[
                 "--ready-any",
                 "notify",
                 "--ready-any",
@@ -172,18 +181,25 @@ fn runs_end_as_their_servers_and_conditions_say() {
                 "--",
                 "true",
             ],
-            Some(30),
-            0,
-            &[],
-        ),
+            within: Some(30),
+            code: 0,
+            says: &[],
+        },
     ];
-    for (case, rest, bound, code, needles) in cases {
-        let mut args = vec!["with"];
-        args.extend(rest);
+    for Run {
+        case,
+        args,
+        within,
+        code,
+        says,
+    } in cases
+    {
+        let mut argv = vec!["with"];
+        argv.extend(args);
         let began = Instant::now();
-        let o = childguard(&args);
+        let o = childguard(&argv);
         let took = began.elapsed();
-        if let Some(bound) = bound {
+        if let Some(bound) = within {
             assert!(
                 took < Duration::from_secs(bound),
                 "{case}: took {took:?}: {}",
@@ -191,7 +207,7 @@ fn runs_end_as_their_servers_and_conditions_say() {
             );
         }
         assert_eq!(o.status.code(), Some(code), "{case}: {}", stderr(&o));
-        for needle in needles {
+        for needle in says {
             assert!(
                 stderr(&o).contains(needle),
                 "{case}: {needle:?} not in: {}",
