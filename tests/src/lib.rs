@@ -4,7 +4,9 @@
 #![deny(unsafe_code)]
 
 pub mod cgroups;
+pub mod command;
 pub mod driver;
+pub mod http;
 pub mod init;
 pub mod lsp;
 pub mod nbd;
@@ -287,6 +289,28 @@ pub fn exited_then_closed(mut handle: ChildHandle) -> childguard::CloseReport {
     let status = handle.wait_timeout(Duration::from_secs(30)).unwrap();
     assert!(status.is_some(), "the child did not exit within 30 s");
     handle.close().unwrap()
+}
+
+/// Spawns `builder`, whose child must exit with `code` during start-up: the spawn fails
+/// within `bound` (generous: the exit, not a timeout, ends the wait), saying
+/// `exited during start-up with exit status: CODE`. The error, for more checks.
+pub fn spawn_fails_as_the_child_exits(
+    builder: childguard::Builder,
+    code: i32,
+    bound: Duration,
+) -> childguard::Error {
+    let began = Instant::now();
+    let err = builder
+        .spawn()
+        .expect_err("the child exits during start-up");
+    let took = began.elapsed();
+    assert!(took < bound, "not at once: {took:?}: {err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("exited during start-up with exit status: {code}")),
+        "{text}"
+    );
+    err
 }
 
 /// The ending "rung `index` (sending `signal`) ended it", for comparing with

@@ -76,6 +76,7 @@ fn installable_crates_give_versions_for_their_path_dependencies() {
         "childguard-ffi",
         "slowserver",
         "childguard-teardown",
+        "childguard-forksafe",
     ] {
         let (path, text) = manifest(krate);
         assert!(

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,56 @@ fn stamp(path: &Path) -> u128 {
         )
     });
     text.trim().parse().expect("a stamp in ns")
+}
+
+/// A scratch directory with the socket `s` a [`Listening::server`] listens on and the `stamp`
+/// file it writes when ready; removed on drop.
+struct Listening {
+    dir: PathBuf,
+    socket: PathBuf,
+    stamp: PathBuf,
+}
+
+impl Listening {
+    fn new(name: &str) -> Listening {
+        let dir = fresh_dir(name);
+        let (socket, stamp) = (dir.join("s"), dir.join("stamp"));
+        Listening { dir, socket, stamp }
+    }
+
+    /// slowserver that becomes ready after 200 ms and then listens on the socket (and, with
+    /// `notify`, sends `READY=1`), stamping the moment.
+    fn server(&self, notify: bool) -> Command {
+        let mut args = vec![
+            "--ready-after",
+            "200ms",
+            "--ready-stamp",
+            self.stamp.to_str().unwrap(),
+            "--listen",
+            self.socket.to_str().unwrap(),
+            "--ignore-eof",
+        ];
+        if notify {
+            args.push("--notify");
+        }
+        slowserver(&args)
+    }
+
+    /// spawn(), which returned at `returned` (ns, [`monotonic_ns`]), did not return before the
+    /// server was ready, and the server listens.
+    fn listens_since_ready(&self, returned: u128) {
+        assert!(
+            stamp(&self.stamp) <= returned,
+            "returned before the socket listened"
+        );
+        std::os::unix::net::UnixStream::connect(&self.socket).expect("listening after spawn()");
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 #[test]
@@ -62,33 +112,46 @@ fn notify_spawn_returns_once_ready_and_the_close_records_stopping() {
     let _ = std::fs::remove_file(&stamp_file);
 }
 
-/// The server asks for 6 s on TERM and needs 3 s to exit: without the extension the 2 s
-/// rung would run out and KILL it. (The 2 s grace is the time the extension has to arrive; the
-/// 3 s it asks beyond the linger are the time the exit has to be seen.)
-#[test]
-fn extend_timeout_usec_extends_the_rung_and_the_server_exits_from_term() {
-    let handle = ChildHandle::builder(slowserver(&[
+/// slowserver with `--notify`, asking for `ask` more on TERM (`EXTEND_TIMEOUT_USEC=`) and
+/// taking `slow_exit` to exit after it, logging to `log` if given; spawned with
+/// `Ready::Notify`, the extension cap `cap` and `ladder`, `reap` if given. Returned past its
+/// READY line: a close before it would end it by EPIPE on that write.
+fn extending(
+    [ask, slow_exit]: [&str; 2],
+    log: Option<&Path>,
+    cap: Duration,
+    ladder_text: &str,
+    reap: Option<Reap>,
+) -> ChildHandle {
+    let mut args = vec![
         "--notify",
         "--notify-extend",
-        "6s",
+        ask,
         "--slow-exit",
-        "3s",
+        slow_exit,
         "--ignore-eof",
-    ]))
-    .socket(SocketMode::Stdio)
-    .ready(Ready::Notify)
-    .notify_extend_max(Duration::from_secs(10))
-    .ladder(ladder("TERM:2s,KILL:1s"))
-    .spawn()
-    .expect("spawn");
-    // Past its READY line: a close before it would end it by EPIPE on that write.
+    ];
+    if let Some(log) = log {
+        args.extend(["--log", log.to_str().unwrap()]);
+    }
+    let mut builder = ChildHandle::builder(slowserver(&args))
+        .socket(SocketMode::Stdio)
+        .ready(Ready::Notify)
+        .notify_extend_max(cap)
+        .ladder(ladder(ladder_text));
+    if let Some(reap) = reap {
+        builder = builder.reap(reap);
+    }
+    let handle = builder.spawn().expect("spawn");
     let _ = read_ready(&handle);
-    let report = handle.close().unwrap();
+    handle
+}
+
+/// The TERM rung ended the server after its 3 s linger, with the one 6 s extension it asked
+/// for recorded.
+fn ended_by_term_after_the_linger(report: &childguard::CloseReport) {
     assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
-    assert_eq!(
-        report.status.and_then(|s| s.code()),
-        Some(128 + libc::SIGTERM)
-    );
+    assert_eq!(report.status.and_then(|s| s.code()), Some(143), "{report}");
     assert_eq!(report.signals.len(), 1, "{report}");
     let notify = report.notify.clone().unwrap();
     assert_eq!(notify.extensions.len(), 1, "{notify:?}");
@@ -99,44 +162,53 @@ fn extend_timeout_usec_extends_the_rung_and_the_server_exits_from_term() {
     );
 }
 
-/// slowserver asking for 6 s on TERM and lingering 3 s before it exits 143, logging the
-/// signal and the end of its linger (`EXIT 143`) to `log`. Spawned with `Ready::Notify`, a
-/// 10 s cap and `TERM:2s,KILL:1s`: without the extension the KILL rung ends it at 2 s and no
-/// `EXIT` line is written. (The 2 s grace is the time the extension has to arrive.)
-fn extending_server(log: &Path, reap: Reap) -> ChildHandle {
-    let handle = ChildHandle::builder(slowserver(&[
-        "--notify",
-        "--notify-extend",
-        "6s",
-        "--slow-exit",
-        "3s",
-        "--ignore-eof",
-        "--log",
-        log.to_str().unwrap(),
-    ]))
-    .socket(SocketMode::Stdio)
-    .ready(Ready::Notify)
-    .notify_extend_max(Duration::from_secs(10))
-    .ladder(ladder("TERM:2s,KILL:1s"))
-    .reap(reap)
-    .spawn()
-    .expect("spawn");
-    // Past its READY line: a close before it would end it by EPIPE on that write.
-    let _ = read_ready(&handle);
-    handle
+/// The server asks for 6 s on TERM and needs 3 s to exit: without the extension the 2 s
+/// rung would run out and KILL it. (The 2 s grace is the time the extension has to arrive; the
+/// 3 s it asks beyond the linger are the time the exit has to be seen.)
+#[test]
+fn extend_timeout_usec_extends_the_rung_and_the_server_exits_from_term() {
+    let handle = extending(
+        ["6s", "3s"],
+        None,
+        Duration::from_secs(10),
+        "TERM:2s,KILL:1s",
+        None,
+    );
+    ended_by_term_after_the_linger(&handle.close().unwrap());
 }
 
-/// Waits (generously) until the server pinned by `pin` has exited, then says whether its
-/// linger ran to its end. A pidfd, opened before the close: once reaped, its pid may be
-/// reused by another process, which `/proc/<pid>` would show.
-fn lingered_to_the_end(pin: &std::os::fd::OwnedFd, log: &Path) -> String {
+/// [`extending`] with a 6 s ask and a 3 s linger that ends in `EXIT 143`, logged to a scratch
+/// `log`, a 10 s cap and `TERM:2s,KILL:1s`: without the extension the KILL rung ends it at
+/// 2 s and no `EXIT` line is written. (The 2 s grace is the time the extension has to
+/// arrive.) With a pidfd pinning it, opened before any close.
+fn extending_server(log: &str, reap: Reap) -> (ChildHandle, std::os::fd::OwnedFd, PathBuf) {
+    let log = scratch(log);
+    let handle = extending(
+        ["6s", "3s"],
+        Some(&log),
+        Duration::from_secs(10),
+        "TERM:2s,KILL:1s",
+        Some(reap),
+    );
+    let pin = pidfd(handle.id().unwrap());
+    (handle, pin, log)
+}
+
+/// Waits (generously) until the server pinned by `pin` has exited, then asserts that its
+/// linger ran to its end ([`ran_out`]; `context` for the message). A pidfd, opened before
+/// the close: once reaped, its pid may be reused by another process, which `/proc/<pid>`
+/// would show.
+fn lingered_to_the_end(pin: &std::os::fd::OwnedFd, log: &Path, context: &str) {
     assert!(
         exited_within(pin, Duration::from_secs(30)),
         "the server still runs 30 s after the close"
     );
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let _ = std::fs::remove_file(log);
-    text
+    assert!(
+        ran_out(&text),
+        "KILLed during its linger: {text:?}; {context}"
+    );
 }
 
 fn current_thread_runtime() -> tokio::runtime::Runtime {
@@ -158,91 +230,60 @@ fn ran_out(log: &str) -> bool {
 /// notify socket too: the extension keeps the KILL rung away until the server has exited.
 #[test]
 fn extend_timeout_usec_is_honoured_by_the_reaper() {
-    let log = scratch("extend-reaper.log");
-    let handle = extending_server(&log, Reap::Background);
-    let pin = pidfd(handle.id().unwrap());
+    let (handle, pin, log) = extending_server("extend-reaper.log", Reap::Background);
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, Ending::InBackground, "{report}");
     assert!(report.notify.is_some(), "{report}");
-    let text = lingered_to_the_end(&pin, &log);
-    assert!(
-        ran_out(&text),
-        "KILLed during its linger: {text:?}; {report}"
-    );
+    lingered_to_the_end(&pin, &log, &report.to_string());
 }
 
 /// A handle dropped inside a tokio runtime goes to the reaper, climb and notify socket
 /// together.
 #[test]
 fn extend_timeout_usec_is_honoured_after_a_drop_inside_a_runtime() {
-    let log = scratch("extend-drop.log");
-    let handle = extending_server(&log, Reap::Blocking);
-    let pin = pidfd(handle.id().unwrap());
+    let (handle, pin, log) = extending_server("extend-drop.log", Reap::Blocking);
     let rt = current_thread_runtime();
     rt.block_on(async move { drop(handle) });
-    let text = lingered_to_the_end(&pin, &log);
-    assert!(ran_out(&text), "KILLed during its linger: {text:?}");
+    lingered_to_the_end(&pin, &log, "");
 }
 
 /// `close_async` waits on the notify socket with the pidfd: the extension holds, the report
 /// has it, and TERM ended the server.
 #[test]
 fn extend_timeout_usec_is_honoured_by_close_async() {
-    let log = scratch("extend-async.log");
-    let handle = extending_server(&log, Reap::Blocking);
-    let pin = pidfd(handle.id().unwrap());
+    let (handle, pin, log) = extending_server("extend-async.log", Reap::Blocking);
     let rt = current_thread_runtime();
     let report = rt.block_on(handle.close_async()).unwrap();
-    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
-    assert_eq!(report.status.and_then(|s| s.code()), Some(143), "{report}");
-    assert_eq!(report.signals.len(), 1, "{report}");
+    ended_by_term_after_the_linger(&report);
     let notify = report.notify.clone().unwrap();
-    assert_eq!(notify.extensions.len(), 1, "{notify:?}");
     assert!(notify.stopping.is_some(), "{notify:?}");
-    assert!(
-        report.exited.unwrap() >= Duration::from_millis(2900),
-        "{report}"
-    );
-    let text = lingered_to_the_end(&pin, &log);
-    assert!(ran_out(&text), "{text:?}");
+    lingered_to_the_end(&pin, &log, "");
 }
 
 /// A `close_async` cancelled mid-grace hands the climb (with its notify socket) to the
 /// reaper, which keeps honouring the extension.
 #[test]
 fn extend_timeout_usec_is_honoured_after_close_async_is_cancelled() {
-    let log = scratch("extend-cancel.log");
-    let handle = extending_server(&log, Reap::Blocking);
-    let pin = pidfd(handle.id().unwrap());
+    let (handle, pin, log) = extending_server("extend-cancel.log", Reap::Blocking);
     let rt = current_thread_runtime();
     let cancelled = rt.block_on(async move {
         tokio::time::timeout(Duration::from_millis(100), handle.close_async()).await
     });
     assert!(cancelled.is_err(), "the close finished within 100 ms?");
-    let text = lingered_to_the_end(&pin, &log);
-    assert!(ran_out(&text), "KILLed during its linger: {text:?}");
+    lingered_to_the_end(&pin, &log, "");
 }
 
 /// A server asking for a minute gets the cap (700 ms beyond the 2 s grace), then KILL. (The
 /// 2 s grace is the time the extension has to arrive.)
 #[test]
 fn the_extension_cap_holds() {
-    let handle = ChildHandle::builder(slowserver(&[
-        "--notify",
-        "--notify-extend",
-        "60s",
-        "--slow-exit",
-        "60s",
-        "--ignore-eof",
-    ]))
-    .socket(SocketMode::Stdio)
-    .ready(Ready::Notify)
-    .notify_extend_max(Duration::from_millis(700))
-    .ladder(ladder("TERM:2s,KILL:2s"))
-    .spawn()
-    .expect("spawn");
-    // Past its READY line: a close before it would end it by EPIPE on that write.
-    let _ = read_ready(&handle);
+    let handle = extending(
+        ["60s", "60s"],
+        None,
+        Duration::from_millis(700),
+        "TERM:2s,KILL:2s",
+        None,
+    );
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
     // Not before the cap; well before the 60 s asked (6 s of slack for a loaded machine).
@@ -257,22 +298,13 @@ fn the_extension_cap_holds() {
 /// Without the notify socket read during the close, a zero cap: extensions are ignored.
 #[test]
 fn a_zero_cap_ignores_extensions() {
-    let handle = ChildHandle::builder(slowserver(&[
-        "--notify",
-        "--notify-extend",
-        "10s",
-        "--slow-exit",
-        "10s",
-        "--ignore-eof",
-    ]))
-    .socket(SocketMode::Stdio)
-    .ready(Ready::Notify)
-    .notify_extend_max(Duration::ZERO)
-    .ladder(ladder("TERM:300ms,KILL:2s"))
-    .spawn()
-    .expect("spawn");
-    // Past its READY line: a close before it would end it by EPIPE on that write.
-    let _ = read_ready(&handle);
+    let handle = extending(
+        ["10s", "10s"],
+        None,
+        Duration::ZERO,
+        "TERM:300ms,KILL:2s",
+        None,
+    );
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, rung(1, Signal::KILL), "{report}");
     // Honoured, the 10 s extension would keep KILL away for 10 s.
@@ -281,24 +313,16 @@ fn a_zero_cap_ignores_extensions() {
 
 #[test]
 fn a_child_that_exits_during_start_up_fails_the_spawn_at_once_with_its_status_and_output() {
-    let began = Instant::now();
-    let err = ChildHandle::builder(sh("echo 'FATAL: no config' >&2; exit 3"))
-        .ready(Ready::Notify)
-        .capture(Capture::stderr())
-        .ready_timeout(Duration::from_secs(60))
-        .spawn()
-        .expect_err("exits before READY=1");
-    assert!(
-        began.elapsed() < Duration::from_secs(20),
-        "not at once: {:?}",
-        began.elapsed()
+    let err = spawn_fails_as_the_child_exits(
+        ChildHandle::builder(sh("echo 'FATAL: no config' >&2; exit 3"))
+            .ready(Ready::Notify)
+            .capture(Capture::stderr())
+            .ready_timeout(Duration::from_secs(60)),
+        3,
+        Duration::from_secs(20),
     );
     assert_eq!(err.kind(), ErrorKind::Ready);
     let text = err.to_string();
-    assert!(
-        text.contains("exited during start-up with exit status: 3"),
-        "{text}"
-    );
     assert!(text.contains("awaiting READY=1 on NOTIFY_SOCKET"), "{text}");
     assert!(text.contains("last output:\n  FATAL: no config"), "{text}");
     let report = err.close_report().expect("a close report");
@@ -365,30 +389,16 @@ fn output_that_never_comes_times_out() {
 
 #[test]
 fn connect_spawn_returns_once_the_unix_socket_accepts() {
-    let dir = scratch("connect-dir");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
-    let stamp_file = dir.join("stamp");
-    let handle = ChildHandle::builder(slowserver(&[
-        "--ready-after",
-        "200ms",
-        "--ready-stamp",
-        stamp_file.to_str().unwrap(),
-        "--listen",
-        socket.to_str().unwrap(),
-        "--ignore-eof",
-    ]))
-    .socket(SocketMode::Stdio)
-    .ready(Ready::connect(socket.as_path()))
-    .ladder(ladder("TERM:5s,KILL:1s"))
-    .spawn()
-    .expect("spawn with Ready::Connect");
-    let returned = monotonic_ns();
-    assert!(stamp(&stamp_file) <= returned);
-    std::os::unix::net::UnixStream::connect(&socket).expect("listening after spawn()");
+    let site = Listening::new("connect-dir");
+    let handle = ChildHandle::builder(site.server(false))
+        .socket(SocketMode::Stdio)
+        .ready(Ready::connect(site.socket.as_path()))
+        .ladder(ladder("TERM:5s,KILL:1s"))
+        .spawn()
+        .expect("spawn with Ready::Connect");
+    site.listens_since_ready(monotonic_ns());
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -405,14 +415,11 @@ fn connect_tcp_to_a_server_that_exits_fails_at_once() {
     let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     rustix::net::bind(&held, &loopback).unwrap();
     let addr = std::net::SocketAddr::try_from(rustix::net::getsockname(&held).unwrap()).unwrap();
-    let err = ChildHandle::builder(sh("exit 9"))
-        .ready(Ready::connect(addr))
-        .spawn()
-        .expect_err("exits without listening");
-    assert!(
-        err.to_string()
-            .contains("exited during start-up with exit status: 9"),
-        "{err}"
+    // The default 30 s readiness timeout never comes: the exit ends the wait.
+    let err = spawn_fails_as_the_child_exits(
+        ChildHandle::builder(sh("exit 9")).ready(Ready::connect(addr)),
+        9,
+        Duration::from_secs(20),
     );
     assert!(err.to_string().contains(&format!("tcp {addr}")), "{err}");
     drop(held);
@@ -557,37 +564,17 @@ fn spawn_async_awaits_readiness_without_blocking_the_runtime() {
     });
 }
 
-/// slowserver that becomes ready after 200 ms and then listens on `socket` (and, with
-/// `notify`, sends `READY=1`), stamping the moment.
-fn listening_server(socket: &Path, stamp_file: &Path, notify: bool) -> Command {
-    let mut args = vec![
-        "--ready-after",
-        "200ms",
-        "--ready-stamp",
-        stamp_file.to_str().unwrap(),
-        "--listen",
-        socket.to_str().unwrap(),
-        "--ignore-eof",
-    ];
-    if notify {
-        args.push("--notify");
-    }
-    slowserver(&args)
-}
-
 /// `any([Notify, Connect])` for a server built without notify support: its socket makes it
 /// ready (the READY=1 that never comes does not hold the spawn up).
 #[test]
 fn any_is_ready_on_the_first_condition_that_holds() {
-    let dir = scratch("any-dir");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (socket, stamp_file) = (dir.join("s"), dir.join("stamp"));
+    let site = Listening::new("any-dir");
     let began = Instant::now();
-    let handle = ChildHandle::builder(listening_server(&socket, &stamp_file, false))
+    let handle = ChildHandle::builder(site.server(false))
         .socket(SocketMode::Stdio)
         .ready(Ready::any([
             Ready::Notify,
-            Ready::connect(socket.as_path()),
+            Ready::connect(site.socket.as_path()),
         ]))
         .ready_timeout(Duration::from_secs(30))
         .ladder(ladder("TERM:5s,KILL:1s"))
@@ -595,44 +582,36 @@ fn any_is_ready_on_the_first_condition_that_holds() {
         .expect("spawn with Ready::any");
     let returned = monotonic_ns();
     assert!(
-        stamp(&stamp_file) <= returned,
-        "returned before the socket listened"
-    );
-    assert!(
         began.elapsed() < Duration::from_secs(20),
         "{:?}",
         began.elapsed()
     );
-    std::os::unix::net::UnixStream::connect(&socket).expect("listening after spawn()");
+    site.listens_since_ready(returned);
     let report = handle.close().unwrap();
     assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
     // The NOTIFY_SOCKET was made for the Notify part: its report is there.
     assert!(report.notify.is_some(), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `all([Notify, Connect])`: both hold (slowserver sends READY=1 and listens), spawn returns
 /// after both; with a server that never sends READY=1 the same `all` times out naming both.
 #[test]
 fn all_waits_for_every_condition_and_times_out_naming_them() {
-    let dir = scratch("all-dir");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (socket, stamp_file) = (dir.join("s"), dir.join("stamp"));
-    let all = || Ready::all([Ready::Notify, Ready::connect(socket.as_path())]);
-    let handle = ChildHandle::builder(listening_server(&socket, &stamp_file, true))
+    let site = Listening::new("all-dir");
+    let all = || Ready::all([Ready::Notify, Ready::connect(site.socket.as_path())]);
+    let handle = ChildHandle::builder(site.server(true))
         .socket(SocketMode::Stdio)
         .ready(all())
         .ladder(ladder("TERM:5s,KILL:1s"))
         .spawn()
         .expect("spawn with Ready::all");
-    assert!(stamp(&stamp_file) <= monotonic_ns());
-    std::os::unix::net::UnixStream::connect(&socket).expect("listening after spawn()");
+    site.listens_since_ready(monotonic_ns());
     let report = handle.close().unwrap();
     assert_eq!(report.notify.unwrap().status.as_deref(), Some("ready"));
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(&stamp_file);
+    let _ = std::fs::remove_file(&site.socket);
+    let _ = std::fs::remove_file(&site.stamp);
     // No --notify: the socket listens, READY=1 never comes.
-    let err = ChildHandle::builder(listening_server(&socket, &stamp_file, false))
+    let err = ChildHandle::builder(site.server(false))
         .socket(SocketMode::Stdio)
         .ready(all())
         .ready_timeout(Duration::from_millis(1500))
@@ -647,27 +626,22 @@ fn all_waits_for_every_condition_and_times_out_naming_them() {
     );
     let report = err.close_report().expect("the close report");
     assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A child that exits first fails an `any` at once, with its status.
 #[test]
 fn any_fails_at_once_when_the_child_exits() {
-    let began = Instant::now();
-    let err = ChildHandle::builder(sh("echo bye; exit 4"))
-        .ready(Ready::any([
-            Ready::output("never printed"),
-            Ready::connect(scratch("no-such-socket")),
-        ]))
-        .ready_timeout(Duration::from_secs(30))
-        .spawn()
-        .expect_err("exits first");
-    assert!(began.elapsed() < Duration::from_secs(20));
-    let text = err.to_string();
-    assert!(
-        text.contains("exited during start-up with exit status: 4"),
-        "{text}"
+    let err = spawn_fails_as_the_child_exits(
+        ChildHandle::builder(sh("echo bye; exit 4"))
+            .ready(Ready::any([
+                Ready::output("never printed"),
+                Ready::connect(scratch("no-such-socket")),
+            ]))
+            .ready_timeout(Duration::from_secs(30)),
+        4,
+        Duration::from_secs(20),
     );
+    let text = err.to_string();
     assert!(text.contains("any of: an output line"), "{text}");
 }
 

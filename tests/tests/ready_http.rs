@@ -5,50 +5,14 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use childguard::{ChildHandle, ErrorKind, HttpCheck, Interrupt, Ready};
+use childguard::{Builder, ChildHandle, ErrorKind, HttpCheck, Interrupt, Ready};
+use childguard_tests::http::{python3, UnixSite};
 use childguard_tests::*;
-
-const SERVER: &str = include_str!("../src/http_server.py");
-
-fn python() -> Option<&'static str> {
-    let found = Command::new("python3")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Some("python3");
-    }
-    if std::env::var_os("CHILDGUARD_SKIP_PEERS").is_some_and(|v| v == "1") {
-        eprintln!("SKIPPED: python3 not installed (CHILDGUARD_SKIP_PEERS=1)");
-        return None;
-    }
-    panic!("the HTTP readiness tests need python3: apt-get install python3 (or run tests/run.sh)");
-}
-
-/// tests/src/http_server.py listening at `where` (`unix:PATH`, `tcp:PORT`) in `mode`.
-fn server(where_: &str, mode: &str, after: &str) -> Command {
-    let mut cmd = Command::new("python3");
-    cmd.args(["-u", "-c", SERVER, where_, mode, after]);
-    cmd.stdin(Stdio::null());
-    cmd
-}
-
-/// `http+unix://` for `path`, percent-encoded.
-fn unix_url(path: &Path, rest: &str) -> String {
-    let encoded = path
-        .to_str()
-        .unwrap()
-        .replace('%', "%25")
-        .replace('/', "%2F");
-    format!("http+unix://{encoded}{rest}")
-}
 
 /// A port nobody listens on now (bound, then let go).
 fn free_port() -> u16 {
@@ -75,18 +39,29 @@ fn closed(handle: ChildHandle) {
     assert!(report.status.is_some(), "not reaped: {report}");
 }
 
-fn socket_dir(name: &str) -> std::path::PathBuf {
-    let dir = scratch(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// The fixture server on `site` in `mode`, listening after `after` s, ready by `ready`,
+/// closed with `KILL:1s`.
+fn server(site: &UnixSite, mode: &str, after: &str, ready: Ready) -> Builder {
+    ChildHandle::builder(site.server(mode, after))
+        .ready(ready)
+        .ladder(ladder("KILL:1s"))
+}
+
+/// Our own GET on the site's socket is answered 200 (with no retry: ready means it answers
+/// now).
+fn answers_200(site: &UnixSite) {
+    let status = get_status(UnixStream::connect(&site.sock).unwrap());
+    assert!(status.contains(" 200 "), "{status}");
 }
 
 #[test]
 fn http_over_tcp_against_python_http_server() {
-    let Some(python) = python() else { return };
+    if !python3("http_over_tcp_against_python_http_server") {
+        return;
+    }
     let port = free_port();
-    let dir = socket_dir("http-tcp");
-    let mut cmd = Command::new(python);
+    let site = UnixSite::new("http-tcp");
+    let mut cmd = Command::new("python3");
     cmd.args([
         "-m",
         "http.server",
@@ -95,7 +70,7 @@ fn http_over_tcp_against_python_http_server() {
         "127.0.0.1",
     ])
     .arg("--directory")
-    .arg(&dir)
+    .arg(&site.dir)
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::null());
@@ -110,133 +85,107 @@ fn http_over_tcp_against_python_http_server() {
     let status = get_status(TcpStream::connect(("127.0.0.1", port)).unwrap());
     assert!(status.contains(" 200 "), "{status}");
     closed(handle);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn http_over_a_unix_socket_waits_for_a_slow_start() {
-    if python().is_none() {
+    if !python3("http_over_a_unix_socket_waits_for_a_slow_start") {
         return;
     }
-    let dir = socket_dir("http-unix");
-    let sock = dir.join("s.sock");
+    let site = UnixSite::new("http-unix");
     let began = Instant::now();
-    let handle = ChildHandle::builder(server(&format!("unix:{}", sock.display()), "200", "0.3"))
-        .ready(Ready::http(&unix_url(&sock, "/health")).unwrap())
-        .ready_timeout(Duration::from_secs(30))
-        .ladder(ladder("KILL:1s"))
-        .spawn()
-        .unwrap();
+    let handle = server(
+        &site,
+        "200",
+        "0.3",
+        Ready::http(&site.url("/health")).unwrap(),
+    )
+    .ready_timeout(Duration::from_secs(30))
+    .spawn()
+    .unwrap();
     assert!(began.elapsed() >= Duration::from_millis(300));
-    let status = get_status(UnixStream::connect(&sock).unwrap());
-    assert!(status.contains(" 200 "), "{status}");
+    answers_200(&site);
     closed(handle);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Answers that never make the server ready: the readiness timeout ends the wait, and its
+/// error quotes the last answer.
 #[test]
-fn a_status_that_is_not_2xx_is_not_ready_and_the_timeout_quotes_it() {
-    if python().is_none() {
+fn answers_that_are_not_ready_time_out_quoting_the_last() {
+    if !python3("answers_that_are_not_ready_time_out_quoting_the_last") {
         return;
     }
-    let dir = socket_dir("http-503");
-    let sock = dir.join("s.sock");
-    let began = Instant::now();
-    let e = ChildHandle::builder(server(&format!("unix:{}", sock.display()), "503", "0"))
-        .ready(Ready::http(&unix_url(&sock, "/")).unwrap())
-        .ready_timeout(Duration::from_secs(4))
-        .ladder(ladder("KILL:1s"))
-        .spawn()
-        .expect_err("a 503 is not ready");
-    assert_eq!(e.kind(), ErrorKind::Ready, "{e}");
-    let text = e.to_string();
-    assert!(
-        text.contains("not ready after 4s")
-            && text.contains("last attempt")
-            && text.contains("HTTP/1.0 503 Chosen"),
-        "{text}"
-    );
-    assert!(began.elapsed() < Duration::from_secs(10));
-    // The same server is ready for a check that asks for 503.
-    let _ = std::fs::remove_file(&sock);
-    let check = HttpCheck::parse(&unix_url(&sock, "/")).unwrap().status(503);
-    let handle = ChildHandle::builder(server(&format!("unix:{}", sock.display()), "503", "0"))
-        .ready(check.into())
-        .ladder(ladder("KILL:1s"))
-        .spawn()
-        .unwrap();
-    closed(handle);
-    let _ = std::fs::remove_dir_all(&dir);
+    for (mode, quoted) in [
+        // A status that is not 2xx.
+        (
+            "503",
+            &["not ready after 4s", "last attempt", "HTTP/1.0 503 Chosen"][..],
+        ),
+        // A line that is not HTTP.
+        (
+            "garbage",
+            &["not an HTTP status line", "SSH-2.0-not-http"][..],
+        ),
+    ] {
+        let site = UnixSite::new(&format!("http-{mode}"));
+        let began = Instant::now();
+        let e = server(&site, mode, "0", Ready::http(&site.url("/")).unwrap())
+            .ready_timeout(Duration::from_secs(4))
+            .spawn()
+            .expect_err(mode);
+        assert_eq!(e.kind(), ErrorKind::Ready, "{mode}: {e}");
+        let text = e.to_string();
+        assert!(
+            quoted.iter().all(|q| text.contains(q)),
+            "{mode}: {quoted:?} in {text}"
+        );
+        assert!(began.elapsed() < Duration::from_secs(10), "{mode}");
+    }
 }
 
+/// The same 503 server is ready for a check that asks for 503.
 #[test]
-fn a_malformed_answer_is_not_ready_and_is_quoted() {
-    if python().is_none() {
+fn a_check_that_asks_for_a_503_is_ready_with_it() {
+    if !python3("a_check_that_asks_for_a_503_is_ready_with_it") {
         return;
     }
-    let dir = socket_dir("http-garbage");
-    let sock = dir.join("s.sock");
-    let e = ChildHandle::builder(server(&format!("unix:{}", sock.display()), "garbage", "0"))
-        .ready(Ready::http(&unix_url(&sock, "/")).unwrap())
-        .ready_timeout(Duration::from_secs(4))
-        .ladder(ladder("KILL:1s"))
-        .spawn()
-        .expect_err("not HTTP is not ready");
-    let text = e.to_string();
-    assert!(
-        text.contains("not an HTTP status line") && text.contains("SSH-2.0-not-http"),
-        "{text}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    let site = UnixSite::new("http-503-wanted");
+    let check = HttpCheck::parse(&site.url("/")).unwrap().status(503);
+    let handle = server(&site, "503", "0", check.into()).spawn().unwrap();
+    closed(handle);
 }
 
 /// The server accepts the attempt's connection and exits without answering: the attempt,
 /// waiting for the status line (its own timeout 60 s), ends at the exit, named in the error.
 #[test]
 fn the_server_exiting_during_an_attempt_ends_the_wait_naming_the_exit() {
-    if python().is_none() {
+    if !python3("the_server_exiting_during_an_attempt_ends_the_wait_naming_the_exit") {
         return;
     }
-    let dir = socket_dir("http-exit");
-    let sock = dir.join("s.sock");
-    let check = HttpCheck::parse(&unix_url(&sock, "/"))
+    let site = UnixSite::new("http-exit");
+    let check = HttpCheck::parse(&site.url("/"))
         .unwrap()
         .attempt_timeout(Duration::from_secs(60));
-    let began = Instant::now();
-    let e = ChildHandle::builder(server(
-        &format!("unix:{}", sock.display()),
-        "silent-exit:7",
-        "0",
-    ))
-    .ready(check.into())
-    .ready_timeout(Duration::from_secs(60))
-    .spawn()
-    .expect_err("the server exited");
-    let text = e.to_string();
-    assert!(
-        text.contains("exited during start-up") && text.contains("exit status: 7"),
-        "{text}"
+    spawn_fails_as_the_child_exits(
+        ChildHandle::builder(site.server("silent-exit:7", "0"))
+            .ready(check.into())
+            .ready_timeout(Duration::from_secs(60)),
+        7,
+        Duration::from_secs(30),
     );
-    assert!(
-        began.elapsed() < Duration::from_secs(30),
-        "the exit did not end the attempt: {:?}",
-        began.elapsed()
-    );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The interrupt fires while an attempt waits for an answer that never comes: the spawn
 /// returns `Interrupted`, long before the attempt's or the ready timeout.
 #[test]
 fn an_interrupt_during_an_http_wait_returns_interrupted() {
-    if python().is_none() {
+    if !python3("an_interrupt_during_an_http_wait_returns_interrupted") {
         return;
     }
-    let dir = socket_dir("http-interrupt");
-    let sock = dir.join("s.sock");
+    let site = UnixSite::new("http-interrupt");
     let stop = Arc::new(AtomicBool::new(false));
     let setter = {
-        let (stop, sock) = (stop.clone(), sock.clone());
+        let (stop, sock) = (stop.clone(), site.sock.clone());
         std::thread::spawn(move || {
             // Once the server listens, the spawn is in (or about to start) an attempt that
             // will wait for its answer; the interrupt ends it wherever it is.
@@ -244,11 +193,11 @@ fn an_interrupt_during_an_http_wait_returns_interrupted() {
             stop.store(true, Ordering::SeqCst);
         })
     };
-    let check = HttpCheck::parse(&unix_url(&sock, "/"))
+    let check = HttpCheck::parse(&site.url("/"))
         .unwrap()
         .attempt_timeout(Duration::from_secs(60));
     let began = Instant::now();
-    let e = ChildHandle::builder(server(&format!("unix:{}", sock.display()), "silent", "0"))
+    let e = ChildHandle::builder(site.server("silent", "0"))
         .ready(check.into())
         .ready_timeout(Duration::from_secs(60))
         .interrupt(Interrupt::flag(stop))
@@ -261,43 +210,31 @@ fn an_interrupt_during_an_http_wait_returns_interrupted() {
         "{:?}",
         began.elapsed()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn http_in_a_combination_with_an_exec_probe() {
-    if python().is_none() {
+    if !python3("http_in_a_combination_with_an_exec_probe") {
         return;
     }
-    let dir = socket_dir("http-all");
-    let sock = dir.join("s.sock");
-    let sock_text = sock.to_str().unwrap();
+    let site = UnixSite::new("http-all");
+    let probe = || Ready::exec(["test", "-S", site.sock_text()]).unwrap();
     let ready = Ready::all([
-        Ready::http(&unix_url(&sock, "/")).unwrap(),
-        Ready::exec(["test", "-S", sock_text]).unwrap(),
+        Ready::http(&site.url("/")).unwrap(),
+        probe(),
         Ready::output("listening"),
     ]);
-    let handle = ChildHandle::builder(server(&format!("unix:{sock_text}"), "200", "0.2"))
-        .ready(ready)
-        .ladder(ladder("KILL:1s"))
-        .spawn()
-        .unwrap();
-    let status = get_status(UnixStream::connect(&sock).unwrap());
-    assert!(status.contains(" 200 "), "{status}");
+    let handle = server(&site, "200", "0.2", ready).spawn().unwrap();
+    answers_200(&site);
     closed(handle);
     // `any` of a status never given and the probe: the probe makes it ready.
-    let _ = std::fs::remove_file(&sock);
+    site.forget_socket();
     let ready = Ready::any([
-        Ready::Http(HttpCheck::parse(&unix_url(&sock, "/")).unwrap().status(299)),
-        Ready::exec(["test", "-S", sock_text]).unwrap(),
+        Ready::Http(HttpCheck::parse(&site.url("/")).unwrap().status(299)),
+        probe(),
     ]);
-    let handle = ChildHandle::builder(server(&format!("unix:{sock_text}"), "200", "0"))
-        .ready(ready)
-        .ladder(ladder("KILL:1s"))
-        .spawn()
-        .unwrap();
+    let handle = server(&site, "200", "0", ready).spawn().unwrap();
     closed(handle);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -2,40 +2,21 @@
 //! them, every server closed after; a server dying early fails the run with its output tail.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use childguard_tests::command::{childguard, childguard_within, exited_saying, on_path, stderr};
 use childguard_tests::*;
-
-fn childguard(args: &[&str]) -> Output {
-    Command::new(bin("cg-childguard"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running cg-childguard")
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Whether `program` is installed; if not, fails saying what to install, unless
-/// CHILDGUARD_SKIP_PEERS=1.
-fn peer(program: &str, package: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
-    if !found && std::env::var_os("CHILDGUARD_SKIP_PEERS").is_none() {
-        panic!("{program} not found: install {package} (or set CHILDGUARD_SKIP_PEERS=1)");
-    }
-    found
-}
 
 /// redis on a Unix socket in a private directory: ready when the socket accepts, the client
 /// runs, and afterwards no redis is left serving on it.
 #[test]
 fn redis_is_ready_for_the_client_and_closed_after() {
-    if !peer("redis-server", "redis-server") {
+    if !on_path(
+        "redis_is_ready_for_the_client_and_closed_after",
+        "redis-server",
+        "apt-get install redis-server",
+    ) {
         return;
     }
     let dir = fresh_dir("with-redis");
@@ -43,34 +24,36 @@ fn redis_is_ready_for_the_client_and_closed_after() {
     let sock_s = sock.to_str().unwrap();
     let ready = format!("unix:{sock_s}");
     let dir_s = dir.to_str().unwrap();
-    let o = childguard(&[
-        "with",
-        "--ready",
-        &ready,
-        "--",
-        "redis-server",
-        "--port",
-        "0",
-        "--unixsocket",
-        sock_s,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir_s,
-        "--",
-        "redis-cli",
-        "-s",
-        sock_s,
-        "ping",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    // `with --ready unix:SOCK -- redis-server … -- CMD…`
+    let with_redis = |cmd: &[&str]| {
+        let mut args = vec![
+            "with",
+            "--ready",
+            &ready,
+            "--",
+            "redis-server",
+            "--port",
+            "0",
+            "--unixsocket",
+            sock_s,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir_s,
+            "--",
+        ];
+        args.extend(cmd);
+        childguard(&args)
+    };
+    let o = with_redis(&["redis-cli", "-s", sock_s, "ping"]);
+    exited_saying(&o, 0, &[]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
         "PONG",
         "{}",
-        err(&o)
+        stderr(&o)
     );
     // Closed: nothing accepts on the socket any more (redis removes it on HUP's shutdown).
     assert!(
@@ -78,163 +61,184 @@ fn redis_is_ready_for_the_client_and_closed_after() {
         "redis still serving after the run"
     );
     // The command's own status is passed on.
-    let o = childguard(&[
-        "with",
-        "--ready",
-        &ready,
-        "--",
-        "redis-server",
-        "--port",
-        "0",
-        "--unixsocket",
-        sock_s,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir_s,
-        "--",
-        "sh",
-        "-c",
-        "exit 7",
-    ]);
-    assert_eq!(o.status.code(), Some(7), "{}", err(&o));
+    let o = with_redis(&["sh", "-c", "exit 7"]);
+    exited_saying(&o, 7, &[]);
 }
 
 /// A server that exits before it is ready fails the run at once (125) with its output tail,
 /// and CMD never runs.
 #[test]
 fn a_server_dying_before_ready_fails_at_once_with_its_output() {
-    let marker = scratch("with-cmd-ran");
+    fails_without_running_cmd(
+        "with-cmd-ran",
+        &[
+            "--ready",
+            "unix:/nonexistent/childguard-with.sock",
+            "--",
+            "sh",
+            "-c",
+            "echo boom-before-ready >&2; exit 3",
+        ],
+        // At once.
+        Duration::from_secs(10),
+        &["boom-before-ready"],
+        "CMD ran without a ready server",
+    );
+}
+
+/// `with SERVERS… -- touch MARKER`, which must fail (125) within `bound`, saying each of
+/// `needles`, and never run CMD (`why`: what running it would mean).
+fn fails_without_running_cmd(
+    name: &str,
+    servers: &[&str],
+    bound: Duration,
+    needles: &[&str],
+    why: &str,
+) {
+    let marker = scratch(name);
     let _ = std::fs::remove_file(&marker);
-    let start = Instant::now();
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "unix:/nonexistent/childguard-with.sock",
-        "--",
-        "sh",
-        "-c",
-        "echo boom-before-ready >&2; exit 3",
-        "--",
-        "touch",
-        marker.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    assert!(err(&o).contains("boom-before-ready"), "{}", err(&o));
-    assert!(start.elapsed() < Duration::from_secs(10), "not at once");
-    assert!(
-        !Path::new(&marker).exists(),
-        "CMD ran without a ready server"
-    );
+    let mut args = vec!["with"];
+    args.extend(servers);
+    args.extend(["--", "touch", marker.to_str().unwrap()]);
+    let o = childguard_within(bound, &args);
+    exited_saying(&o, 125, needles);
+    assert!(!marker.exists(), "{why}");
 }
 
-/// A server that exits while CMD runs ends the run at once (125), with its output tail.
+/// Runs whose servers decide how they end, each within a generous bound (or none) and with
+/// its exit code and what its stderr must say:
+///
+/// - a server that exits while CMD runs ends the run at once (125), with its output tail;
+/// - two servers, each with its own readiness; both closed after;
+/// - `--ready-any`: the first condition that holds. The server never sends `READY=1`; its
+///   line makes it ready, long before the 60 s readiness timeout a wait for `READY=1` would
+///   reach (the 30 s bound).
 #[test]
-fn a_server_dying_while_the_command_runs_fails_the_run() {
-    let start = Instant::now();
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "line:server-started",
-        "--",
-        "sh",
-        "-c",
-        "echo server-started; sleep 0.3; exit 4",
-        "--",
-        "sleep",
-        "60",
-    ]);
-    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    assert!(err(&o).contains("exited while CMD ran"), "{}", err(&o));
-    assert!(err(&o).contains("server-started"), "{}", err(&o));
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "{:?}",
-        start.elapsed()
-    );
-}
-
-/// Two servers, each with its own readiness; both closed after.
-#[test]
-fn two_servers_then_the_command() {
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "line:one",
-        "--",
-        "sh",
-        "-c",
-        "echo one; exec sleep 60",
-        "--then",
-        "--ready",
-        "line:two",
-        "--",
-        "sh",
-        "-c",
-        "echo two; exec sleep 60",
-        "--",
-        "true",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-}
-
-/// `--ready-any`: the first condition that holds. The server never sends `READY=1`; its line
-/// makes it ready, long before the 60 s readiness timeout a wait for `READY=1` would reach.
-#[test]
-fn ready_any_is_ready_by_the_first_condition_that_holds() {
-    let start = Instant::now();
-    let o = childguard(&[
-        "with",
-        "--ready-any",
-        "notify",
-        "--ready-any",
-        "line:server-up",
-        "--ready-timeout",
-        "60s",
-        "--",
-        "sh",
-        "-c",
-        "echo server-up; exec sleep 60",
-        "--",
-        "true",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "waited for READY=1? {:?}",
-        start.elapsed()
-    );
+fn runs_end_as_their_servers_and_conditions_say() {
+    /// One run: what follows `with`, a bound on its length (s) if any, its exit code, and
+    /// what its stderr says.
+    struct Run {
+        case: &'static str,
+        args: &'static [&'static str],
+        within: Option<u64>,
+        code: i32,
+        says: &'static [&'static str],
+    }
+    let cases = [
+        Run {
+            case: "a server dying while the command runs fails the run",
+            args: &[
+                "--ready",
+                "line:server-started",
+                "--",
+                "sh",
+                "-c",
+                "echo server-started; sleep 0.3; exit 4",
+                "--",
+                "sleep",
+                "60",
+            ],
+            within: Some(30),
+            code: 125,
+            says: &["exited while CMD ran", "server-started"],
+        },
+        Run {
+            case: "two servers, then the command",
+            args: &[
+                "--ready",
+                "line:one",
+                "--",
+                "sh",
+                "-c",
+                "echo one; exec sleep 60",
+                "--then",
+                "--ready",
+                "line:two",
+                "--",
+                "sh",
+                "-c",
+                "echo two; exec sleep 60",
+                "--",
+                "true",
+            ],
+            within: None,
+            code: 0,
+            says: &[],
+        },
+        Run {
+            case: "--ready-any is ready by the first condition that holds",
+            args: &[
+                "--ready-any",
+                "notify",
+                "--ready-any",
+                "line:server-up",
+                "--ready-timeout",
+                "60s",
+                "--",
+                "sh",
+                "-c",
+                "echo server-up; exec sleep 60",
+                "--",
+                "true",
+            ],
+            within: Some(30),
+            code: 0,
+            says: &[],
+        },
+    ];
+    for Run {
+        case,
+        args,
+        within,
+        code,
+        says,
+    } in cases
+    {
+        let mut argv = vec!["with"];
+        argv.extend(args);
+        let began = Instant::now();
+        let o = childguard(&argv);
+        let took = began.elapsed();
+        if let Some(bound) = within {
+            assert!(
+                took < Duration::from_secs(bound),
+                "{case}: took {took:?}: {}",
+                stderr(&o)
+            );
+        }
+        assert_eq!(o.status.code(), Some(code), "{case}: {}", stderr(&o));
+        for needle in says {
+            assert!(
+                stderr(&o).contains(needle),
+                "{case}: {needle:?} not in: {}",
+                stderr(&o)
+            );
+        }
+    }
 }
 
 /// `--ready` twice: every one must hold. The line comes, `READY=1` never does: the run fails
 /// at the readiness timeout, naming what never came, and CMD does not run.
 #[test]
 fn ready_given_twice_waits_for_both() {
-    let marker = scratch("with-all-cmd-ran");
-    let _ = std::fs::remove_file(&marker);
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "notify",
-        "--ready",
-        "line:server-up",
-        "--ready-timeout",
-        "2s",
-        "--",
-        "sh",
-        "-c",
-        "echo server-up; exec sleep 60",
-        "--",
-        "touch",
-        marker.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    assert!(err(&o).contains("READY=1"), "{}", err(&o));
-    assert!(
-        !Path::new(&marker).exists(),
-        "CMD ran although READY=1 never came"
+    fails_without_running_cmd(
+        "with-all-cmd-ran",
+        &[
+            "--ready",
+            "notify",
+            "--ready",
+            "line:server-up",
+            "--ready-timeout",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            "echo server-up; exec sleep 60",
+        ],
+        // The 2 s readiness timeout and the close.
+        Duration::from_secs(30),
+        &["READY=1"],
+        "CMD ran although READY=1 never came",
     );
 }
 
@@ -277,12 +281,12 @@ fn a_servers_own_double_dash_reaches_it_with_end() {
         "cat",
         argv_s,
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    exited_saying(&o, 0, &[]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
         "a\n--\nb\n--then\nc\n",
         "the server's arguments as it got them; {}",
-        err(&o)
+        stderr(&o)
     );
     let _ = std::fs::remove_file(&argv_file);
 }
@@ -396,6 +400,6 @@ fn usage_errors_name_the_problem() {
     ] {
         let o = childguard(args);
         assert_eq!(o.status.code(), Some(125), "{args:?}");
-        assert!(err(&o).contains(needle), "{args:?}: {}", err(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
 }

@@ -2,100 +2,59 @@
 //! against a real HTTP server on a Unix socket (tests/src/http_server.py), CMD a `curl` that
 //! must be answered at once; a failing probe's output in the message; bad conditions refused.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+use childguard_tests::command::{childguard, exited_saying, on_path, stderr};
+use childguard_tests::http::{server_args, UnixSite};
 use childguard_tests::*;
 
-const SERVER: &str = include_str!("../src/http_server.py");
-
-fn childguard(args: &[&str]) -> Output {
-    Command::new(bin("cg-childguard"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running cg-childguard")
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Whether `program` is on PATH; if not, fails saying what to install, unless
-/// CHILDGUARD_SKIP_PEERS=1.
-fn peer(program: &str, package: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
-    if !found && std::env::var_os("CHILDGUARD_SKIP_PEERS").is_none() {
-        panic!("{program} not found: install {package} (or set CHILDGUARD_SKIP_PEERS=1)");
-    }
-    found
-}
-
-fn unix_url(path: &Path) -> String {
-    format!(
-        "http+unix://{}/",
-        path.to_str().unwrap().replace('/', "%2F")
-    )
-}
-
-/// `with --ready COND -- <http server on sock, answering status> -- curl` → CMD's output.
-fn with_server(cond: &str, sock: &Path, status: &str) -> Output {
-    let sock_text = sock.to_str().unwrap();
-    childguard(&[
-        "with",
-        "--ready",
-        cond,
-        "--ladder",
-        "KILL:1s",
-        "--",
-        "python3",
-        "-u",
-        "-c",
-        SERVER,
-        &format!("unix:{sock_text}"),
-        status,
-        "0.2",
+/// `with --ready COND -- <http server on the site's socket, answering status> -- curl` →
+/// CMD's output.
+fn with_server(cond: &str, site: &UnixSite, status: &str) -> Output {
+    let listen = site.listen();
+    let mut args = vec!["with", "--ready", cond, "--ladder", "KILL:1s", "--"];
+    args.extend(server_args(&listen, status, "0.2"));
+    args.extend([
         "--",
         "curl",
         "-s",
         "--max-time",
         "10",
         "--unix-socket",
-        sock_text,
+        site.sock_text(),
         "http://localhost/",
-    ])
+    ]);
+    childguard(&args)
 }
 
 #[test]
 fn with_ready_http_and_exec_start_the_command_once_the_server_answers() {
-    if !peer("python3", "python3") || !peer("curl", "curl") {
+    let test = "with_ready_http_and_exec_start_the_command_once_the_server_answers";
+    if !on_path(test, "python3", "apt-get install python3")
+        || !on_path(test, "curl", "apt-get install curl")
+    {
         return;
     }
-    let dir = scratch("with-http");
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("s.sock");
-    let sock_text = sock.to_str().unwrap().to_owned();
-    let url = unix_url(&sock);
+    let site = UnixSite::new("with-http");
+    let url = site.url("/");
     let status_cond = format!("http:503:{url}");
-    let probe = format!("exec:test -S '{sock_text}'");
+    let probe = format!("exec:test -S '{}'", site.sock_text());
     for (cond, status) in [
         (url.as_str(), "200"),
         (status_cond.as_str(), "503"),
         (probe.as_str(), "200"),
     ] {
-        let _ = std::fs::remove_file(&sock);
-        let o = with_server(cond, &sock, status);
-        assert_eq!(o.status.code(), Some(0), "{cond}: {}", err(&o));
+        site.forget_socket();
+        let o = with_server(cond, &site, status);
+        assert_eq!(o.status.code(), Some(0), "{cond}: {}", stderr(&o));
         // curl ran once, without retrying, and was answered.
         assert_eq!(
             String::from_utf8_lossy(&o.stdout),
             "ok\n",
             "{cond}: {}",
-            err(&o)
+            stderr(&o)
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -115,13 +74,14 @@ fn with_a_probe_that_never_passes_fails_with_its_output() {
         "--",
         "true",
     ]);
-    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    let e = err(&o);
-    assert!(
-        e.contains("not ready after 4s")
-            && e.contains("exited with exit status: 1")
-            && e.contains("nope-77"),
-        "{e}"
+    exited_saying(
+        &o,
+        125,
+        &[
+            "not ready after 4s",
+            "exited with exit status: 1",
+            "nope-77",
+        ],
     );
 }
 
@@ -139,9 +99,9 @@ fn with_bad_http_and_exec_conditions_are_usage_errors() {
         let o = childguard(&["with", "--ready", cond, "--", "a", "--", "b"]);
         assert_eq!(o.status.code(), Some(125), "{cond}");
         assert!(
-            err(&o).contains(needle) && err(&o).contains(cond),
+            stderr(&o).contains(needle) && stderr(&o).contains(cond),
             "{cond}: {}",
-            err(&o)
+            stderr(&o)
         );
     }
 }

@@ -15,11 +15,6 @@ use crate::{Error, Teardown};
 /// unoptimised builds and for C library calls that grow with the CPU's register state.
 pub(crate) const MIN_STACK: usize = 64 * 1024;
 
-/// The `close` loop bound when `close_range(2)` is missing (Linux < 5.9): the soft
-/// `RLIMIT_NOFILE`, but no more than this many fds (one million system calls, a fraction of a
-/// second). An fd above the bound would stay open in the helper on such a kernel.
-pub(crate) const CLOSE_LOOP_CAP: u32 = 1 << 20;
-
 /// How long `enable()` waits for the helper to finish its setup (it takes well under a
 /// millisecond; the close loop of an old kernel may take a good fraction of a second).
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,7 +49,7 @@ fn start() -> Result<Teardown, Error> {
         parent_pid: parent,
         pidfd: pidfd.as_raw_fd(),
         death_signal: sys::on_main_thread(),
-        close_limit: close_limit(sys::nofile_soft_limit()),
+        close_limit: childguard_forksafe::close_loop_limit(),
         name: helper_name(parent as u32),
     };
     let stack = HelperStack::new(stack_size(sys::thread_stack_min()), sys::page_size(), args)
@@ -157,13 +152,6 @@ pub(crate) fn stack_size(thread_stack_min: Option<usize>) -> usize {
     thread_stack_min.unwrap_or(0).max(MIN_STACK)
 }
 
-/// The close-loop bound for a soft `RLIMIT_NOFILE` (`None`: unlimited).
-pub(crate) fn close_limit(soft: Option<u64>) -> u32 {
-    soft.map_or(CLOSE_LOOP_CAP, |n| {
-        u32::try_from(n).map_or(CLOSE_LOOP_CAP, |n| n.min(CLOSE_LOOP_CAP))
-    })
-}
-
 /// `cleanup/<parent>` cut to the 15 bytes a task name holds, NUL-padded to 16.
 pub(crate) fn helper_name(parent: u32) -> [u8; 16] {
     let text = format!("cleanup/{parent}");
@@ -196,14 +184,6 @@ mod tests {
         assert_eq!(stack_size(None), MIN_STACK);
         assert_eq!(stack_size(Some(16 * 1024)), MIN_STACK);
         assert_eq!(stack_size(Some(1 << 20)), 1 << 20);
-    }
-
-    #[test]
-    fn close_loop_is_bounded() {
-        assert_eq!(close_limit(None), CLOSE_LOOP_CAP);
-        assert_eq!(close_limit(Some(1024)), 1024);
-        assert_eq!(close_limit(Some(u64::MAX)), CLOSE_LOOP_CAP);
-        assert_eq!(close_limit(Some(1 << 30)), CLOSE_LOOP_CAP);
     }
 
     #[test]

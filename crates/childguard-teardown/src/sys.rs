@@ -10,8 +10,10 @@
 //!   a small stack of its own, and has the parent's thread pointer (TLS) because it was not
 //!   given one. So it must never allocate, take a lock, touch std's I/O, panic, or read any
 //!   state the parent may be changing. It only calls `libc::syscall` (and `libc::_exit`) with
-//!   values it copied onto its own stack, plus atomics on the [`HelperBlock`] that the parent
-//!   set aside for it.
+//!   values it copied onto its own stack — through its `raw_*` wrappers here and
+//!   childguard-forksafe's `close_all_except` and `exit_now` (shared with childguard's cgroup
+//!   guardian), which make only those calls — plus atomics on the [`HelperBlock`] that the
+//!   parent set aside for it.
 //!
 //! `errno` and the helper: glibc's `syscall()` stores a failure's error number in the calling
 //! *thread's* `errno`, found through the thread pointer, which in the helper is the thread that
@@ -26,14 +28,15 @@
 
 use std::ffi::c_void;
 use std::io;
-use std::mem::{self, MaybeUninit};
+use std::mem;
 use std::os::fd::OwnedFd;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
-use libc::{c_int, c_long, c_uint, c_ulong};
-use rustix::process::{Pid, PidfdFlags, Resource, Signal};
+use childguard_forksafe::{close_all_except, exit_now, SignalsBlocked};
+use libc::{c_int, c_long, c_ulong};
+use rustix::process::{Pid, PidfdFlags, Signal};
 use rustix::thread::futex;
 
 // ---------------------------------------------------------------------------------------------
@@ -173,11 +176,6 @@ pub(crate) fn pidfd_open_self() -> io::Result<OwnedFd> {
     )?)
 }
 
-/// `getrlimit(2)` `RLIMIT_NOFILE`: the soft limit, `None` for unlimited.
-pub(crate) fn nofile_soft_limit() -> Option<u64> {
-    rustix::process::getrlimit(Resource::Nofile).current
-}
-
 /// `kill(2)` with `SIGKILL`, for a helper that did not finish its setup in time. The pid is
 /// still ours: the helper is our child with exit signal 0, which only a `__WALL` wait (ours, in
 /// [`reap`]) can reap, so it stays a zombie until then and its pid is not reused.
@@ -194,18 +192,9 @@ pub(crate) fn kill_helper(pid: u32) -> io::Result<()> {
 /// is a moment: the kernel clears `state` on its way out.
 pub(crate) fn reap(pid: u32) -> io::Result<()> {
     let pid = i32::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    loop {
-        // SAFETY: a null status pointer is allowed (the status is not stored); `pid` names one
-        // process; no memory is passed.
-        let rc = unsafe { libc::waitpid(pid, ptr::null_mut(), libc::__WALL) };
-        if rc != -1 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
+    childguard_forksafe::wait_all(pid)
+        .map(drop)
+        .map_err(io::Error::from_raw_os_error)
 }
 
 /// `futex(2)` `FUTEX_WAIT` (shared, because the kernel's `CLONE_CHILD_CLEARTID` wake is shared):
@@ -283,22 +272,7 @@ impl Drop for HelperStack {
 
 /// `mmap(2)`: `len` bytes of private anonymous read-write memory, flagged `MAP_STACK`.
 fn mmap_stack(len: usize) -> io::Result<NonNull<u8>> {
-    // SAFETY: null address hint without MAP_FIXED, fd -1, offset 0: the kernel picks a fresh
-    // range overlapping nothing we own.
-    let addr = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    NonNull::new(addr.cast()).ok_or_else(|| io::Error::other("mmap returned a null address"))
+    childguard_forksafe::map_anonymous(len, libc::MAP_STACK).map_err(io::Error::from_raw_os_error)
 }
 
 /// `mprotect(2)` `PROT_NONE` on the first `len` bytes at `addr` (the guard page).
@@ -321,44 +295,6 @@ fn munmap(addr: NonNull<u8>, len: usize) {
     }
 }
 
-/// Every signal blocked in the calling thread until dropped, which restores the previous mask.
-struct SignalsBlocked {
-    previous: libc::sigset_t,
-}
-
-impl SignalsBlocked {
-    /// `pthread_sigmask(3)` `SIG_SETMASK` with a full set (`sigfillset(3)`). glibc quietly
-    /// keeps its two internal signals unblocked; the helper blocks those itself, first thing.
-    fn all() -> io::Result<Self> {
-        let mut all = MaybeUninit::<libc::sigset_t>::uninit();
-        let mut previous = MaybeUninit::<libc::sigset_t>::uninit();
-        // SAFETY: sigfillset initialises the set it is given; it cannot fail for a valid pointer.
-        let all = unsafe {
-            libc::sigfillset(all.as_mut_ptr());
-            all.assume_init()
-        };
-        // SAFETY: both pointers are valid sigset_t buffers living across the call; only the
-        // calling thread's mask changes.
-        let rc = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, previous.as_mut_ptr()) };
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        // SAFETY: pthread_sigmask returned 0, so it filled `previous`.
-        let previous = unsafe { previous.assume_init() };
-        Ok(Self { previous })
-    }
-}
-
-impl Drop for SignalsBlocked {
-    /// `pthread_sigmask(3)` `SIG_SETMASK` back to the saved mask.
-    fn drop(&mut self) {
-        // SAFETY: `previous` is the initialised mask saved by `all`; a null old-set is allowed.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.previous, ptr::null_mut());
-        }
-    }
-}
-
 /// A running helper: its pid and its block, which stays mapped for the life of the process.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Helper {
@@ -367,8 +303,10 @@ pub(crate) struct Helper {
 }
 
 /// `clone(2)` with `CLONE_VM | CLONE_CHILD_CLEARTID` and exit signal 0, with every signal
-/// blocked in the calling thread around it (so no handler of ours can run in the new process
-/// before it has blocked signals itself). The new process runs [`helper_main`] on `stack`.
+/// blocked in the calling thread around it ([`SignalsBlocked`]: so no handler of ours can run
+/// in the new process before it has blocked signals itself; glibc leaves its two internal
+/// signals unblocked, which the helper blocks first thing). The new process runs
+/// [`helper_main`] on `stack`.
 ///
 /// Not shared: the fd table (the helper closes its copy), the fs info (cwd), signal handlers
 /// (the helper keeps everything blocked, so the copied handlers never run), the thread group.
@@ -437,7 +375,7 @@ extern "C" fn helper_main(arg: *mut c_void) -> c_int {
         block.failed_errno.store(errno, Ordering::SeqCst);
         block.failed_step.store(step as u32, Ordering::SeqCst);
         // Exiting clears `state` and wakes the parent (CLONE_CHILD_CLEARTID).
-        raw_exit()
+        exit_now(0)
     };
 
     // 1. Nothing may interrupt us with a handler copied from the parent (glibc's internal
@@ -453,7 +391,7 @@ extern "C" fn helper_main(arg: *mut c_void) -> c_int {
         }
     }
     if raw_getppid() != args.parent_pid {
-        raw_exit();
+        exit_now(0);
     }
     // 3. Be recognisable in ps/top.
     if let Err(errno) = raw_set_name(&args.name) {
@@ -468,7 +406,7 @@ extern "C" fn helper_main(arg: *mut c_void) -> c_int {
     // 5. Do not pin the parent's working directory (and its mount). Best effort.
     raw_chdir_root();
     // 6. Hold no copy of the parent's fds (sockets, pipes, ...), except the pidfd.
-    if let Err(errno) = close_all_but(args.pidfd, args.close_limit) {
+    if let Err(errno) = close_all_except(&[args.pidfd], args.close_limit) {
         return fail(Step::CloseFds, errno);
     }
     // 7. Report, wake the parent in `enable()`, and from now on touch nothing of its memory.
@@ -478,31 +416,7 @@ extern "C" fn helper_main(arg: *mut c_void) -> c_int {
     // 8. Wait for the parent process to end. Our exit then drops the last reference to the
     //    address space, and the kernel frees it in our context, not the parent's.
     raw_poll_until_readable(args.pidfd);
-    raw_exit()
-}
-
-/// Closes every fd but `keep`: two `close_range` calls around it; a `close` loop up to `limit`
-/// where `close_range` does not exist (Linux < 5.9).
-fn close_all_but(keep: i32, limit: u32) -> Result<(), c_int> {
-    let keep = keep as c_uint; // an OwnedFd's number: never negative
-    let below = if keep > 0 {
-        raw_close_range(0, keep - 1)
-    } else {
-        Ok(())
-    };
-    let result = below.and_then(|()| match keep.checked_add(1) {
-        Some(first) => raw_close_range(first, c_uint::MAX),
-        None => Ok(()),
-    });
-    match result {
-        Err(libc::ENOSYS) => {
-            for fd in (0..limit).filter(|&fd| fd != keep) {
-                raw_close(fd);
-            }
-            Ok(())
-        }
-        other => other,
-    }
+    exit_now(0)
 }
 
 /// The error number of the last failed call, from the enabling thread's `errno` slot. Only
@@ -536,21 +450,8 @@ fn raw_block_all_signals() -> Result<(), c_int> {
 
 /// `prctl(2)` `PR_SET_PDEATHSIG` with `SIGKILL`.
 fn raw_set_death_signal_kill() -> Result<(), c_int> {
-    // SAFETY: integer arguments only; the unused ones are zero.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_prctl,
-            libc::PR_SET_PDEATHSIG as c_long,
-            libc::SIGKILL as c_ulong,
-            0 as c_ulong,
-            0 as c_ulong,
-            0 as c_ulong,
-        )
-    };
-    if rc == -1 {
-        return Err(raw_errno());
-    }
-    Ok(())
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number, not a pointer.
+    unsafe { raw_prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong) }
 }
 
 /// `getppid(2)`.
@@ -564,11 +465,22 @@ fn raw_getppid() -> i32 {
 fn raw_set_name(name: &[u8; 16]) -> Result<(), c_int> {
     // SAFETY: `name` is a 16-byte buffer on our stack whose last byte is NUL (built that way in
     // `crate::linux::helper_name`), so the kernel's bounded copy stays inside it.
+    unsafe { raw_prctl(libc::PR_SET_NAME, name.as_ptr() as c_ulong) }
+}
+
+/// `prctl(2)` with one argument (the unused ones zero).
+///
+/// # Safety
+///
+/// If `option` reads or writes memory through `arg2`, `arg2` must be the address of a buffer
+/// valid for what `option` does with it.
+unsafe fn raw_prctl(option: c_int, arg2: c_ulong) -> Result<(), c_int> {
+    // SAFETY: the caller vouches for `arg2` (see above); the rest are integers.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_prctl,
-            libc::PR_SET_NAME as c_long,
-            name.as_ptr(),
+            option as c_long,
+            arg2,
             0 as c_ulong,
             0 as c_ulong,
             0 as c_ulong,
@@ -597,32 +509,6 @@ fn raw_chdir_root() {
     // SAFETY: ROOT is a NUL-terminated static string.
     unsafe {
         libc::syscall(libc::SYS_chdir, ROOT.as_ptr());
-    }
-}
-
-/// `close_range(2)` on `first..=last` with no flags (Linux 5.9).
-fn raw_close_range(first: c_uint, last: c_uint) -> Result<(), c_int> {
-    // SAFETY: integer arguments; closes entries of our own fd table, a copy of the parent's
-    // (no CLONE_FILES), so the parent's fds stay open.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            first as c_ulong,
-            last as c_ulong,
-            0 as c_ulong,
-        )
-    };
-    if rc == -1 {
-        return Err(raw_errno());
-    }
-    Ok(())
-}
-
-/// `close(2)` of one fd of our own table; `EBADF` for a free slot is expected and ignored.
-fn raw_close(fd: c_uint) {
-    // SAFETY: as in `raw_close_range`, for one fd.
-    unsafe {
-        libc::syscall(libc::SYS_close, fd as c_long);
     }
 }
 
@@ -669,11 +555,4 @@ fn raw_poll_until_readable(fd: i32) {
             return;
         }
     }
-}
-
-/// `_exit(2)`: ends the helper (only the helper: it is its own thread group).
-fn raw_exit() -> ! {
-    // SAFETY: _exit makes the exit_group system call and never returns; it runs no atexit
-    // handlers and flushes no stdio buffers, so nothing of the parent's is touched.
-    unsafe { libc::_exit(0) }
 }

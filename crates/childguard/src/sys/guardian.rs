@@ -1,6 +1,9 @@
 //! The unsafe half of the guardian (`containment/guardian`): the double fork that makes it,
-//! and the few calls its life needs that rustix has no safe wrapper for here (`mmap(2)`,
-//! `sigaction(2)`, `close_range(2)`, `_exit(2)`).
+//! and the few calls its life needs that rustix has no safe wrapper for here (`sigaction(2)`,
+//! slices over `mmap(2)` memory). What it shares with childguard-teardown's helper — signals
+//! blocked around the fork, `close_range(2)`, the `__WALL` wait, `_exit(2)`, the anonymous
+//! mapping — is in the `childguard-forksafe` crate, which both use (the guardian reaches it
+//! through this module only).
 //!
 //! Everything the forked processes run is async-signal-safe: the guardian is a copy of one
 //! thread of a multi-threaded process, so a lock another thread held at the fork stays locked
@@ -19,50 +22,14 @@ use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::ptr;
 
+use childguard_forksafe::SignalsBlocked;
+pub(crate) use childguard_forksafe::{close_all_except, close_loop_limit, exit_now};
+
 /// The calling thread's `errno` (right after a failed call).
 fn errno() -> i32 {
     io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO)
-}
-
-/// Every signal blocked in the calling thread until dropped, which restores the previous mask:
-/// around the fork, so that no handler of the host runs in the new processes before the
-/// guardian has replaced them all ([`reset_signals`]).
-struct SignalsBlocked {
-    previous: libc::sigset_t,
-}
-
-impl SignalsBlocked {
-    /// `pthread_sigmask(3)` `SIG_SETMASK` with a full set (`sigfillset(3)`).
-    fn all() -> io::Result<SignalsBlocked> {
-        let mut all = MaybeUninit::<libc::sigset_t>::uninit();
-        let mut previous = MaybeUninit::<libc::sigset_t>::uninit();
-        // SAFETY: sigfillset initialises the set behind the valid pointer it is given.
-        let all = unsafe {
-            libc::sigfillset(all.as_mut_ptr());
-            all.assume_init()
-        };
-        // SAFETY: both pointers are valid sigset_t buffers for the call; only this thread's
-        // mask changes.
-        let rc = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, previous.as_mut_ptr()) };
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        Ok(SignalsBlocked {
-            // SAFETY: pthread_sigmask returned 0, so it filled `previous`.
-            previous: unsafe { previous.assume_init() },
-        })
-    }
-}
-
-impl Drop for SignalsBlocked {
-    fn drop(&mut self) {
-        // SAFETY: `previous` is the initialised mask saved by `all`; a null old set is allowed.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.previous, ptr::null_mut());
-        }
-    }
 }
 
 /// `clone(2)` with no flag but the exit signal: `fork(2)` without glibc's wrapper, so no
@@ -129,21 +96,14 @@ pub(crate) fn fork_guardian<A>(args: &A, body: fn(&A) -> !) -> io::Result<()> {
     }
     drop(blocked);
     let pid = intermediate.map_err(io::Error::from_raw_os_error)?;
-    let mut status: libc::c_int = 0;
-    loop {
-        // SAFETY: `status` is a valid int for the call; `pid` is our own unreaped child (only
-        // a __WALL or __WCLONE wait can reap a child whose exit signal is 0).
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
-        if rc == pid {
-            break;
-        }
-        match errno() {
-            libc::EINTR => continue,
-            // Reaped by someone else (a host waiting with __WALL): its status is lost.
-            libc::ECHILD => return Ok(()),
-            e => return Err(io::Error::from_raw_os_error(e)),
-        }
-    }
+    // `pid` is our own unreaped child; only a __WALL or __WCLONE wait sees one whose exit
+    // signal is 0.
+    let status = match childguard_forksafe::wait_all(pid) {
+        Ok(status) => status,
+        // Reaped by someone else (a host waiting with __WALL): its status is lost.
+        Err(libc::ECHILD) => return Ok(()),
+        Err(e) => return Err(io::Error::from_raw_os_error(e)),
+    };
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         Ok(())
     } else {
@@ -151,13 +111,6 @@ pub(crate) fn fork_guardian<A>(args: &A, body: fn(&A) -> !) -> io::Result<()> {
             "the guardian could not be forked (the intermediate process failed)",
         ))
     }
-}
-
-/// `_exit(2)`: ends this process at once (no atexit handler, no stdio flush: nothing of the
-/// host's state is touched).
-pub(crate) fn exit_now(code: i32) -> ! {
-    // SAFETY: _exit makes the exit_group system call and never returns.
-    unsafe { libc::_exit(code) }
 }
 
 /// `sigaction(2)` for every signal, then `sigprocmask(2)` with an empty mask: no handler of
@@ -203,66 +156,14 @@ pub(crate) fn reset_signals() {
     }
 }
 
-/// `close_range(2)` around each fd of `keep` (ascending): every other fd of this process is
-/// closed. Where the call does not exist (Linux < 5.9) a `close(2)` loop up to `limit`.
-pub(crate) fn close_all_except(keep: &[RawFd], limit: u32) {
-    let mut first: u32 = 0;
-    let mut ranges_ok = true;
-    let mut close_range = |from: u32, to: u32| {
-        // SAFETY: integer arguments; closes entries of this process's own fd table (a copy
-        // of the host's: the host's fds stay open).
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_close_range,
-                from as c_long,
-                to as c_long,
-                0 as c_long,
-            )
-        };
-        ranges_ok &= rc == 0;
-    };
-    for &fd in keep.iter().filter(|&&fd| fd >= 0) {
-        let fd = fd as u32;
-        if fd > first {
-            close_range(first, fd - 1);
-        }
-        first = fd.saturating_add(1);
-    }
-    close_range(first, u32::MAX);
-    if !ranges_ok {
-        for fd in 0..limit as RawFd {
-            if !keep.contains(&fd) {
-                // SAFETY: close(2) of one fd number of our own table; EBADF for a free slot.
-                unsafe {
-                    libc::close(fd);
-                }
-            }
-        }
-    }
-}
-
 /// `mmap(2)`: `len` bytes of fresh private anonymous memory, zero-filled by the kernel and
 /// committed only as touched (`MAP_NORESERVE`). Never unmapped: it lives as long as the
 /// guardian. This is how the guardian gets memory without allocating.
 pub(crate) fn map_zeroed(len: usize) -> Result<&'static mut [u8], i32> {
-    // SAFETY: a null hint without MAP_FIXED, fd -1, offset 0: the kernel picks a fresh range
-    // that overlaps nothing we use.
-    let addr = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED || addr.is_null() {
-        return Err(errno());
-    }
+    let addr = childguard_forksafe::map_anonymous(len, libc::MAP_NORESERVE)?;
     // SAFETY: the mapping is `len` readable, writable, zeroed bytes (zero is a valid u8),
     // aligned to a page, never unmapped, and nothing else refers to it.
-    Ok(unsafe { std::slice::from_raw_parts_mut(addr.cast::<u8>(), len) })
+    Ok(unsafe { std::slice::from_raw_parts_mut(addr.as_ptr(), len) })
 }
 
 /// [`map_zeroed`] seen as bytes not yet written, for the buffers `getdents(2)` fills.
@@ -272,21 +173,6 @@ pub(crate) fn map_uninit(len: usize) -> Result<&'static mut [MaybeUninit<u8>], i
     // SAFETY: MaybeUninit<u8> has u8's layout; the slice covers the same mapping and the
     // `&mut [u8]` it came from is consumed here, so nothing reads it as initialised bytes.
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<MaybeUninit<u8>>(), len) })
-}
-
-/// `getrlimit(2)` `RLIMIT_NOFILE`'s soft limit, capped at 2²⁰ (the bound of the `close` loop
-/// where `close_range(2)` is missing). Called in the host, before the fork.
-pub(crate) fn close_loop_limit() -> u32 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid rlimit buffer for the call.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-    if rc != 0 {
-        return 1 << 20;
-    }
-    lim.rlim_cur.min(1 << 20) as u32
 }
 
 /// Borrows one of the guardian's own two fds (its socket end, the host's pidfd) for the rest

@@ -59,7 +59,9 @@ pub(crate) fn run(args: &Args) -> ! {
     if keep[0] > keep[1] {
         keep.swap(0, 1);
     }
-    sys::close_all_except(&keep, args.close_limit);
+    // An error means a `close_range` failed other than for want of the call; the fallback
+    // loop has closed every fd below the limit but ours all the same.
+    let _ = sys::close_all_except(&keep, args.close_limit);
     // These fd numbers are ours alone from here on (the fork gave us copies; nothing else in
     // this process uses or closes them).
     let sock = borrow(args.sock);
