@@ -82,7 +82,7 @@ impl std::fmt::Debug for SignalsBlocked {
 }
 
 /// The bound of [`close_all_except`]'s `close(2)` loop: `getrlimit(2)` `RLIMIT_NOFILE`'s soft
-/// limit (no fd of this process is at or above it), capped at [`CLOSE_LOOP_CAP`]. Called in
+/// limit (no fd of this process is at or above it), capped at `CLOSE_LOOP_CAP` (2²⁰). Called in
 /// the host, before the fork (rustix's safe wrapper).
 pub fn close_loop_limit() -> u32 {
     close_loop_limit_for(rustix::process::getrlimit(Resource::Nofile).current)
