@@ -12,7 +12,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -22,6 +22,15 @@ use childguard::Ready;
 use crate::messages::say;
 
 /// How often the thread checks.
+/// The ready thread's tid (0: none). An `exec:` probe is forked by this thread (the library's
+/// `Ready::check_once`), so it is listed in `/proc/self/task/TID/children`; init's reaper
+/// leaves those to the probe's own handle ([`crate::init::reap::reap_others`]). Race avoided
+/// (*a probe reaped by init*): init reaps every child but CMD on each SIGCHLD, and a probe that
+/// exits in a millisecond (`test -e FILE`) was reaped by it first — its status lost, the check
+/// counted as failed, the ready file written only when the probe happened to win (5–25 s
+/// instead of 0.3 s, seen in the init tests).
+pub static PROBE_THREAD: AtomicI32 = AtomicI32::new(0);
+
 const EVERY: Duration = Duration::from_millis(50);
 
 /// The readiness watch: the file appears once the condition holds.
@@ -40,6 +49,10 @@ impl ReadyFile {
         thread::Builder::new()
             .name("childguard-ready".into())
             .spawn(move || {
+                PROBE_THREAD.store(
+                    rustix::thread::gettid().as_raw_nonzero().get(),
+                    Ordering::SeqCst,
+                );
                 while !flag.load(Ordering::SeqCst) {
                     let holds = match ready.check_once() {
                         Ok(holds) => holds,

@@ -89,8 +89,13 @@ pub fn stat(pid: u32) -> Option<Stat> {
 /// reaped. Children still running are left alone.
 pub fn reap_others(cmd: Option<u32>) -> Vec<u32> {
     let mut reaped = Vec::new();
-    for pid in children() {
-        if Some(pid) == cmd {
+    // Children first, then the ready thread's: a probe forked after the first read is not in
+    // it; one in it was forked before, so the second read lists it until its own handle reaps
+    // it (see `ready::PROBE_THREAD`).
+    let kids = children();
+    let probes = probe_children();
+    for pid in kids {
+        if Some(pid) == cmd || probes.contains(&pid) {
             continue;
         }
         let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
@@ -102,6 +107,21 @@ pub fn reap_others(cmd: Option<u32>) -> Vec<u32> {
         }
     }
     reaped
+}
+
+/// The children of the `--ready` thread: its `exec:` probes, which their handles reap.
+fn probe_children() -> BTreeSet<u32> {
+    let tid = super::ready::PROBE_THREAD.load(std::sync::atomic::Ordering::SeqCst);
+    if tid == 0 {
+        return BTreeSet::new();
+    }
+    fs::read_to_string(format!("/proc/self/task/{tid}/children"))
+        .map(|text| {
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Our descendants now, children first (a walk of the `children` files, else of `/proc`).
