@@ -12,17 +12,31 @@ use childguard_cli::procs::descendants_of;
 use childguard_tests::{eventually, is_alive, ladder, sh, stdio_peers};
 
 /// Spawns `script` under `sh -c`, contained (`KillMode::Mixed`, the default: catchable rungs
-/// to the main process only), and waits until the launcher has a child: the server.
-fn contained_launcher(script: &str, ladder_text: &str) -> (ChildHandle, Vec<u32>) {
+/// to the main process only), and waits until the launcher's child is the server: `sleep` run
+/// (its exec done), ignoring the signals in `ignores` (`SigIgn` read in `/proc`) — so the test
+/// never closes a server still being set up.
+fn contained_launcher(script: &str, ladder_text: &str, ignores: &[i32]) -> (ChildHandle, Vec<u32>) {
     let handle = ChildHandle::builder(sh(script))
         .contain(Containment::Cgroup)
         .ladder(ladder(ladder_text))
         .spawn()
         .expect("contained spawn (needs a writable cgroup v2: run as root or delegate one)");
     let main = handle.id().expect("pid");
+    let wanted = childguard_tests::init::set_of(ignores);
+    let server_up = |pid: u32| {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        comm.trim() == "sleep"
+            && status.contains("SigIgn:")
+            && childguard_tests::init::sig_sets(&status).0 & wanted == wanted
+    };
     assert!(
-        eventually(Duration::from_secs(20), || !descendants_of(main).is_empty()),
-        "the launcher started no server"
+        eventually(Duration::from_secs(20), || {
+            let rest = descendants_of(main);
+            !rest.is_empty() && rest.iter().all(|&p| server_up(p))
+        }),
+        "the launcher's server never came up: {:?}",
+        descendants_of(main)
     );
     (handle, descendants_of(main))
 }
@@ -30,7 +44,7 @@ fn contained_launcher(script: &str, ladder_text: &str) -> (ChildHandle, Vec<u32>
 #[test]
 fn the_rung_that_ended_the_launcher_goes_to_the_server_at_once() {
     // sh dies of HUP (default action); sleep, its child, never got it from the rung.
-    let (handle, rest) = contained_launcher("sleep 60 & wait", "HUP:3s,TERM:3s,KILL:5s");
+    let (handle, rest) = contained_launcher("sleep 60 & wait", "HUP:3s,TERM:3s,KILL:5s", &[]);
     let report = handle.close().expect("close");
     assert_eq!(
         report.ended_by,
@@ -67,6 +81,7 @@ fn a_server_that_ignores_the_passed_rung_gets_the_next_after_its_grace_from_then
     let (handle, rest) = contained_launcher(
         "(trap '' HUP; exec sleep 60) & wait",
         "HUP:300ms,TERM:3s,KILL:5s",
+        &[libc::SIGHUP],
     );
     let report = handle.close().expect("close");
     let sent: Vec<_> = report
