@@ -69,7 +69,12 @@ fn npx_everything_is_closed_by_eof_with_nothing_left() {
     let Some(npx) = stdio_peers::npx(test, "mcp-server-everything", &[]) else {
         return;
     };
-    let mut server = ChildHandle::stdio_server(npx).spawn().expect("spawn npx");
+    // A generous EOF wait: under load node takes longer than the default 2 s to go, and the
+    // test is about what ends it (EOF), not how fast (the figure: 95 ms here, alone).
+    let mut server = ChildHandle::stdio_server(npx)
+        .ladder(ladder("EOF:10s,TERM:2s,KILL:5s"))
+        .spawn()
+        .expect("spawn npx");
     let (stdin, stdout) = (server.take_stdin(), server.take_stdout());
     let (mut stdin, mut stdout) = (stdin.expect("stdin"), stdout.expect("stdout"));
     round_trip(&mut stdin, &mut stdout);
@@ -97,6 +102,8 @@ fn a_python_server_behind_sh_c_on_a_socketpair_is_closed_by_eof() {
     cmd.args(["-c", &format!("{line}; exit 3")]);
     let server = ChildHandle::stdio_server(cmd)
         .stdio_channel(StdioChannel::Socketpair)
+        // The SDK's server took up to 4.7 s to exit on EOF under two CPU hogs.
+        .ladder(ladder("EOF:10s,TERM:2s,KILL:5s"))
         .spawn()
         .expect("spawn sh -c python");
     let socket = server.socket().expect("socketpair");
