@@ -131,7 +131,13 @@ fn everything_server_initialize_list_echo_then_close_ends_by_eof() {
         return;
     };
     runtime().block_on(async {
-        let transport = ChildTransport::spawn(cmd).expect("spawn npx");
+        // The adapter's settings with a generous EOF wait: under load node can take longer than
+        // the MCP close's 2 s to go, and the test is about what ends it (EOF), not how fast.
+        let handle = childguard_rmcp::settings::stdio_server(cmd)
+            .ladder(ladder("EOF:10s,TERM:2s,KILL:5s"))
+            .spawn()
+            .expect("spawn npx");
+        let transport = ChildTransport::new(handle).expect("piped stdio");
         let closed = transport.closed();
         let tree = Tree::of(&transport);
         let client = within("initialize", ().serve(transport))
