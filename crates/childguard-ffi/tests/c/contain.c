@@ -50,6 +50,29 @@ static bool died(int pid, unsigned long long start) {
     return false;
 }
 
+/* Whether `pid` ignores HUP and TERM (its SigIgn in /proc/<pid>/status), waited for up to
+ * 20 s: slowserver prints READY before its daemon's exec has set them, and a rung that reached
+ * the daemon before would end it (the HUP passed on to those left once the server exits). */
+static bool ignores_hup_and_term(int pid) {
+    unsigned long long want = (1ULL << (SIGHUP - 1)) | (1ULL << (SIGTERM - 1));
+    for (int waited_ms = 0; waited_ms < 20000; waited_ms += 10) {
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/status", pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            return false;
+        unsigned long long ign = 0;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "SigIgn: %llx", &ign) == 1)
+                break;
+        fclose(f);
+        if ((ign & want) == want)
+            return true;
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
 /* The `0::` line of /proc/<pid>/cgroup (the cgroup v2 path), into `out`. */
 static void cgroup_of(int pid, char *out, size_t size) {
     char path[64];
@@ -97,6 +120,7 @@ static cg_report *daemon_dies(const char *server, int mode, const char *parent) 
     char state;
     unsigned long long start;
     CHECK(proc_stat(daemon, &state, &start), "daemon %d gone before the close", daemon);
+    CHECK(ignores_hup_and_term(daemon), "daemon %d never ignored HUP and TERM", daemon);
 
     cg_report *r = NULL;
     OK(cg_close(h, &r));
@@ -114,7 +138,8 @@ static cg_report *daemon_dies(const char *server, int mode, const char *parent) 
 int main(int argc, char **argv) {
     const char *server = slowserver_path(argc, argv);
 
-    /* Mixed: HUP reached the server alone (which exits on it); KILL the daemon left. */
+    /* Mixed: HUP reached the server alone (which exits on it), then went on to the daemon left
+     * (ignored, as is the TERM after it); KILL the daemon. */
     cg_report *r = daemon_dies(server, CG_KILL_MODE_MIXED, NULL);
     CHECK(r->signals[0].signal == SIGHUP && !r->signals[0].to_cgroup && r->signals[0].reached == 1,
           "mixed: first rung %d to_cgroup %d reached %lld", r->signals[0].signal,
