@@ -391,3 +391,13 @@ pub fn dropped_lines(report: &childguard::CloseReport) -> u64 {
     };
     number(0) + number(3)
 }
+
+/// A multi-thread tokio runtime with 2 workers and every driver on: what the async tests
+/// (async stdio, the rmcp adapter, capture delivery) run their futures on.
+pub fn multi_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}

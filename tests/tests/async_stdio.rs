@@ -18,11 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 const GENEROUS: Duration = Duration::from_secs(30);
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    childguard_tests::multi_thread_runtime()
 }
 
 /// `cmd` with stdin and stdout piped, spawned with `ladder`; its two async halves.

@@ -49,11 +49,7 @@ fn ten_thousand_lines_are_all_delivered_before_the_close_returns() {
 
 #[test]
 fn ten_thousand_lines_are_all_delivered_before_close_async_returns() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = childguard_tests::multi_thread_runtime();
     let (capture, seen) = collecting();
     let report = rt.block_on(async {
         let handle = ChildHandle::builder(sh(&format!("seq 1 {LINES}")))

@@ -24,11 +24,7 @@ use rmcp::{RoleClient, ServiceExt};
 const GENEROUS: Duration = Duration::from_secs(60);
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    childguard_tests::multi_thread_runtime()
 }
 
 async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
