@@ -248,6 +248,27 @@ pub fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A [`fresh_dir`] removed, with what it holds, on drop.
+#[derive(Debug)]
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    pub fn new(name: &str) -> Self {
+        Self(fresh_dir(name))
+    }
+
+    /// The path of `name` in it, as text (for command lines).
+    pub fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Pids whose parent is this process, alive or zombie.
 pub fn our_children() -> Vec<u32> {
     let me = std::process::id();
@@ -280,6 +301,49 @@ pub fn exited_within(pin: &std::os::fd::OwnedFd, wait: Duration) -> bool {
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => panic!("poll on a pidfd: {e}"),
         }
+    }
+}
+
+/// `require_peer!(found)`: the peer's path from a finder that returns `Option`, or return
+/// from the test. The only early return allowed: the finders panic, naming what to install,
+/// unless `CHILDGUARD_SKIP_PEERS=1` asked for the skip (they return `None` then).
+#[macro_export]
+macro_rules! require_peer {
+    ($found:expr) => {
+        match $found {
+            Some(path) => path,
+            None => return,
+        }
+    };
+}
+
+/// A process pinned by a pidfd: whether it is gone is asked through the pidfd (never a
+/// recycled pid), and it is SIGKILLed when the pin is dropped (cleanup, also when an assertion
+/// failed first; nothing once it exited).
+#[derive(Debug)]
+pub struct Pin {
+    pub pid: u32,
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Pin {
+    /// Pins `pid`, which must be running (or a zombie) now.
+    pub fn new(pid: u32) -> Self {
+        Self {
+            pid,
+            fd: pidfd(pid),
+        }
+    }
+
+    /// Whether it has exited, waiting up to `wait` for that ([`exited_within`]).
+    pub fn gone_within(&self, wait: Duration) -> bool {
+        exited_within(&self.fd, wait)
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        let _ = rustix::process::pidfd_send_signal(&self.fd, rustix::process::Signal::KILL);
     }
 }
 

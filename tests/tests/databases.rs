@@ -35,21 +35,11 @@ fn redis(test: &str) -> Option<PathBuf> {
     find(test, "redis-server", candidates)
 }
 
-/// The only early return allowed: the peer is missing and skipping was asked for.
-macro_rules! require {
-    ($found:expr) => {
-        match $found {
-            Some(path) => path,
-            None => return,
-        }
-    };
-}
-
 #[test]
 fn postgres_notify_ready_first_query_succeeds_and_term_reports_stopping() {
     let test = "postgres_notify_ready_first_query_succeeds_and_term_reports_stopping";
-    let postgres = require!(pg_tool(test, "postgres"));
-    let cluster = require!(Cluster::new(test));
+    let postgres = require_peer!(pg_tool(test, "postgres"));
+    let cluster = require_peer!(Cluster::new(test));
     let began = Instant::now();
     let handle = ChildHandle::builder(cluster.command(&postgres, "data"))
         .ready(Ready::Notify)
@@ -87,8 +77,8 @@ fn postgres_notify_ready_first_query_succeeds_and_term_reports_stopping() {
 #[test]
 fn postgres_preset_fast_shutdown_ends_it_with_a_client_connected() {
     let test = "postgres_preset_fast_shutdown_ends_it_with_a_client_connected";
-    let postgres = require!(pg_tool(test, "postgres"));
-    let cluster = require!(Cluster::new(test));
+    let postgres = require_peer!(pg_tool(test, "postgres"));
+    let cluster = require_peer!(Cluster::new(test));
     let handle = ChildHandle::builder(cluster.command(&postgres, "data"))
         .ready(Ready::Notify)
         .notify_owner(cluster.uid, cluster.gid)
@@ -128,7 +118,7 @@ fn postgres_preset_fast_shutdown_ends_it_with_a_client_connected() {
 #[test]
 fn postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line() {
     let test = "postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line";
-    let postgres = require!(pg_tool(test, "postgres"));
+    let postgres = require_peer!(pg_tool(test, "postgres"));
     let (uid, gid) = postgres::postgres_user();
     let root = scratch("pg-missing");
     std::fs::create_dir_all(&root).unwrap();
@@ -182,7 +172,7 @@ fn redis_dir(name: &str) -> (PathBuf, PathBuf) {
 
 #[test]
 fn redis_notify_ready_ping_succeeds_and_term_reports_stopping() {
-    let redis = require!(redis(
+    let redis = require_peer!(redis(
         "redis_notify_ready_ping_succeeds_and_term_reports_stopping"
     ));
     let (dir, socket) = redis_dir("redis-notify");
@@ -211,7 +201,7 @@ fn redis_notify_ready_ping_succeeds_and_term_reports_stopping() {
 
 #[test]
 fn redis_output_ready_on_its_log_line() {
-    let redis = require!(redis("redis_output_ready_on_its_log_line"));
+    let redis = require_peer!(redis("redis_output_ready_on_its_log_line"));
     let (dir, socket) = redis_dir("redis-output");
     let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
         .ready(Ready::output("ready to accept connections"))
@@ -229,7 +219,7 @@ fn redis_output_ready_on_its_log_line() {
 
 #[test]
 fn redis_connect_ready_on_its_unix_socket() {
-    let redis = require!(redis("redis_connect_ready_on_its_unix_socket"));
+    let redis = require_peer!(redis("redis_connect_ready_on_its_unix_socket"));
     let (dir, socket) = redis_dir("redis-connect");
     let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
         .ready(Ready::connect(socket.as_path()))
@@ -252,13 +242,13 @@ fn redis_connect_ready_on_its_unix_socket() {
 #[test]
 fn postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready() {
     let test = "postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready";
-    let postgres = require!(pg_tool(test, "postgres"));
-    let runuser = require!(find(
+    let postgres = require_peer!(pg_tool(test, "postgres"));
+    let runuser = require_peer!(find(
         test,
         "runuser",
         vec!["/usr/sbin/runuser".into(), "/sbin/runuser".into()]
     ));
-    let cluster = require!(Cluster::new(test));
+    let cluster = require_peer!(Cluster::new(test));
     let command = || {
         let mut cmd = Command::new(&runuser);
         cmd.args(["-u", "postgres", "--"])
@@ -310,7 +300,7 @@ fn postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready() {
 /// "Saving the final RDB snapshot" on TERM, after its start-up "Ready to accept connections".
 #[test]
 fn redis_last_status_is_its_shutdown_one() {
-    let redis = require!(redis("redis_last_status_is_its_shutdown_one"));
+    let redis = require_peer!(redis("redis_last_status_is_its_shutdown_one"));
     let (dir, socket) = redis_dir("redis-status");
     let mut cmd = redis_command(&redis, &dir, &socket, true);
     cmd.args(["--save", "3600 1"]);
@@ -333,7 +323,7 @@ fn redis_last_status_is_its_shutdown_one() {
 /// its ladder (TERM: redis saves nothing here and exits 0) — a real server through the miss.
 #[test]
 fn redis_under_a_watchdog_it_does_not_feed_is_closed_with_its_ladder() {
-    let redis = require!(redis(
+    let redis = require_peer!(redis(
         "redis_under_a_watchdog_it_does_not_feed_is_closed_with_its_ladder"
     ));
     let (dir, socket) = redis_dir("redis-watchdog");
