@@ -64,6 +64,25 @@ pub fn slowserver(args: &[&str]) -> Command {
     cmd
 }
 
+/// slowserver's flags for a `Ready::Notify` server that sends `WATCHDOG=1` every 20 ms — for
+/// `pings_for` only, if given (then it hangs: pings no more, runs on) — and ignores stdin EOF.
+pub fn pinging(pings_for: Option<&'static str>) -> Vec<&'static str> {
+    let mut args = vec!["--notify", "--watchdog-every", "20ms", "--ignore-eof"];
+    if let Some(time) = pings_for {
+        args.extend(["--watchdog-for", time]);
+    }
+    args
+}
+
+/// Some note of `notes` (a notify report's, a close report's) starts with `prefix`.
+#[track_caller]
+pub fn assert_noted(notes: &[String], prefix: &str) {
+    assert!(
+        notes.iter().any(|n| n.starts_with(prefix)),
+        "no note starts with {prefix:?}: {notes:?}"
+    );
+}
+
 /// The parsed `READY pid=… grandchild=…` line.
 #[derive(Debug, Clone, Copy)]
 pub struct Ready {
@@ -344,6 +363,26 @@ impl Pin {
 impl Drop for Pin {
     fn drop(&mut self) {
         let _ = rustix::process::pidfd_send_signal(&self.fd, rustix::process::Signal::KILL);
+    }
+}
+
+/// Processes pinned ([`Pin`]) as a test finds them, all SIGKILLed when the test ends, pass or
+/// fail: a failing test leaves nothing behind.
+#[derive(Debug, Default)]
+pub struct Pins(Vec<Pin>);
+
+impl Pins {
+    /// Pins those of `pids` alive now and not pinned yet.
+    pub fn pin(&mut self, pids: impl IntoIterator<Item = u32>) {
+        for pid in pids {
+            if !self.0.iter().any(|p| p.pid == pid) && is_alive(pid) {
+                self.0.push(Pin::new(pid));
+            }
+        }
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(|p| p.pid).collect()
     }
 }
 

@@ -199,41 +199,33 @@ fn redis_notify_ready_ping_succeeds_and_term_reports_stopping() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// redis ready on its log line (`Ready::Output`), and on its unix socket (`Ready::Connect`,
+/// its output captured): a PING right after `spawn()` is answered; TERM ends it.
 #[test]
-fn redis_output_ready_on_its_log_line() {
-    let redis = require_peer!(redis("redis_output_ready_on_its_log_line"));
-    let (dir, socket) = redis_dir("redis-output");
-    let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
-        .ready(Ready::output("ready to accept connections"))
-        .ladder(ladder("TERM:10s,KILL:2s"))
-        .spawn()
-        .expect("redis with Ready::Output");
-    assert_eq!(
-        ping(&socket).expect("PING right after spawn()"),
-        "+PONG\r\n"
-    );
-    let report = handle.close().unwrap();
-    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn redis_connect_ready_on_its_unix_socket() {
-    let redis = require_peer!(redis("redis_connect_ready_on_its_unix_socket"));
-    let (dir, socket) = redis_dir("redis-connect");
-    let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
-        .ready(Ready::connect(socket.as_path()))
-        .capture(Capture::both())
-        .ladder(ladder("TERM:10s,KILL:2s"))
-        .spawn()
-        .expect("redis with Ready::Connect");
-    assert_eq!(
-        ping(&socket).expect("PING right after spawn()"),
-        "+PONG\r\n"
-    );
-    let report = handle.close().unwrap();
-    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
+fn redis_ready_on_its_log_line_and_on_its_unix_socket() {
+    let redis = require_peer!(redis("redis_ready_on_its_log_line_and_on_its_unix_socket"));
+    for kind in ["output", "connect"] {
+        let (dir, socket) = redis_dir(&format!("redis-{kind}"));
+        let builder = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
+            .ladder(ladder("TERM:10s,KILL:2s"));
+        let builder = match kind {
+            "output" => builder.ready(Ready::output("ready to accept connections")),
+            _ => builder
+                .ready(Ready::connect(socket.as_path()))
+                .capture(Capture::both()),
+        };
+        let handle = builder
+            .spawn()
+            .unwrap_or_else(|e| panic!("redis ready by {kind}: {e}"));
+        assert_eq!(
+            ping(&socket).expect("PING right after spawn()"),
+            "+PONG\r\n",
+            "{kind}"
+        );
+        let report = handle.close().unwrap();
+        assert_eq!(report.ended_by, rung(0, Signal::TERM), "{kind}: {report}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// Issue 22: `runuser -u postgres -- postgres …` — runuser forks and waits, so `READY=1` comes
@@ -347,12 +339,6 @@ fn redis_under_a_watchdog_it_does_not_feed_is_closed_with_its_ladder() {
     assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
     let notify = report.notify.as_ref().unwrap();
     assert!(notify.stopping.is_some(), "{notify:?}");
-    assert!(
-        notify
-            .watchdog
-            .iter()
-            .any(|n| n.starts_with("watchdog: sent TERM")),
-        "{notify:?}"
-    );
+    assert_noted(&notify.watchdog, "watchdog: sent TERM");
     let _ = std::fs::remove_dir_all(&dir);
 }
