@@ -64,6 +64,25 @@ pub fn slowserver(args: &[&str]) -> Command {
     cmd
 }
 
+/// slowserver's flags for a `Ready::Notify` server that sends `WATCHDOG=1` every 20 ms — for
+/// `pings_for` only, if given (then it hangs: pings no more, runs on) — and ignores stdin EOF.
+pub fn pinging(pings_for: Option<&'static str>) -> Vec<&'static str> {
+    let mut args = vec!["--notify", "--watchdog-every", "20ms", "--ignore-eof"];
+    if let Some(time) = pings_for {
+        args.extend(["--watchdog-for", time]);
+    }
+    args
+}
+
+/// Some note of `notes` (a notify report's, a close report's) starts with `prefix`.
+#[track_caller]
+pub fn assert_noted(notes: &[String], prefix: &str) {
+    assert!(
+        notes.iter().any(|n| n.starts_with(prefix)),
+        "no note starts with {prefix:?}: {notes:?}"
+    );
+}
+
 /// The parsed `READY pid=… grandchild=…` line.
 #[derive(Debug, Clone, Copy)]
 pub struct Ready {
@@ -248,6 +267,27 @@ pub fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A [`fresh_dir`] removed, with what it holds, on drop.
+#[derive(Debug)]
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    pub fn new(name: &str) -> Self {
+        Self(fresh_dir(name))
+    }
+
+    /// The path of `name` in it, as text (for command lines).
+    pub fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Pids whose parent is this process, alive or zombie.
 pub fn our_children() -> Vec<u32> {
     let me = std::process::id();
@@ -280,6 +320,69 @@ pub fn exited_within(pin: &std::os::fd::OwnedFd, wait: Duration) -> bool {
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => panic!("poll on a pidfd: {e}"),
         }
+    }
+}
+
+/// `require_peer!(found)`: the peer's path from a finder that returns `Option`, or return
+/// from the test. The only early return allowed: the finders panic, naming what to install,
+/// unless `CHILDGUARD_SKIP_PEERS=1` asked for the skip (they return `None` then).
+#[macro_export]
+macro_rules! require_peer {
+    ($found:expr) => {
+        match $found {
+            Some(path) => path,
+            None => return,
+        }
+    };
+}
+
+/// A process pinned by a pidfd: whether it is gone is asked through the pidfd (never a
+/// recycled pid), and it is SIGKILLed when the pin is dropped (cleanup, also when an assertion
+/// failed first; nothing once it exited).
+#[derive(Debug)]
+pub struct Pin {
+    pub pid: u32,
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Pin {
+    /// Pins `pid`, which must be running (or a zombie) now.
+    pub fn new(pid: u32) -> Self {
+        Self {
+            pid,
+            fd: pidfd(pid),
+        }
+    }
+
+    /// Whether it has exited, waiting up to `wait` for that ([`exited_within`]).
+    pub fn gone_within(&self, wait: Duration) -> bool {
+        exited_within(&self.fd, wait)
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        let _ = rustix::process::pidfd_send_signal(&self.fd, rustix::process::Signal::KILL);
+    }
+}
+
+/// Processes pinned ([`Pin`]) as a test finds them, all SIGKILLed when the test ends, pass or
+/// fail: a failing test leaves nothing behind.
+#[derive(Debug, Default)]
+pub struct Pins(Vec<Pin>);
+
+impl Pins {
+    /// Pins those of `pids` alive now and not pinned yet.
+    pub fn pin(&mut self, pids: impl IntoIterator<Item = u32>) {
+        for pid in pids {
+            if !self.0.iter().any(|p| p.pid == pid) && is_alive(pid) {
+                self.0.push(Pin::new(pid));
+            }
+        }
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(|p| p.pid).collect()
     }
 }
 

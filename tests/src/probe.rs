@@ -71,6 +71,42 @@ pub fn processes_with(mark: &str) -> Vec<(u32, String)> {
     found
 }
 
+/// `probe --json ARGS`, run with [`probe`] (its processes marked by `mark`), which must exit 0:
+/// its report, printed too (for a failing test's log).
+pub fn probe_json(args: &[&str], mark: &str) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let output = probe(&all, mark);
+    let report = json(&output);
+    eprintln!("{report:#}");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    report
+}
+
+/// The command line of redis-server `redis` serving only the unix socket `socket` (no TCP
+/// port), saving nothing, in `dir`.
+pub fn redis_on(redis: &Path, socket: &str, dir: &Path) -> Vec<String> {
+    let args = [
+        "--port",
+        "0",
+        "--unixsocket",
+        socket,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ];
+    std::iter::once(redis.display().to_string())
+        .chain(args.map(String::from))
+        .chain(["--dir".into(), dir.display().to_string()])
+        .collect()
+}
+
+/// `strings` borrowed, for an argument list.
+pub fn strs(strings: &[String]) -> Vec<&str> {
+    strings.iter().map(String::as_str).collect()
+}
+
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }

@@ -2,11 +2,11 @@
 //! slowserver (`cg-slowserver`), which logs the signals it receives.
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use childguard_tests::command::{on_path, stderr};
 use childguard_tests::*;
 
 fn childguard(args: &[&str]) -> Command {
@@ -17,6 +17,27 @@ fn childguard(args: &[&str]) -> Command {
 
 fn slow() -> String {
     bin("cg-slowserver").display().to_string()
+}
+
+/// `childguard run RUN_ARGS -- slowserver SLOW_ARGS --ignore-eof`: slowserver gets /dev/null as
+/// stdin, and must not take that EOF for the end.
+fn run_slow(run_args: &[&str], slow_args: &[&str]) -> Command {
+    let slow = slow();
+    let mut args = vec!["run"];
+    args.extend_from_slice(run_args);
+    args.push("--");
+    args.push(&slow);
+    args.extend_from_slice(slow_args);
+    args.push("--ignore-eof");
+    childguard(&args)
+}
+
+/// [`run_slow`] with slowserver logging the signals it gets to the scratch file `name`.
+fn run_logged(name: &str, run_args: &[&str], slow_args: &[&str]) -> (Command, Log) {
+    let log = Log(log_path(name));
+    let mut with_log = vec!["--log", log.0.to_str().unwrap()];
+    with_log.extend_from_slice(slow_args);
+    (run_slow(run_args, &with_log), log)
 }
 
 /// Runs to completion; returns the output and how long it took.
@@ -30,13 +51,19 @@ fn code(output: &Output) -> Option<i32> {
     output.status.code()
 }
 
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
+/// childguard exited with `wanted` (its stderr in the message if not).
+#[track_caller]
+fn assert_code(output: &Output, wanted: i32) {
+    assert_eq!(code(output), Some(wanted), "{}", stderr(output));
 }
 
 /// The `--report json` line on stderr.
 fn json_report(output: &Output) -> serde_json::Value {
-    let err = stderr(output);
+    json_in(&stderr(output))
+}
+
+/// The `--report json` line in `err`.
+fn json_in(err: &str) -> serde_json::Value {
     let line = err
         .lines()
         .find(|l| l.starts_with('{'))
@@ -53,14 +80,29 @@ fn signals_in(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-/// The signals slowserver logged, without the `CONT` that follows every catchable rung.
-fn logged(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| *l != "CONT")
-        .map(str::to_string)
-        .collect()
+/// A slowserver signal log in a scratch file, removed on drop.
+struct Log(PathBuf);
+
+impl Log {
+    /// The whole log, as written.
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.0).unwrap_or_default()
+    }
+
+    /// The signals slowserver logged, without the `CONT` that follows every catchable rung.
+    fn signals(&self) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|l| *l != "CONT")
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Starts childguard with stdout piped and waits for slowserver's READY line on it (so
@@ -75,13 +117,14 @@ fn start_until_ready(cmd: &mut Command) -> (Child, String) {
     (child, line)
 }
 
-/// A `pid=` or `grandchild=` value from a READY line.
-fn ready_field(ready: &str, key: &str) -> u32 {
-    ready
+/// The process a `pid=` or `grandchild=` value of a READY line names, pinned.
+fn pin_field(ready: &str, key: &str) -> Pin {
+    let pid = ready
         .split_whitespace()
         .find_map(|w| w.strip_prefix(key))
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in {ready:?}"))
+        .unwrap_or_else(|| panic!("no {key} in {ready:?}"));
+    Pin::new(pid)
 }
 
 fn send(signal: &str, child: &Child) {
@@ -98,9 +141,28 @@ fn log_path(name: &str) -> PathBuf {
     path
 }
 
-/// SIGKILLs what `pin` refers to (cleanup; never a recycled pid).
-fn kill_pinned(pin: &OwnedFd) {
-    let _ = rustix::process::pidfd_send_signal(pin, rustix::process::Signal::KILL);
+/// A scratch file for childguard's stderr, removed on drop: CMD, when it outlives childguard,
+/// would hold a pipe open.
+struct ErrFile(PathBuf);
+
+impl ErrFile {
+    fn new(name: &str) -> Self {
+        Self(log_path(name))
+    }
+
+    fn create(&self) -> std::fs::File {
+        std::fs::File::create(&self.0).unwrap()
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.0).unwrap_or_default()
+    }
+}
+
+impl Drop for ErrFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// The issue's must-show (`--timeout 200ms`: exits 124 after ≈ 300 ms), with a 2 s timeout:
@@ -108,24 +170,20 @@ fn kill_pinned(pin: &OwnedFd) {
 /// (a loaded machine) would let HUP kill it. The report shows HUP, then KILL.
 #[test]
 fn timeout_climbs_hup_then_kill_and_exits_124() {
-    let slow = slow();
     // --no-skip-ignored: the ignored HUP is sent and its grace spent (skipped: skip_ignored.rs).
-    let (output, took) = run(&mut childguard(&[
-        "run",
-        "--timeout",
-        "2s",
-        "--no-skip-ignored",
-        "--ladder",
-        "HUP:100ms,KILL",
-        "--report",
-        "json",
-        "--",
-        &slow,
-        "--ignore",
-        "HUP",
-        "--ignore-eof",
-    ]));
-    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    let (output, took) = run(&mut run_slow(
+        &[
+            "--timeout",
+            "2s",
+            "--no-skip-ignored",
+            "--ladder",
+            "HUP:100ms,KILL",
+            "--report",
+            "json",
+        ],
+        &["--ignore", "HUP"],
+    ));
+    assert_code(&output, 124);
     // At least the timeout and HUP's grace. The upper bound leaves 5 s for a loaded machine;
     // a KILL that did not come at HUP's 100 ms grace (a grace misread, or no KILL for the
     // HUP-ignoring server) would take 100 s or never end.
@@ -154,19 +212,14 @@ fn exit_code_is_cmds_own() {
             "--exit-immediately",
             &n,
         ]));
-        assert_eq!(code(&output), Some(wanted), "{}", stderr(&output));
+        assert_code(&output, wanted);
     }
 }
 
 #[test]
 fn died_of_signal_n_is_128_plus_n() {
     let (output, _) = run(&mut childguard(&["run", "--", "sh", "-c", "kill -USR1 $$"]));
-    assert_eq!(
-        code(&output),
-        Some(128 + libc::SIGUSR1),
-        "{}",
-        stderr(&output)
-    );
+    assert_code(&output, 128 + libc::SIGUSR1);
 }
 
 #[test]
@@ -181,7 +234,7 @@ fn without_a_trigger_it_waits_like_timeout() {
         "-c",
         "sleep 0.2; exit 7",
     ]));
-    assert_eq!(code(&output), Some(7), "{}", stderr(&output));
+    assert_code(&output, 7);
     assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(5));
     let err = stderr(&output);
     assert!(
@@ -201,38 +254,65 @@ fn not_found_is_127() {
     assert!(stderr(&output).contains("/nonexistent/childguard-cmd"));
 }
 
+/// A file without execute permission is "Permission denied" (126), as from a shell, whether
+/// it is a script or no program at all.
 #[test]
 fn not_executable_is_126() {
-    let path = scratch("not-executable");
-    std::fs::write(&path, "#!/bin/sh\nexit 0\n").unwrap();
-    let (output, _) = run(&mut childguard(&["run", "--", path.to_str().unwrap()]));
-    let _ = std::fs::remove_file(&path);
-    assert_eq!(code(&output), Some(126), "{}", stderr(&output));
+    for (name, content, says) in [
+        ("not-executable", "#!/bin/sh\nexit 0\n", None),
+        ("mode-644", "just text\n", Some("Permission denied")),
+    ] {
+        let path = scratch(name);
+        std::fs::write(&path, content).unwrap();
+        let (output, _) = run(&mut childguard(&["run", "--", path.to_str().unwrap()]));
+        let _ = std::fs::remove_file(&path);
+        assert_code(&output, 126);
+        if let Some(says) = says {
+            assert!(stderr(&output).contains(says), "{}", stderr(&output));
+        }
+    }
 }
 
+/// Usage errors exit 125 and name what was wrong; timeout(1)'s `-s` and `-k` get a hint at
+/// the ladder instead of a bare "unknown option".
 #[test]
 fn usage_errors_are_125_and_name_the_argument() {
-    let cases: &[(&[&str], &str)] = &[
-        (&["run", "--bogus", "--", "true"], "--bogus"),
-        (&["run", "--ladder", "HUP:1x", "--", "true"], "HUP:1x"),
-        (&["run", "--timeout", "soon", "--", "true"], "soon"),
-        (&["run", "--report", "xml", "--", "true"], "xml"),
-        (&["run", "--activate=", "--", "true"], "--activate"),
-        (&["run"], "missing CMD"),
-        (&["walk"], "walk"),
+    let cases: &[(&[&str], &str, bool)] = &[
+        (&["run", "--bogus", "--", "true"], "--bogus", true),
+        (&["run", "--ladder", "HUP:1x", "--", "true"], "HUP:1x", true),
+        (&["run", "--timeout", "soon", "--", "true"], "soon", true),
+        (&["run", "--report", "xml", "--", "true"], "xml", true),
+        (&["run", "--activate=", "--", "true"], "--activate", true),
+        (&["run"], "missing CMD", true),
+        (&["walk"], "walk", true),
+        (
+            &["run", "-s", "TERM", "1", "true"],
+            "--ladder INT:5s,KILL",
+            false,
+        ),
+        (
+            &["run", "-k", "5", "1", "true"],
+            "--ladder TERM:5s,KILL",
+            false,
+        ),
+        (&["run", "--signal=INT", "1", "true"], "first rung", false),
+        (&["run", "--kill-after=1", "1", "true"], "last rung", false),
     ];
-    for (args, needle) in cases {
+    for (args, needle, points_at_help) in cases {
         let (output, _) = run(&mut childguard(args));
         assert_eq!(code(&output), Some(125), "{args:?}");
         let err = stderr(&output);
         assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(
-            err.contains("--help"),
-            "{args:?} should point at --help: {err}"
-        );
+        if *points_at_help {
+            assert!(
+                err.contains("--help"),
+                "{args:?} should point at --help: {err}"
+            );
+        }
     }
 }
 
+/// `--help` and `run --help` have examples and the exit codes; `run --version` the version.
 #[test]
 fn help_has_examples_and_exit_codes() {
     let (output, _) = run(&mut childguard(&["--help"]));
@@ -252,6 +332,9 @@ fn help_has_examples_and_exit_codes() {
     ] {
         assert!(text.contains(needle), "run --help lacks {needle}");
     }
+    let (output, _) = run(&mut childguard(&["run", "--version"]));
+    assert_code(&output, 0);
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("childguard "));
 }
 
 /// slowserver logs what it receives: the rungs arrive in ladder order. The ladder starts when
@@ -259,70 +342,41 @@ fn help_has_examples_and_exit_codes() {
 /// place (a `--timeout` could fire before them, and the default USR1 would kill it).
 #[test]
 fn ladder_order_as_the_server_sees_it() {
-    let log = log_path("order.log");
-    let slow = slow();
-    let mut cmd = childguard(&[
-        "run",
-        "--stop-on-stdin-eof",
-        "--ladder",
-        "USR1:1s,TERM:2s,KILL",
-        "--",
-        &slow,
-        "--log",
-        log.to_str().unwrap(),
-        "--ignore-eof",
-    ]);
+    let (mut cmd, log) = run_logged(
+        "order.log",
+        &["--stop-on-stdin-eof", "--ladder", "USR1:1s,TERM:2s,KILL"],
+        &[],
+    );
     cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
     let (mut child, _) = start_until_ready(&mut cmd);
     drop(child.stdin.take());
     let output = child.wait_with_output().unwrap();
-    assert_eq!(
-        code(&output),
-        Some(128 + libc::SIGTERM),
-        "{}",
-        stderr(&output)
-    );
-    assert_eq!(logged(&log), ["USR1", "TERM"]);
-    let _ = std::fs::remove_file(&log);
+    assert_code(&output, 128 + libc::SIGTERM);
+    assert_eq!(log.signals(), ["USR1", "TERM"]);
 }
 
 #[test]
 fn preserve_status_gives_cmds_status_after_a_timeout() {
-    let slow = slow();
-    let (output, _) = run(&mut childguard(&[
-        "run",
-        "--timeout",
-        "100ms",
-        "--ladder",
-        "TERM:2s",
-        "--preserve-status",
-        "--",
-        &slow,
-        "--ignore-eof",
-    ]));
-    assert_eq!(
-        code(&output),
-        Some(128 + libc::SIGTERM),
-        "{}",
-        stderr(&output)
-    );
+    let (output, _) = run(&mut run_slow(
+        &[
+            "--timeout",
+            "100ms",
+            "--ladder",
+            "TERM:2s",
+            "--preserve-status",
+        ],
+        &[],
+    ));
+    assert_code(&output, 128 + libc::SIGTERM);
 }
 
 #[test]
 fn stdin_eof_starts_the_ladder() {
-    let log = log_path("stdin.log");
-    let slow = slow();
-    let mut cmd = childguard(&[
-        "run",
-        "--stop-on-stdin-eof",
-        "--ladder",
-        "TERM:2s,KILL",
-        "--",
-        &slow,
-        "--log",
-        log.to_str().unwrap(),
-        "--ignore-eof",
-    ]);
+    let (mut cmd, log) = run_logged(
+        "stdin.log",
+        &["--stop-on-stdin-eof", "--ladder", "TERM:2s,KILL"],
+        &[],
+    );
     cmd.stdin(Stdio::piped());
     let (mut child, _) = start_until_ready(&mut cmd);
     // CMD got /dev/null (EOF at once) and ignores it: nothing happens while our stdin is open.
@@ -331,7 +385,7 @@ fn stdin_eof_starts_the_ladder() {
         child.try_wait().unwrap().is_none(),
         "stopped before stdin closed"
     );
-    assert!(logged(&log).is_empty());
+    assert!(log.signals().is_empty());
     let closed = Instant::now();
     drop(child.stdin.take());
     let status = child.wait().unwrap();
@@ -342,66 +396,36 @@ fn stdin_eof_starts_the_ladder() {
         "{:?}",
         closed.elapsed()
     );
-    assert_eq!(logged(&log), ["TERM"]);
-    let _ = std::fs::remove_file(&log);
+    assert_eq!(log.signals(), ["TERM"]);
 }
 
 /// SIGTERM sent to childguard reaches CMD first, in place of the default ladder's HUP.
 #[test]
 fn a_signal_to_childguard_is_forwarded_as_the_first_rung() {
-    let log = log_path("forward.log");
-    let slow = slow();
-    let mut cmd = childguard(&[
-        "run",
-        "--report",
-        "json",
-        "--",
-        &slow,
-        "--log",
-        log.to_str().unwrap(),
-        "--ignore-eof",
-    ]);
+    let (mut cmd, log) = run_logged("forward.log", &["--report", "json"], &[]);
     cmd.stderr(Stdio::piped());
     let (child, _) = start_until_ready(&mut cmd);
     send("TERM", &child);
     let output = child.wait_with_output().unwrap();
-    assert_eq!(
-        code(&output),
-        Some(128 + libc::SIGTERM),
-        "{}",
-        stderr(&output)
-    );
-    assert_eq!(logged(&log), ["TERM"]);
+    assert_code(&output, 128 + libc::SIGTERM);
+    assert_eq!(log.signals(), ["TERM"]);
     let report = json_report(&output);
     assert_eq!(signals_in(&report), ["TERM"], "{report}");
-    let _ = std::fs::remove_file(&log);
 }
 
 /// A second Ctrl-C cuts the current rung's grace short: KILL at once, not after 30 s.
 #[test]
 fn a_second_ctrl_c_skips_to_the_next_rung() {
-    let log = log_path("skip.log");
-    let slow = slow();
     // --no-skip-ignored: the forwarded INT is sent although ignored (its CONT is what we see).
-    let mut cmd = childguard(&[
-        "run",
-        "--no-skip-ignored",
-        "--ladder",
-        "HUP:30s,KILL:5s",
-        "--",
-        &slow,
-        "--ignore",
-        "INT",
-        "--log",
-        log.to_str().unwrap(),
-        "--ignore-eof",
-    ]);
+    let (mut cmd, log) = run_logged(
+        "skip.log",
+        &["--no-skip-ignored", "--ladder", "HUP:30s,KILL:5s"],
+        &["--ignore", "INT"],
+    );
     let (mut child, _) = start_until_ready(&mut cmd);
     send("INT", &child);
     // The forwarded INT is ignored (so not logged), but the CONT that follows it is.
-    let cont_seen = eventually(Duration::from_secs(5), || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("CONT"))
-    });
+    let cont_seen = eventually(Duration::from_secs(5), || log.text().contains("CONT"));
     assert!(cont_seen, "the forwarded INT never arrived");
     let second = Instant::now();
     send("INT", &child);
@@ -412,7 +436,6 @@ fn a_second_ctrl_c_skips_to_the_next_rung() {
         "{:?}",
         second.elapsed()
     );
-    let _ = std::fs::remove_file(&log);
 }
 
 /// `--group`: the rungs reach a grandchild in CMD's group; nothing survives. The ladder starts
@@ -420,56 +443,60 @@ fn a_second_ctrl_c_skips_to_the_next_rung() {
 /// the READY line or before we looked at the grandchild.
 #[test]
 fn group_takes_the_grandchild_along() {
-    let slow = slow();
-    let mut cmd = childguard(&[
-        "run",
-        "--group",
-        "--stop-on-stdin-eof",
-        "--ladder",
-        "TERM:2s,KILL",
-        "--report",
-        "json",
-        "--",
-        &slow,
-        "--fork-grandchild",
-        "--ignore-eof",
-    ]);
+    let mut cmd = run_slow(
+        &[
+            "--group",
+            "--stop-on-stdin-eof",
+            "--ladder",
+            "TERM:2s,KILL",
+            "--report",
+            "json",
+        ],
+        &["--fork-grandchild"],
+    );
     cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
     let (mut child, ready) = start_until_ready(&mut cmd);
-    let grandchild = ready_field(&ready, "grandchild=");
-    assert!(grandchild != 0 && is_alive(grandchild));
-    let pin = pidfd(grandchild);
+    let grandchild = pin_field(&ready, "grandchild=");
+    assert!(grandchild.pid != 0 && is_alive(grandchild.pid));
     drop(child.stdin.take());
     let output = child.wait_with_output().unwrap();
-    assert_eq!(
-        code(&output),
-        Some(128 + libc::SIGTERM),
-        "{}",
-        stderr(&output)
-    );
+    assert_code(&output, 128 + libc::SIGTERM);
     let report = json_report(&output);
     assert_eq!(report["signals"][0]["to_group"], true, "{report}");
     assert_eq!(report["group_survivors"], serde_json::json!([]), "{report}");
-    let gone = exited_within(&pin, Duration::from_secs(10));
-    kill_pinned(&pin);
-    assert!(gone, "grandchild {grandchild} survived");
+    assert!(
+        grandchild.gone_within(Duration::from_secs(10)),
+        "grandchild {} survived",
+        grandchild.pid
+    );
 }
 
-/// `--exit-with-parent`: SIGKILL childguard (no chance to climb anything) and CMD still goes.
+/// SIGKILL childguard (no chance to climb anything) and CMD still goes: it gets the first
+/// rung's signal from the kernel, by default and with `--exit-with-parent` (which insists).
 #[test]
-fn exit_with_parent_takes_cmd_along_when_childguard_is_killed() {
-    let slow = slow();
-    let mut cmd = childguard(&["run", "--exit-with-parent", "--", &slow, "--ignore-eof"]);
-    let (mut child, ready) = start_until_ready(&mut cmd);
-    let pid = ready_field(&ready, "pid=");
-    let pin = pidfd(pid);
-    send("KILL", &child);
-    child.wait().unwrap();
-    // Generous: the kernel's parent-death signal is sent at once, but CMD must be scheduled
-    // to die of it. Without it CMD would run on forever (--ignore-eof).
-    let gone = exited_within(&pin, Duration::from_secs(10));
-    kill_pinned(&pin);
-    assert!(gone, "CMD {pid} outlived a SIGKILLed childguard");
+fn cmd_goes_when_childguard_is_killed() {
+    for (name, run_args, logged) in [
+        (
+            "pdeathsig.log",
+            &["--ladder", "INT:1s,KILL"][..],
+            &["INT"][..],
+        ),
+        ("exit-with-parent.log", &["--exit-with-parent"], &["HUP"]),
+    ] {
+        let (mut cmd, log) = run_logged(name, run_args, &[]);
+        let (mut child, ready) = start_until_ready(&mut cmd);
+        let cmd_pin = pin_field(&ready, "pid=");
+        send("KILL", &child);
+        child.wait().unwrap();
+        // Generous: the kernel's parent-death signal is sent at once, but CMD must be
+        // scheduled to die of it. Without it CMD would run on forever (--ignore-eof).
+        assert!(
+            cmd_pin.gone_within(Duration::from_secs(10)),
+            "{run_args:?}: CMD {} outlived a SIGKILLed childguard",
+            cmd_pin.pid
+        );
+        assert_eq!(log.signals(), logged, "{run_args:?}");
+    }
 }
 
 #[test]
@@ -493,29 +520,6 @@ fn demo_prints_a_timeline_fast() {
     assert!(took < Duration::from_secs(5), "the demo took {took:?}");
 }
 
-/// Whether `program` is on `PATH`; if not, panics with the install command unless
-/// `CHILDGUARD_SKIP_PEERS=1` (then the test is skipped), as in tests/real_servers.rs.
-fn peer_present(test: &str, program: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let found = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(dir.join(program))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    });
-    if found {
-        return true;
-    }
-    if std::env::var_os("CHILDGUARD_SKIP_PEERS").is_some_and(|v| v == "1") {
-        eprintln!("SKIPPED {test}: {program} not installed (CHILDGUARD_SKIP_PEERS=1)");
-        return false;
-    }
-    panic!(
-        "{test} needs {program}: install with `apt-get install -y nbdkit` \
-         (or set CHILDGUARD_SKIP_PEERS=1 to skip tests against real servers)"
-    );
-}
-
 /// `--activate` with nbdkit: the socket path comes first on stdout, a client gets nbdkit's
 /// greeting there, and a TERM to childguard stops nbdkit (socket shut down first) and removes
 /// the socket.
@@ -523,7 +527,8 @@ fn peer_present(test: &str, program: &str) -> bool {
 fn activate_serves_nbdkit_on_the_printed_path() {
     use std::io::Read;
     use std::os::unix::net::UnixStream;
-    if !peer_present("activate_serves_nbdkit_on_the_printed_path", "nbdkit") {
+    let test = "activate_serves_nbdkit_on_the_printed_path";
+    if !on_path(test, "nbdkit", "apt-get install -y nbdkit") {
         return;
     }
     let mut cmd = childguard(&[
@@ -569,37 +574,35 @@ fn activate_serves_nbdkit_on_the_printed_path() {
 
 // ---- issue 15, item 2: `childguard run` fixed ----
 
-/// Starts `cmd` (childguard running slowserver) with stderr to a file, waits for READY, calls
-/// `act`, then waits for childguard. Returns its status, its stderr, and whether CMD was
-/// still alive afterwards (it is then killed): a childguard that dies early must not leave the
-/// test waiting for a pipe CMD holds open.
-fn supervise_slow(
-    cmd: &mut Command,
-    name: &str,
-    act: impl FnOnce(&Child),
-) -> (std::process::ExitStatus, String, bool) {
-    let err_path = log_path(&format!("{name}.err"));
-    cmd.stderr(std::fs::File::create(&err_path).unwrap());
-    let (mut child, ready) = start_until_ready(cmd);
-    let pid = ready_field(&ready, "pid=");
-    // Pinned while it surely runs (before `act`): once childguard has reaped it, its pid may
-    // be another process's.
-    let pin = pidfd(pid);
-    act(&child);
-    let status = child.wait().unwrap();
-    let left = !exited_within(&pin, Duration::ZERO);
-    kill_pinned(&pin);
-    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&err_path);
-    (status, err, left)
+/// What [`supervise_slow`] saw: childguard's status and stderr, and whether CMD was still
+/// running when childguard had exited.
+struct Supervised {
+    /// CMD's pid.
+    pid: u32,
+    status: std::process::ExitStatus,
+    err: String,
+    left: bool,
 }
 
-fn json_in(err: &str) -> serde_json::Value {
-    let line = err
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON report on stderr: {err:?}"));
-    serde_json::from_str(line).expect("report JSON")
+/// Starts `cmd` (childguard running slowserver) with stderr to a file, waits for READY, calls
+/// `act`, then waits for childguard. CMD still running afterwards is killed: a childguard that
+/// dies early must not leave the test waiting for a pipe CMD holds open.
+fn supervise_slow(cmd: &mut Command, name: &str, act: impl FnOnce(&mut Child)) -> Supervised {
+    let err = ErrFile::new(&format!("{name}.err"));
+    cmd.stderr(err.create());
+    let (mut child, ready) = start_until_ready(cmd);
+    // Pinned while it surely runs (before `act`): once childguard has reaped it, its pid may
+    // be another process's.
+    let cmd_pin = pin_field(&ready, "pid=");
+    act(&mut child);
+    let status = child.wait().unwrap();
+    let left = !cmd_pin.gone_within(Duration::ZERO);
+    Supervised {
+        pid: cmd_pin.pid,
+        status,
+        err: err.text(),
+        left,
+    }
 }
 
 /// stderr that cannot be written (full, or a pipe nobody reads) is no reason to panic: the
@@ -687,23 +690,20 @@ fn an_underflowing_timeout_is_the_smallest_one() {
 /// until the next rung.
 #[test]
 fn a_signal_zero_rung_sends_nothing_and_waits() {
-    let log = log_path("zero-rung.log");
-    let slow = slow();
-    let (output, _) = run(&mut childguard(&[
-        "run",
-        "--timeout",
-        "100ms",
-        "--ladder",
-        "0:300ms,KILL",
-        "--report",
-        "json",
-        "--",
-        &slow,
-        "--log",
-        log.to_str().unwrap(),
-        "--ignore-eof",
-    ]));
-    assert_eq!(code(&output), Some(124), "{}", stderr(&output));
+    let (mut cmd, log) = run_logged(
+        "zero-rung.log",
+        &[
+            "--timeout",
+            "100ms",
+            "--ladder",
+            "0:300ms,KILL",
+            "--report",
+            "json",
+        ],
+        &[],
+    );
+    let (output, _) = run(&mut cmd);
+    assert_code(&output, 124);
     let report = json_report(&output);
     assert_eq!(signals_in(&report), ["0", "KILL"], "{report}");
     let kill_at = report["signals"][1]["at_ms"].as_f64().unwrap();
@@ -711,11 +711,9 @@ fn a_signal_zero_rung_sends_nothing_and_waits() {
         kill_at >= 300.0,
         "KILL only after the 0 rung's grace: {report}"
     );
-    let all = std::fs::read_to_string(&log).unwrap_or_default();
     // Nothing reached CMD for the 0 rung: no signal and no CONT. The next rung is KILL (not
     // logged, and followed by no CONT), so anything in the log is the 0 rung's.
-    assert_eq!(all, "", "the 0 rung reached CMD");
-    let _ = std::fs::remove_file(&log);
+    assert_eq!(log.text(), "", "the 0 rung reached CMD");
 }
 
 /// The SigIgn mask CMD starts with, from /proc/self/status, when childguard is started by a
@@ -756,28 +754,19 @@ fn cmd_inherits_the_sigpipe_disposition() {
 /// childguard and leave CMD running): the report lists the forwarded signal first.
 #[test]
 fn quit_usr1_usr2_are_forwarded() {
-    let slow = slow();
     for (name, signo) in [
         ("QUIT", libc::SIGQUIT),
         ("USR1", libc::SIGUSR1),
         ("USR2", libc::SIGUSR2),
     ] {
-        let log = log_path(&format!("forward-{name}.log"));
-        let mut cmd = childguard(&[
-            "run",
-            "--ladder",
-            "HUP:200ms,TERM:5s,KILL",
-            "--report",
-            "json",
-            "--",
-            &slow,
-            "--log",
-            log.to_str().unwrap(),
-            "--ignore-eof",
-        ]);
-        let (status, err, left) = supervise_slow(&mut cmd, name, |child| send(name, child));
-        assert!(!left, "{name}: CMD left running: {err}");
-        let report = json_in(&err);
+        let (mut cmd, _log) = run_logged(
+            &format!("forward-{name}.log"),
+            &["--ladder", "HUP:200ms,TERM:5s,KILL", "--report", "json"],
+            &[],
+        );
+        let run = supervise_slow(&mut cmd, name, |child| send(name, child));
+        assert!(!run.left, "{name}: CMD left running: {}", run.err);
+        let report = json_in(&run.err);
         let sent = signals_in(&report);
         assert_eq!(sent[0], name, "{report}");
         // slowserver dies of QUIT and USR2 (default action), logs USR1 and goes on to TERM.
@@ -786,89 +775,48 @@ fn quit_usr1_usr2_are_forwarded() {
         } else {
             signo
         };
-        assert_eq!(status.code(), Some(128 + wanted), "{name}: {report}");
-        let _ = std::fs::remove_file(&log);
+        assert_eq!(run.status.code(), Some(128 + wanted), "{name}: {report}");
     }
 }
 
 /// Caught signals that are not forwarded (ALRM, XCPU, a real-time one) climb the ladder as
-/// written: CMD gets HUP, the default ladder's first rung.
+/// written: CMD gets HUP, the default ladder's first rung. With `--on-signal ladder` even a
+/// TERM to childguard does (postgres' INT first), instead of replacing the first rung.
 #[test]
 fn other_caught_signals_climb_the_ladder_as_written() {
-    let slow = slow();
-    for signo in [libc::SIGALRM, libc::SIGXCPU, libc::SIGRTMIN() + 1] {
-        let log = log_path(&format!("ladder-{signo}.log"));
-        let mut cmd = childguard(&[
-            "run",
-            "--report",
-            "json",
-            "--",
-            &slow,
-            "--log",
-            log.to_str().unwrap(),
-            "--ignore-eof",
-        ]);
-        let (status, err, left) = supervise_slow(&mut cmd, "ladder-signal", |child| {
-            send(&signo.to_string(), child)
-        });
-        assert!(!left, "{signo}: CMD left running: {err}");
-        assert_eq!(status.code(), Some(128 + libc::SIGHUP), "{signo}: {err}");
-        assert_eq!(signals_in(&json_in(&err)), ["HUP"], "{signo}");
-        assert_eq!(logged(&log), ["HUP"], "{signo}");
-        let _ = std::fs::remove_file(&log);
+    let [alrm, xcpu, rt] =
+        [libc::SIGALRM, libc::SIGXCPU, libc::SIGRTMIN() + 1].map(|n| n.to_string());
+    let cases: [(&str, &[&str], &str, i32); 4] = [
+        (&alrm, &["--report", "json"], "HUP", libc::SIGHUP),
+        (&xcpu, &["--report", "json"], "HUP", libc::SIGHUP),
+        (&rt, &["--report", "json"], "HUP", libc::SIGHUP),
+        (
+            "TERM",
+            &[
+                "--on-signal",
+                "ladder",
+                "--ladder",
+                "INT:5s,KILL",
+                "--report",
+                "json",
+            ],
+            "INT",
+            libc::SIGINT,
+        ),
+    ];
+    for (signal, run_args, first, died_of) in cases {
+        let (mut cmd, log) = run_logged(&format!("ladder-{signal}.log"), run_args, &[]);
+        let run = supervise_slow(&mut cmd, "ladder-signal", |child| send(signal, child));
+        assert!(!run.left, "{signal}: CMD left running: {}", run.err);
+        assert_eq!(
+            run.status.code(),
+            Some(128 + died_of),
+            "{signal}: {}",
+            run.err
+        );
+        assert_eq!(signals_in(&json_in(&run.err)), [first], "{signal}");
+        assert_eq!(log.signals(), [first], "{signal}");
     }
-}
-
-/// `--on-signal ladder`: a TERM to childguard climbs the ladder as written (postgres' INT
-/// first), instead of replacing the first rung with TERM.
-#[test]
-fn on_signal_ladder_climbs_as_written() {
-    let log = log_path("on-signal-ladder.log");
-    let slow = slow();
-    let mut cmd = childguard(&[
-        "run",
-        "--on-signal",
-        "ladder",
-        "--ladder",
-        "INT:5s,KILL",
-        "--",
-        &slow,
-        "--log",
-        log.to_str().unwrap(),
-        "--ignore-eof",
-    ]);
-    let (status, err, left) = supervise_slow(&mut cmd, "on-signal", |child| send("TERM", child));
-    assert!(!left, "CMD left running: {err}");
-    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{err}");
-    assert_eq!(logged(&log), ["INT"]);
-    let _ = std::fs::remove_file(&log);
-}
-
-/// By default CMD gets the first rung's signal from the kernel if childguard is SIGKILLed.
-#[test]
-fn parent_death_signal_is_on_by_default_with_the_first_rung() {
-    let log = log_path("pdeathsig.log");
-    let slow = slow();
-    let mut cmd = childguard(&[
-        "run",
-        "--ladder",
-        "INT:1s,KILL",
-        "--",
-        &slow,
-        "--log",
-        log.to_str().unwrap(),
-        "--ignore-eof",
-    ]);
-    let (mut child, ready) = start_until_ready(&mut cmd);
-    let pid = ready_field(&ready, "pid=");
-    let pin = pidfd(pid);
-    send("KILL", &child);
-    child.wait().unwrap();
-    let gone = exited_within(&pin, Duration::from_secs(10));
-    kill_pinned(&pin);
-    assert!(gone, "CMD {pid} outlived a SIGKILLed childguard");
-    assert_eq!(logged(&log), ["INT"]);
-    let _ = std::fs::remove_file(&log);
 }
 
 /// CMD outlives the ladder: childguard waits (bounded, saying so) and then names the pid it
@@ -877,38 +825,22 @@ fn parent_death_signal_is_on_by_default_with_the_first_rung() {
 /// ignores it); then there is no status to pass on: 125.
 #[test]
 fn outliving_the_ladder_names_the_pid_left() {
-    let slow = slow();
-    let mut cmd = childguard(&[
-        "run",
-        "--stop-on-stdin-eof",
-        "--ladder",
-        "TERM:100ms",
-        "--",
-        &slow,
-        "--ignore",
-        "TERM",
-        "--ignore-eof",
-    ]);
-    // stderr goes to a file: CMD, still running, holds any pipe open.
-    let err_path = log_path("outlived.err");
-    cmd.stdin(Stdio::piped())
-        .stderr(std::fs::File::create(&err_path).unwrap());
-    let (mut child, ready) = start_until_ready(&mut cmd);
-    let pid = ready_field(&ready, "pid=");
-    let pin = pidfd(pid);
-    drop(child.stdin.take());
-    let status = child.wait().unwrap();
-    let alive = !exited_within(&pin, Duration::ZERO);
-    kill_pinned(&pin);
-    let err = std::fs::read_to_string(&err_path).unwrap();
-    let _ = std::fs::remove_file(&err_path);
-    assert_eq!(status.code(), Some(125), "{err}");
+    let mut cmd = run_slow(
+        &["--stop-on-stdin-eof", "--ladder", "TERM:100ms"],
+        &["--ignore", "TERM"],
+    );
+    cmd.stdin(Stdio::piped());
+    let run = supervise_slow(&mut cmd, "outlived", |child| {
+        drop(child.stdin.take());
+    });
+    let err = &run.err;
+    assert_eq!(run.status.code(), Some(125), "{err}");
     assert!(err.contains("waiting up to 1s"), "{err}");
     assert!(
-        err.contains(&format!("left behind unreaped as pid {pid}")),
+        err.contains(&format!("left behind unreaped as pid {}", run.pid)),
         "{err}"
     );
-    assert!(alive, "the pid named is the one still running");
+    assert!(run.left, "the pid named is the one still running: {err}");
 }
 
 /// …and a CMD that exits during that wait is reaped: nothing is left, nothing is claimed.
@@ -917,74 +849,18 @@ fn outliving_the_ladder_names_the_pid_left() {
 /// ladder starts after READY (stdin EOF), once its TERM handler is in place.
 #[test]
 fn outliving_the_ladder_briefly_is_waited_for() {
-    let slow = slow();
-    let mut cmd = childguard(&[
-        "run",
-        "--stop-on-stdin-eof",
-        "--ladder",
-        "TERM:2s",
-        "--",
-        &slow,
-        "--slow-exit",
-        "3s",
-        "--ignore-eof",
-    ]);
-    cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
-    let (mut child, ready) = start_until_ready(&mut cmd);
-    let pin = pidfd(ready_field(&ready, "pid="));
-    drop(child.stdin.take());
-    let output = child.wait_with_output().unwrap();
-    let gone = exited_within(&pin, Duration::ZERO);
-    kill_pinned(&pin);
-    let err = stderr(&output);
+    let mut cmd = run_slow(
+        &["--stop-on-stdin-eof", "--ladder", "TERM:2s"],
+        &["--slow-exit", "3s"],
+    );
+    cmd.stdin(Stdio::piped());
+    let run = supervise_slow(&mut cmd, "outlived-briefly", |child| {
+        drop(child.stdin.take());
+    });
+    let err = &run.err;
     assert!(err.contains("waiting up to 2s"), "{err}");
     assert!(!err.contains("left behind"), "{err}");
     assert!(err.contains("exited after the ladder"), "{err}");
-    assert_eq!(code(&output), Some(125), "{err}");
-    assert!(gone, "CMD still ran when childguard exited: {err}");
-}
-
-/// timeout(1)'s `-s` and `-k` get a hint at the ladder instead of a bare "unknown option".
-#[test]
-fn timeout_options_to_run_get_a_hint() {
-    for (args, needle) in [
-        (
-            &["run", "-s", "TERM", "1", "true"][..],
-            "--ladder INT:5s,KILL",
-        ),
-        (&["run", "-k", "5", "1", "true"], "--ladder TERM:5s,KILL"),
-        (&["run", "--signal=INT", "1", "true"], "first rung"),
-        (&["run", "--kill-after=1", "1", "true"], "last rung"),
-    ] {
-        let (output, _) = run(&mut childguard(args));
-        assert_eq!(code(&output), Some(125), "{args:?}");
-        assert!(
-            stderr(&output).contains(needle),
-            "{args:?}: {}",
-            stderr(&output)
-        );
-    }
-}
-
-/// A file without execute permission is "Permission denied" (126), as from a shell, even when
-/// its content is no program either.
-#[test]
-fn a_mode_644_file_is_permission_denied() {
-    let path = scratch("mode-644");
-    std::fs::write(&path, "just text\n").unwrap();
-    let (output, _) = run(&mut childguard(&["run", "--", path.to_str().unwrap()]));
-    let _ = std::fs::remove_file(&path);
-    assert_eq!(code(&output), Some(126), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("Permission denied"),
-        "{}",
-        stderr(&output)
-    );
-}
-
-#[test]
-fn run_version_prints_the_version() {
-    let (output, _) = run(&mut childguard(&["run", "--version"]));
-    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
-    assert!(String::from_utf8_lossy(&output.stdout).starts_with("childguard "));
+    assert_eq!(run.status.code(), Some(125), "{err}");
+    assert!(!run.left, "CMD still ran when childguard exited: {err}");
 }

@@ -35,21 +35,11 @@ fn redis(test: &str) -> Option<PathBuf> {
     find(test, "redis-server", candidates)
 }
 
-/// The only early return allowed: the peer is missing and skipping was asked for.
-macro_rules! require {
-    ($found:expr) => {
-        match $found {
-            Some(path) => path,
-            None => return,
-        }
-    };
-}
-
 #[test]
 fn postgres_notify_ready_first_query_succeeds_and_term_reports_stopping() {
     let test = "postgres_notify_ready_first_query_succeeds_and_term_reports_stopping";
-    let postgres = require!(pg_tool(test, "postgres"));
-    let cluster = require!(Cluster::new(test));
+    let postgres = require_peer!(pg_tool(test, "postgres"));
+    let cluster = require_peer!(Cluster::new(test));
     let began = Instant::now();
     let handle = ChildHandle::builder(cluster.command(&postgres, "data"))
         .ready(Ready::Notify)
@@ -87,8 +77,8 @@ fn postgres_notify_ready_first_query_succeeds_and_term_reports_stopping() {
 #[test]
 fn postgres_preset_fast_shutdown_ends_it_with_a_client_connected() {
     let test = "postgres_preset_fast_shutdown_ends_it_with_a_client_connected";
-    let postgres = require!(pg_tool(test, "postgres"));
-    let cluster = require!(Cluster::new(test));
+    let postgres = require_peer!(pg_tool(test, "postgres"));
+    let cluster = require_peer!(Cluster::new(test));
     let handle = ChildHandle::builder(cluster.command(&postgres, "data"))
         .ready(Ready::Notify)
         .notify_owner(cluster.uid, cluster.gid)
@@ -128,7 +118,7 @@ fn postgres_preset_fast_shutdown_ends_it_with_a_client_connected() {
 #[test]
 fn postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line() {
     let test = "postgres_on_a_missing_data_dir_fails_the_spawn_with_its_log_line";
-    let postgres = require!(pg_tool(test, "postgres"));
+    let postgres = require_peer!(pg_tool(test, "postgres"));
     let (uid, gid) = postgres::postgres_user();
     let root = scratch("pg-missing");
     std::fs::create_dir_all(&root).unwrap();
@@ -182,7 +172,7 @@ fn redis_dir(name: &str) -> (PathBuf, PathBuf) {
 
 #[test]
 fn redis_notify_ready_ping_succeeds_and_term_reports_stopping() {
-    let redis = require!(redis(
+    let redis = require_peer!(redis(
         "redis_notify_ready_ping_succeeds_and_term_reports_stopping"
     ));
     let (dir, socket) = redis_dir("redis-notify");
@@ -209,41 +199,33 @@ fn redis_notify_ready_ping_succeeds_and_term_reports_stopping() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// redis ready on its log line (`Ready::Output`), and on its unix socket (`Ready::Connect`,
+/// its output captured): a PING right after `spawn()` is answered; TERM ends it.
 #[test]
-fn redis_output_ready_on_its_log_line() {
-    let redis = require!(redis("redis_output_ready_on_its_log_line"));
-    let (dir, socket) = redis_dir("redis-output");
-    let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
-        .ready(Ready::output("ready to accept connections"))
-        .ladder(ladder("TERM:10s,KILL:2s"))
-        .spawn()
-        .expect("redis with Ready::Output");
-    assert_eq!(
-        ping(&socket).expect("PING right after spawn()"),
-        "+PONG\r\n"
-    );
-    let report = handle.close().unwrap();
-    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn redis_connect_ready_on_its_unix_socket() {
-    let redis = require!(redis("redis_connect_ready_on_its_unix_socket"));
-    let (dir, socket) = redis_dir("redis-connect");
-    let handle = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
-        .ready(Ready::connect(socket.as_path()))
-        .capture(Capture::both())
-        .ladder(ladder("TERM:10s,KILL:2s"))
-        .spawn()
-        .expect("redis with Ready::Connect");
-    assert_eq!(
-        ping(&socket).expect("PING right after spawn()"),
-        "+PONG\r\n"
-    );
-    let report = handle.close().unwrap();
-    assert_eq!(report.ended_by, rung(0, Signal::TERM), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
+fn redis_ready_on_its_log_line_and_on_its_unix_socket() {
+    let redis = require_peer!(redis("redis_ready_on_its_log_line_and_on_its_unix_socket"));
+    for kind in ["output", "connect"] {
+        let (dir, socket) = redis_dir(&format!("redis-{kind}"));
+        let builder = ChildHandle::builder(redis_command(&redis, &dir, &socket, false))
+            .ladder(ladder("TERM:10s,KILL:2s"));
+        let builder = match kind {
+            "output" => builder.ready(Ready::output("ready to accept connections")),
+            _ => builder
+                .ready(Ready::connect(socket.as_path()))
+                .capture(Capture::both()),
+        };
+        let handle = builder
+            .spawn()
+            .unwrap_or_else(|e| panic!("redis ready by {kind}: {e}"));
+        assert_eq!(
+            ping(&socket).expect("PING right after spawn()"),
+            "+PONG\r\n",
+            "{kind}"
+        );
+        let report = handle.close().unwrap();
+        assert_eq!(report.ended_by, rung(0, Signal::TERM), "{kind}: {report}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// Issue 22: `runuser -u postgres -- postgres …` — runuser forks and waits, so `READY=1` comes
@@ -252,13 +234,13 @@ fn redis_connect_ready_on_its_unix_socket() {
 #[test]
 fn postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready() {
     let test = "postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready";
-    let postgres = require!(pg_tool(test, "postgres"));
-    let runuser = require!(find(
+    let postgres = require_peer!(pg_tool(test, "postgres"));
+    let runuser = require_peer!(find(
         test,
         "runuser",
         vec!["/usr/sbin/runuser".into(), "/sbin/runuser".into()]
     ));
-    let cluster = require!(Cluster::new(test));
+    let cluster = require_peer!(Cluster::new(test));
     let command = || {
         let mut cmd = Command::new(&runuser);
         cmd.args(["-u", "postgres", "--"])
@@ -310,7 +292,7 @@ fn postgres_under_runuser_is_ready_by_default_and_main_refuses_its_ready() {
 /// "Saving the final RDB snapshot" on TERM, after its start-up "Ready to accept connections".
 #[test]
 fn redis_last_status_is_its_shutdown_one() {
-    let redis = require!(redis("redis_last_status_is_its_shutdown_one"));
+    let redis = require_peer!(redis("redis_last_status_is_its_shutdown_one"));
     let (dir, socket) = redis_dir("redis-status");
     let mut cmd = redis_command(&redis, &dir, &socket, true);
     cmd.args(["--save", "3600 1"]);
@@ -333,7 +315,7 @@ fn redis_last_status_is_its_shutdown_one() {
 /// its ladder (TERM: redis saves nothing here and exits 0) — a real server through the miss.
 #[test]
 fn redis_under_a_watchdog_it_does_not_feed_is_closed_with_its_ladder() {
-    let redis = require!(redis(
+    let redis = require_peer!(redis(
         "redis_under_a_watchdog_it_does_not_feed_is_closed_with_its_ladder"
     ));
     let (dir, socket) = redis_dir("redis-watchdog");
@@ -357,12 +339,6 @@ fn redis_under_a_watchdog_it_does_not_feed_is_closed_with_its_ladder() {
     assert_eq!(report.status.and_then(|s| s.code()), Some(0), "{report}");
     let notify = report.notify.as_ref().unwrap();
     assert!(notify.stopping.is_some(), "{notify:?}");
-    assert!(
-        notify
-            .watchdog
-            .iter()
-            .any(|n| n.starts_with("watchdog: sent TERM")),
-        "{notify:?}"
-    );
+    assert_noted(&notify.watchdog, "watchdog: sent TERM");
     let _ = std::fs::remove_dir_all(&dir);
 }

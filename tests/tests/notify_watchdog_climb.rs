@@ -19,24 +19,15 @@ fn await_line(log: &std::path::Path, line: &str) {
 #[test]
 fn a_miss_skips_the_rung_the_server_ignores() {
     let log = scratch("watchdog-climb-skip.log");
-    let handle = ChildHandle::builder(slowserver(&[
-        "--notify",
-        "--watchdog-every",
-        "20ms",
-        "--watchdog-for",
-        "200ms",
-        "--ignore-eof",
-        "--ignore",
-        "HUP",
-        "--log",
-        log.to_str().unwrap(),
-    ]))
-    .ready(Ready::Notify)
-    .watchdog(Duration::from_millis(300))
-    // Were HUP sent, its 600 s grace would keep the server alive past the wait below.
-    .ladder(ladder("HUP:600s,TERM:5s,KILL:1s"))
-    .spawn()
-    .expect("spawn");
+    let mut args = pinging(Some("200ms"));
+    args.extend(["--ignore", "HUP", "--log", log.to_str().unwrap()]);
+    let handle = ChildHandle::builder(slowserver(&args))
+        .ready(Ready::Notify)
+        .watchdog(Duration::from_millis(300))
+        // Were HUP sent, its 600 s grace would keep the server alive past the wait below.
+        .ladder(ladder("HUP:600s,TERM:5s,KILL:1s"))
+        .spawn()
+        .expect("spawn");
     let pid = handle.id().unwrap();
     assert!(
         exited_within(&pidfd(pid), Duration::from_secs(30)),
@@ -45,20 +36,11 @@ fn a_miss_skips_the_rung_the_server_ignores() {
     await_line(&log, "TERM");
     let report = handle.close().expect("close");
     let notify = report.notify.clone().expect("a notify report");
-    assert!(
-        notify
-            .watchdog
-            .iter()
-            .any(|n| n == "watchdog: HUP skipped (the server ignores it)"),
-        "{notify:?}"
+    assert_noted(
+        &notify.watchdog,
+        "watchdog: HUP skipped (the server ignores it)",
     );
-    assert!(
-        notify
-            .watchdog
-            .iter()
-            .any(|n| n.starts_with("watchdog: sent TERM at +")),
-        "{notify:?}"
-    );
+    assert_noted(&notify.watchdog, "watchdog: sent TERM at +");
     assert!(
         !notify.watchdog.iter().any(|n| n.contains("sent HUP")),
         "{notify:?}"
@@ -68,37 +50,22 @@ fn a_miss_skips_the_rung_the_server_ignores() {
 #[test]
 fn a_close_during_the_miss_climb_resumes_behind_the_watchdogs_last_rung() {
     let log = scratch("watchdog-climb-takeover.log");
-    let handle = ChildHandle::builder(slowserver(&[
-        "--notify",
-        "--watchdog-every",
-        "20ms",
-        "--watchdog-for",
-        "200ms",
-        "--ignore-eof",
-        // HUP is caught and logged, then the server lingers: only KILL ends it.
-        "--slow-exit",
-        "600s",
-        "--log",
-        log.to_str().unwrap(),
-    ]))
-    .ready(Ready::Notify)
-    .watchdog(Duration::from_millis(300))
-    .ladder(ladder("HUP:2s,KILL:1s"))
-    .spawn()
-    .expect("spawn");
+    let mut args = pinging(Some("200ms"));
+    // HUP is caught and logged, then the server lingers: only KILL ends it.
+    args.extend(["--slow-exit", "600s", "--log", log.to_str().unwrap()]);
+    let handle = ChildHandle::builder(slowserver(&args))
+        .ready(Ready::Notify)
+        .watchdog(Duration::from_millis(300))
+        .ladder(ladder("HUP:2s,KILL:1s"))
+        .spawn()
+        .expect("spawn");
     // The watchdog's climb sent HUP; its grace (2 s) runs while the close begins — or, on a
     // machine slow enough, ran out and the watchdog sent KILL itself. Either way the close
     // must not send HUP again: it resumes behind the watchdog's last rung.
     await_line(&log, "HUP");
     let report = handle.close().expect("close");
     let notify = report.notify.clone().expect("a notify report");
-    assert!(
-        notify
-            .watchdog
-            .iter()
-            .any(|n| n.starts_with("watchdog: sent HUP at +")),
-        "{notify:?}"
-    );
+    assert_noted(&notify.watchdog, "watchdog: sent HUP at +");
     assert!(
         report
             .signals

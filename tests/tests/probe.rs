@@ -12,56 +12,22 @@ use childguard_tests::*;
 
 const INSTALL: &str = "apt-get install -y redis-server qemu-utils libnbd-bin (or run tests/run.sh)";
 
-/// The only early return allowed: the peer is missing and skipping was asked for.
-macro_rules! require {
-    ($found:expr) => {
-        match $found {
-            Some(path) => path,
-            None => return,
-        }
-    };
-}
-
 #[test]
 fn redis_probe_recommends_term_first_and_kill_last_as_the_preset() {
     let test = "redis_probe_recommends_term_first_and_kill_last_as_the_preset";
-    let redis = require!(peer(
+    let redis = require_peer!(peer(
         test,
         "redis-server",
         &["/usr/bin", "/usr/local/bin"],
         INSTALL
     ));
-    let dir = scratch("probe-redis");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("redis.sock").display().to_string();
+    let dir = ScratchDir::new("probe-redis");
+    let socket = dir.file("redis.sock");
     let ready = format!("unix:{socket}");
-    let output = probe(
-        &[
-            "--json",
-            "--runs",
-            "2",
-            "--window",
-            "3s",
-            "--ready",
-            &ready,
-            "--",
-            redis.to_str().unwrap(),
-            "--port",
-            "0",
-            "--unixsocket",
-            &socket,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            dir.to_str().unwrap(),
-        ],
-        &socket,
-    );
-    let report = json(&output);
-    eprintln!("{report:#}");
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let mut args = vec!["--runs", "2", "--window", "3s", "--ready", &ready, "--"];
+    let server = redis_on(&redis, &socket, &dir.0);
+    args.extend(strs(&server));
+    let report = probe_json(&args, &socket);
     assert_contained(&report);
     let ladder = recommended(&report);
     let signals = signals_of(&ladder);
@@ -85,35 +51,32 @@ fn redis_probe_recommends_term_first_and_kill_last_as_the_preset() {
         assert_eq!(run["left_in_cgroup_after"], 0, "{run}");
         assert!(run["left_after_close"].is_null(), "{run}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn qemu_nbd_probe_agrees_with_the_preset() {
     let test = "qemu_nbd_probe_agrees_with_the_preset";
-    let qemu_nbd = require!(peer(
+    let qemu_nbd = require_peer!(peer(
         test,
         "qemu-nbd",
         &["/usr/bin", "/usr/local/bin"],
         INSTALL
     ));
-    require!(peer(
+    require_peer!(peer(
         test,
         "nbdinfo",
         &["/usr/bin", "/usr/local/bin"],
         INSTALL
     ));
-    let dir = scratch("probe-qemu-nbd");
-    std::fs::create_dir_all(&dir).unwrap();
-    let disk = dir.join("disk.raw");
+    let dir = ScratchDir::new("probe-qemu-nbd");
+    let disk = dir.file("disk.raw");
     std::fs::write(&disk, vec![0u8; 1 << 20]).unwrap();
-    let socket = dir.join("nbd.sock").display().to_string();
+    let socket = dir.file("nbd.sock");
     // Ready after one whole NBD session: a connection closed before its handshake (what
     // `unix:` makes) leaves qemu-nbd deaf to signals until it is handled (docs/servers.md).
     let ready = format!("exec:nbdinfo --can connect 'nbd+unix:///?socket={socket}'");
-    let output = probe(
+    let report = probe_json(
         &[
-            "--json",
             "--runs",
             "2",
             "--window",
@@ -129,13 +92,10 @@ fn qemu_nbd_probe_agrees_with_the_preset() {
             "-f",
             "raw",
             "-t",
-            disk.to_str().unwrap(),
+            &disk,
         ],
         &socket,
     );
-    let report = json(&output);
-    eprintln!("{report:#}");
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_contained(&report);
     let ladder = recommended(&report);
     let signals = signals_of(&ladder);
@@ -158,33 +118,20 @@ fn qemu_nbd_probe_agrees_with_the_preset() {
     }
     assert_eq!(dispositions(&report, "QUIT"), ["default", "default"]);
     assert!(!signals.contains(&Signal::QUIT), "{ladder}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn slowserver_ignoring_signals_gets_them_marked_ignored_and_not_recommended() {
-    let dir = scratch("probe-slowserver");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("slow.sock").display().to_string();
+    let dir = ScratchDir::new("probe-slowserver");
+    let socket = dir.file("slow.sock");
     let ready = format!("unix:{socket}");
-    let mut args: Vec<String> = ["--json", "--runs", "2", "--window", "3s"]
-        .into_iter()
-        .chain(["--signals", "HUP,INT,TERM,USR2", "--ready", &ready])
-        .map(String::from)
-        .collect();
+    let mut args = vec!["--runs", "2", "--window", "3s"];
+    args.extend(["--signals", "HUP,INT,TERM,USR2", "--ready", &ready]);
     // With --log, slowserver handles HUP, TERM and INT (logs, then re-raises the signal).
-    let log = dir.join("slow.log").display().to_string();
-    args.extend(slowserver_on(
-        &socket,
-        &format!("--ignore HUP,USR2 --log '{log}'"),
-    ));
-    let output = probe(
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        &socket,
-    );
-    let report = json(&output);
-    eprintln!("{report:#}");
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let log = dir.file("slow.log");
+    let server = slowserver_on(&socket, &format!("--ignore HUP,USR2 --log '{log}'"));
+    args.extend(strs(&server));
+    let report = probe_json(&args, &socket);
     for name in ["HUP", "USR2"] {
         assert_eq!(
             dispositions(&report, name),
@@ -197,26 +144,19 @@ fn slowserver_ignoring_signals_gets_them_marked_ignored_and_not_recommended() {
     }
     assert_eq!(clean_signals(&report), ["TERM", "INT"]);
     assert_eq!(recommended(&report).to_string(), "TERM:2s,INT:2s,KILL:5s");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_server_no_signal_ends_cleanly_exits_3_with_kill_alone() {
-    let dir = scratch("probe-none-clean");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("slow.sock").display().to_string();
+    let dir = ScratchDir::new("probe-none-clean");
+    let socket = dir.file("slow.sock");
     let ready = format!("unix:{socket}");
     // QUIT has no handler in slowserver (its default action kills it); TERM is ignored.
-    let mut args: Vec<String> = ["--runs", "1", "--window", "3s", "--signals", "TERM,QUIT"]
-        .into_iter()
-        .chain(["--ready", &ready])
-        .map(String::from)
-        .collect();
-    args.extend(slowserver_on(&socket, "--ignore TERM"));
-    let output = probe(
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        &socket,
-    );
+    let mut args = vec!["--runs", "1", "--window", "3s", "--signals", "TERM,QUIT"];
+    args.extend(["--ready", &ready]);
+    let server = slowserver_on(&socket, "--ignore TERM");
+    args.extend(strs(&server));
+    let output = probe(&args, &socket);
     let out = String::from_utf8_lossy(&output.stdout);
     eprintln!("{out}");
     assert_eq!(output.status.code(), Some(3), "{out}{}", stderr(&output));
@@ -226,7 +166,6 @@ fn a_server_no_signal_ends_cleanly_exits_3_with_kill_alone() {
         "{out}"
     );
     assert!(out.contains("ignored (SigIgn)"), "{out}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -276,13 +215,12 @@ fn bad_input_is_a_usage_error_naming_it() {
 
 #[test]
 fn a_server_never_ready_fails_the_probe_and_leaves_nothing() {
-    let dir = scratch("probe-never-ready");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("never.sock").display().to_string();
+    let dir = ScratchDir::new("probe-never-ready");
+    let socket = dir.file("never.sock");
     let ready = format!("unix:{socket}");
     let slow = bin("cg-slowserver").display().to_string();
     // slowserver never listens there; its `--log` file is the mark of its processes.
-    let log = dir.join("never.log").display().to_string();
+    let log = dir.file("never.log");
     let output = probe(
         &[
             "--ready",
@@ -301,7 +239,6 @@ fn a_server_never_ready_fails_the_probe_and_leaves_nothing() {
     assert_eq!(output.status.code(), Some(125), "{err}");
     assert!(err.contains("probe of HUP, run 1 of 3"), "{err}");
     assert!(err.contains(&socket), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// postgres with a busy client (`select pg_sleep(60)`): TERM, the smart shutdown, waits for
@@ -309,9 +246,9 @@ fn a_server_never_ready_fails_the_probe_and_leaves_nothing() {
 #[test]
 fn postgres_with_a_busy_client_term_waits_int_ends_it() {
     let test = "postgres_with_a_busy_client_term_waits_int_ends_it";
-    let postgres = require!(pg_tool(test, "postgres", INSTALL_POSTGRES));
-    require!(peer(test, "psql", &["/usr/bin"], INSTALL_POSTGRES));
-    let cluster = require!(Cluster::new(test));
+    let postgres = require_peer!(pg_tool(test, "postgres", INSTALL_POSTGRES));
+    require_peer!(peer(test, "psql", &["/usr/bin"], INSTALL_POSTGRES));
+    let cluster = require_peer!(Cluster::new(test));
     let data = cluster.root.join("data").display().to_string();
     let run = cluster.root.join("run").display().to_string();
     let psql = format!("psql -h {run} -U postgres -d postgres");
@@ -319,9 +256,8 @@ fn postgres_with_a_busy_client_term_waits_int_ends_it() {
     let client_ready = format!(
         "exec:{psql} -tAc \"select 1/count(*) from pg_stat_activity where wait_event = 'PgSleep'\""
     );
-    let output = probe(
+    let report = probe_json(
         &[
-            "--json",
             "--runs",
             "1",
             "--window",
@@ -349,9 +285,6 @@ fn postgres_with_a_busy_client_term_waits_int_ends_it() {
         ],
         &data,
     );
-    let report = json(&output);
-    eprintln!("{report:#}");
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_contained(&report);
     let term = &result(&report, "TERM")["runs"][0];
     assert_eq!(term["exited"], false, "{term}");

@@ -13,16 +13,6 @@ use childguard_tests::*;
 
 const INSTALL: &str = "apt-get install -y redis-server (or run tests/run.sh)";
 
-/// The only early return allowed: the peer is missing and skipping was asked for.
-macro_rules! require {
-    ($found:expr) => {
-        match $found {
-            Some(path) => path,
-            None => return,
-        }
-    };
-}
-
 fn runs(report: &serde_json::Value) -> Vec<&serde_json::Value> {
     report["signals"]
         .as_array()
@@ -59,42 +49,19 @@ fn assert_settled_on(report: &serde_json::Value, server: &str, socket: &str) {
 #[test]
 fn redis_probe_without_ready_waits_for_it_to_settle_and_recommends_term_first() {
     let test = "redis_probe_without_ready_waits_for_it_to_settle_and_recommends_term_first";
-    let redis = require!(peer(
+    let redis = require_peer!(peer(
         test,
         "redis-server",
         &["/usr/bin", "/usr/local/bin"],
         INSTALL
     ));
-    let dir = scratch("probe-redis-settle");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("redis.sock").display().to_string();
-    let output = probe(
-        &[
-            "--json",
-            "--runs",
-            "2",
-            "--window",
-            "3s",
-            "--signals",
-            "HUP,INT,TERM,QUIT",
-            "--",
-            redis.to_str().unwrap(),
-            "--port",
-            "0",
-            "--unixsocket",
-            &socket,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            dir.to_str().unwrap(),
-        ],
-        &socket,
-    );
-    let report = json(&output);
-    eprintln!("{report:#}");
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let dir = ScratchDir::new("probe-redis-settle");
+    let socket = dir.file("redis.sock");
+    let mut args = vec!["--runs", "2", "--window", "3s"];
+    args.extend(["--signals", "HUP,INT,TERM,QUIT", "--"]);
+    let server = redis_on(&redis, &socket, &dir.0);
+    args.extend(strs(&server));
+    let report = probe_json(&args, &socket);
     assert_settled_on(&report, "redis-server", &socket);
     let ladder = recommended(&report);
     let signals = signals_of(&ladder);
@@ -113,24 +80,21 @@ fn redis_probe_without_ready_waits_for_it_to_settle_and_recommends_term_first() 
     for run in result(&report, "TERM")["runs"].as_array().unwrap() {
         assert_eq!(run["exit_code"], 0, "{run}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `sh` sleeps before it execs slowserver, which installs its handlers, then listens: a signal
 /// sent while `sh` sleeps would meet `sh`'s default action. The wait ends on the listener.
 #[test]
 fn a_server_slow_to_install_its_handlers_is_signalled_once_settled() {
-    let dir = scratch("probe-settle-slow");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("slow.sock").display().to_string();
-    let log = dir.join("slow.log").display().to_string();
+    let dir = ScratchDir::new("probe-settle-slow");
+    let socket = dir.file("slow.sock");
+    let log = dir.file("slow.log");
     let slow = bin("cg-slowserver").display().to_string();
     let script = format!(
         "rm -f '{socket}'; sleep 0.5; exec '{slow}' --ignore-eof --log '{log}' --listen '{socket}'"
     );
-    let output = probe(
+    let report = probe_json(
         &[
-            "--json",
             "--runs",
             "2",
             "--window",
@@ -144,9 +108,6 @@ fn a_server_slow_to_install_its_handlers_is_signalled_once_settled() {
         ],
         &socket,
     );
-    let report = json(&output);
-    eprintln!("{report:#}");
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_settled_on(&report, "sh", &socket);
     for run in runs(&report) {
         assert!(
@@ -163,16 +124,14 @@ fn a_server_slow_to_install_its_handlers_is_signalled_once_settled() {
         2,
         "{logged}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// No listener ever: each run waits the whole settle timeout, then the probe goes on and
 /// warns that its recommendation is a guess.
 #[test]
 fn a_server_that_never_listens_is_probed_after_the_settle_timeout_with_a_warning() {
-    let dir = scratch("probe-settle-none");
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("quiet.log").display().to_string();
+    let dir = ScratchDir::new("probe-settle-none");
+    let log = dir.file("quiet.log");
     let slow = bin("cg-slowserver").display().to_string();
     let output = probe(
         &[
@@ -218,14 +177,12 @@ fn a_server_that_never_listens_is_probed_after_the_settle_timeout_with_a_warning
         .and_then(|w| w.parse().ok())
         .unwrap_or_else(|| panic!("no time in {warning}"));
     assert!(waited >= 0.7, "{warning}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_server_exiting_while_starting_fails_the_probe_with_its_output() {
-    let dir = scratch("probe-settle-exit");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mark = dir.join("mark").display().to_string();
+    let dir = ScratchDir::new("probe-settle-exit");
+    let mark = dir.file("mark");
     let script = format!("echo 'no config at {mark}' >&2; exit 4");
     let output = probe(&["--runs", "1", "--", "sh", "-c", &script], &mark);
     let err = stderr(&output);
@@ -236,5 +193,4 @@ fn a_server_exiting_while_starting_fails_the_probe_with_its_output() {
     );
     assert!(err.contains(&format!("no config at {mark}")), "{err}");
     assert!(output.stdout.is_empty());
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -26,16 +26,6 @@ use childguard_tests::*;
 
 const INSTALL: &str = "apt-get install -y nginx-light qemu-utils (or run tests/run.sh)";
 
-/// The only early return allowed: the peer is missing and skipping was asked for.
-macro_rules! require {
-    ($found:expr) => {
-        match $found {
-            Some(path) => path,
-            None => return,
-        }
-    };
-}
-
 fn nginx(test: &str) -> Option<PathBuf> {
     let candidates = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
         .iter()
@@ -142,7 +132,7 @@ fn signal_to_exit(report: &CloseReport) -> Option<Duration> {
 #[test]
 fn nginx_connect_ready_get_succeeds_at_once_and_the_preset_quits_gracefully() {
     let test = "nginx_connect_ready_get_succeeds_at_once_and_the_preset_quits_gracefully";
-    let nginx = require!(nginx(test));
+    let nginx = require_peer!(nginx(test));
     let server = Nginx::new("nginx-preset");
     let began = Instant::now();
     let handle = server.spawn(&nginx, Ladder::nginx());
@@ -184,7 +174,7 @@ fn nginx_connect_ready_get_succeeds_at_once_and_the_preset_quits_gracefully() {
 #[test]
 fn nginx_signals_as_servers_md_says() {
     let test = "nginx_signals_as_servers_md_says";
-    let nginx = require!(nginx(test));
+    let nginx = require_peer!(nginx(test));
     for (signal, exits) in [
         (Signal::HUP, false),
         (Signal::TERM, true),
@@ -247,7 +237,7 @@ fn qemu_nbd_handle(cmd: Command, socket: &Path, ladder: Ladder) -> ChildHandle {
 #[test]
 fn qemu_nbd_connect_ready_serves_at_once_and_the_default_ladder_ends_it() {
     let test = "qemu_nbd_connect_ready_serves_at_once_and_the_default_ladder_ends_it";
-    let qemu_nbd = require!(qemu_nbd(test));
+    let qemu_nbd = require_peer!(qemu_nbd(test));
     let (dir, disk, socket) = nbd_dir("qemu-nbd-ready");
     let began = Instant::now();
     // Not persistent: qemu-nbd exits once a client that finished the handshake leaves. The
@@ -302,7 +292,7 @@ fn handshake_and_leave(socket: &Path) {
 #[test]
 fn qemu_nbd_signals_as_servers_md_says() {
     let test = "qemu_nbd_signals_as_servers_md_says";
-    let qemu_nbd = require!(qemu_nbd(test));
+    let qemu_nbd = require_peer!(qemu_nbd(test));
     require_signals_not_ignored(test, &[libc::SIGINT, libc::SIGQUIT]);
     for (signal, clean) in [
         (Signal::HUP, true),

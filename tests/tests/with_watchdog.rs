@@ -7,54 +7,37 @@ use std::time::Duration;
 use childguard_tests::command::{childguard, childguard_within, exited_saying, stderr};
 use childguard_tests::*;
 
+/// `childguard with --ready notify --watchdog WATCHDOG LADDER -- slowserver PINGING -- sleep
+/// SLEEP`.
+fn with_pinging(watchdog: &str, ladder: &[&str], pinging: &[&str], sleep: &str) -> Vec<String> {
+    let slow = bin("cg-slowserver").display().to_string();
+    ["with", "--ready", "notify", "--watchdog", watchdog]
+        .iter()
+        .chain(ladder)
+        .map(|s| s.to_string())
+        .chain(["--".into(), slow])
+        .chain(pinging.iter().map(|s| s.to_string()))
+        .chain(["--", "sleep", sleep].map(String::from))
+        .collect()
+}
+
 #[test]
 fn a_server_that_stops_pinging_fails_the_run_naming_the_miss() {
-    let slow = bin("cg-slowserver");
-    let o = childguard_within(
-        Duration::from_secs(30),
-        &[
-            "with",
-            "--ready",
-            "notify",
-            "--watchdog",
-            "300ms",
-            "--ladder",
-            "TERM:5s,KILL:1s",
-            "--",
-            slow.to_str().unwrap(),
-            "--notify",
-            "--watchdog-every",
-            "20ms",
-            "--watchdog-for",
-            "200ms",
-            "--ignore-eof",
-            "--",
-            "sleep",
-            "60",
-        ],
+    let args = with_pinging(
+        "300ms",
+        &["--ladder", "TERM:5s,KILL:1s"],
+        &pinging(Some("200ms")),
+        "60",
     );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = childguard_within(Duration::from_secs(30), &args);
     exited_saying(&o, 125, &["watchdog missed at +", "exited while CMD ran"]);
 }
 
 #[test]
 fn a_server_that_keeps_pinging_lets_the_command_finish() {
-    let slow = bin("cg-slowserver");
-    let o = childguard(&[
-        "with",
-        "--ready",
-        "notify",
-        "--watchdog",
-        "2s",
-        "--",
-        slow.to_str().unwrap(),
-        "--notify",
-        "--watchdog-every",
-        "20ms",
-        "--ignore-eof",
-        "--",
-        "sleep",
-        "3",
-    ]);
+    let args = with_pinging("2s", &[], &pinging(None), "3");
+    let o = childguard(&args.iter().map(String::as_str).collect::<Vec<_>>());
     exited_saying(&o, 0, &[]);
     assert!(!stderr(&o).contains("watchdog"), "{}", stderr(&o));
 }

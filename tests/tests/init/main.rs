@@ -11,3 +11,13 @@ mod tini;
 pub fn err(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Sends TERM to the init `child`, waits for it, and asserts its exit code (`what` names the
+/// case in the message); its output.
+#[track_caller]
+pub fn term_and_expect(child: std::process::Child, code: i32, what: &str) -> std::process::Output {
+    childguard_tests::init::send(child.id(), libc::SIGTERM);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(code), "{what}: {}", err(&o));
+    o
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use childguard_tests::init::*;
 use childguard_tests::*;
 
-use super::err;
+use super::{err, term_and_expect};
 
 /// Signals other than the stop signals are forwarded too (tini forwards every catchable one):
 /// HUP, QUIT, WINCH, USR1, ALRM, CONT, PIPE and a real-time one each reach CMD's handler, one
@@ -53,14 +53,7 @@ fn every_catchable_signal_is_forwarded() {
             );
             assert_eq!(seen().lines().nth(i), Some(*sig), "{name:?}");
         }
-        send(child.id(), libc::SIGTERM);
-        let o = child.wait_with_output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(128 + libc::SIGTERM),
-            "{name:?}: {}",
-            err(&o)
-        );
+        term_and_expect(child, 128 + libc::SIGTERM, &format!("{name:?}"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use childguard_tests::init::*;
 use childguard_tests::*;
 
-use super::err;
+use super::{err, term_and_expect};
 
 const SERVER: &str = include_str!("../../src/http_server.py");
 
@@ -68,14 +68,7 @@ fn http_ready_file_appears_after_a_get_was_answered_2xx() {
                 Err(_) => panic!("{name:?}: the server answered no GET: {seen:?}"),
             }
         }
-        send(child.id(), libc::SIGTERM);
-        let o = child.wait_with_output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(128 + libc::SIGTERM),
-            "{name:?}: {}",
-            err(&o)
-        );
+        term_and_expect(child, 128 + libc::SIGTERM, &format!("{name:?}"));
         assert!(
             !ready.exists(),
             "{name:?}: the ready file outlived the stop"
@@ -109,14 +102,7 @@ fn exec_ready_file_appears_only_once_the_probe_passes() {
         );
         // Written after `test -e up` exited 0: `up` was there first.
         assert!(up.exists(), "{name:?}: ready before the probe could pass");
-        send(child.id(), libc::SIGTERM);
-        let o = child.wait_with_output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(128 + libc::SIGTERM),
-            "{name:?}: {}",
-            err(&o)
-        );
+        term_and_expect(child, 128 + libc::SIGTERM, &format!("{name:?}"));
         assert!(!ready.exists());
         let _ = std::fs::remove_dir_all(&dir);
     }

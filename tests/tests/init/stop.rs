@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use childguard_tests::init::*;
 use childguard_tests::*;
 
-use super::err;
+use super::{err, term_and_expect};
 
 /// With and without a cgroup for CMD.
 const CONTAIN: [&[&str]; 2] = [&[], &["--no-contain"]];
@@ -229,14 +229,7 @@ fn a_second_stop_signal_skips_to_the_next_rung() {
             "{name:?}: no TERM"
         );
         let second = Instant::now();
-        send(child.id(), libc::SIGTERM);
-        let o = child.wait_with_output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(128 + libc::SIGKILL),
-            "{name:?}: {}",
-            err(&o)
-        );
+        term_and_expect(child, 128 + libc::SIGKILL, &format!("{name:?}"));
         assert!(
             second.elapsed() < Duration::from_secs(30),
             "{name:?}: {:?}",
@@ -282,9 +275,7 @@ fn the_ready_file_appears_when_ready_and_goes_at_the_stop() {
             eventually(Duration::from_secs(30), || ready.exists()),
             "{name:?}: no ready file"
         );
-        send(child.id(), libc::SIGTERM);
-        let o = child.wait_with_output().unwrap();
-        assert_eq!(o.status.code(), Some(0), "{name:?}: {}", err(&o));
+        term_and_expect(child, 0, &format!("{name:?}"));
         assert_eq!(std::fs::read_to_string(&seen).unwrap(), "False", "{name:?}");
         assert!(!ready.exists());
         let _ = std::fs::remove_dir_all(&dir);
