@@ -251,3 +251,38 @@ pub(crate) fn before_notify_sender_check(pid: Option<u32>, child: u32) {
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // Linux-only callers
 #[inline(always)]
 pub(crate) fn before_notify_sender_check(_pid: Option<u32>, _child: u32) {}
+
+/// Whether the watchdog's loop reads the notify socket only once the handle is done with it.
+#[cfg(feature = "failpoints")]
+static WATCHDOG_READS_LAST: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// From now on (`true`), the event loop, woken by a datagram on a watchdog's notify socket,
+/// waits before it reads until the handle has finished with that socket (its close report
+/// made), for at most 20 s: the slowest loop there can be, which the close must not need to
+/// hear a server's last words. For `tests/notify_last_words.rs`, a test process of its own
+/// (the loop thread waits, for every handle of the process).
+#[cfg(feature = "failpoints")]
+pub fn set_watchdog_reads_last(on: bool) {
+    WATCHDOG_READS_LAST.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Called by the watchdog's loop before it reads the notify socket; `finished` tells whether
+/// the handle is done with it.
+#[cfg(feature = "failpoints")]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // Linux-only callers
+pub(crate) fn before_watchdog_read(finished: impl Fn() -> bool) {
+    if !WATCHDOG_READS_LAST.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    // The handle's close rings nothing the loop could wait on here: look every millisecond.
+    while !finished() && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // Linux-only callers
+#[inline(always)]
+pub(crate) fn before_watchdog_read(_finished: impl Fn() -> bool) {}

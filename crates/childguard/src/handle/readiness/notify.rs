@@ -181,17 +181,17 @@ impl NotifySocket {
         }
     }
 
-    /// The fd to poll for readability: the socket, or once the watchdog is armed the bell
-    /// the event loop rings after queueing a datagram.
+    /// The fd to poll for readability: the socket, or — from the watchdog's arming until the
+    /// close takes the socket back — the bell the event loop rings after queueing a datagram.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         match &self.watchdog {
-            Some(shared) => shared.fd(),
-            None => self.fd.as_fd(),
+            Some(shared) if shared.loop_reads() => shared.fd(),
+            _ => self.fd.as_fd(),
         }
     }
 
-    /// Hands the socket to the event loop's watchdog (see `watchdog.rs`): from now on the loop
-    /// reads it and this socket reads the loop's queue.
+    /// Hands the socket to the event loop's watchdog (see `watchdog.rs`): from now on, until
+    /// the close takes it back, the loop reads it and this socket reads the loop's queue.
     pub(crate) fn arm_watchdog(
         &mut self,
         interval: Duration,
@@ -244,6 +244,10 @@ impl NotifySocket {
     pub(crate) fn receive(&mut self) -> Option<Instant> {
         let mut extended = None;
         if let Some(shared) = self.watchdog.clone() {
+            // Whether the loop still reads, asked before the take: once the close took the
+            // socket back, what the loop queued before is all it will queue, and the rest is
+            // read below, in order (`watchdog.rs`, *last words lost in the hand-back*).
+            let loop_reads = shared.loop_reads();
             for q in shared.take() {
                 let until = match q.verdict {
                     Ok(pid) => self.accept(pid, &q.data, q.len, q.at),
@@ -254,7 +258,9 @@ impl NotifySocket {
                 };
                 extended = until.or(extended);
             }
-            return extended;
+            if loop_reads {
+                return extended;
+            }
         }
         let mut data = [0u8; MAX_DATAGRAM + 1];
         loop {

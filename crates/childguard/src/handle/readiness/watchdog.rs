@@ -17,8 +17,11 @@
 //! - *A miss after the child exited by itself*: at the deadline the child's pidfd is looked at
 //!   first; an exited child is no miss (the watchdog just stops).
 //! - *A miss during the close*: the close disarms the watchdog before its first rung
-//!   ([`Shared::stop`]); a deadline that fires later finds it stopped. The loop keeps queueing
-//!   datagrams (`STOPPING=1`, `EXTEND_TIMEOUT_USEC=`) for the climb until the socket is dropped.
+//!   ([`Shared::stop`]); a deadline that fires later finds it stopped.
+//! - *Last words lost in the hand-back*: the close takes the socket back ([`Shared::stop`])
+//!   and reads it itself from then on; the loop drops its duplicate unread. The loop reads and
+//!   queues under the lock the hand-back takes: a datagram is queued before the close's first
+//!   take or left on the socket for the close, never read by the loop after its last look.
 //!
 //! On a miss: [`OnMiss::Close`] climbs the handle's ladder (without its EOF wait: the socket
 //! stays open) on the loop — the library's one [`Climb`], the same state machine a close
@@ -88,6 +91,9 @@ struct State {
     missed: Option<WatchdogMiss>,
     /// The close began (no more misses) or the socket is gone (`gone`).
     stopped: bool,
+    /// The close took the socket back ([`Shared::stop`]): the handle reads it, the loop no
+    /// longer does.
+    handed_back: bool,
     gone: bool,
     /// What the loop did: signals sent on a miss, a spawn failure of the callback's thread.
     notes: Vec<String>,
@@ -128,22 +134,30 @@ impl Shared {
         notes
     }
 
-    /// The close began: no miss from now on (the loop keeps reading for the close's climb),
-    /// and a miss's climb under way stops here. Returns the last signal that climb sent and
-    /// when, for the close to resume behind it. Race avoided (*two climbs*): the loop steps
+    /// The close began: no miss from now on, a miss's climb under way stops here, and the
+    /// socket is the handle's again (the loop drops its duplicate unread; what it queued
+    /// before stays for [`take`](Shared::take)). Returns the last signal that climb sent and
+    /// when, for the close to resume behind it. Races avoided: *two climbs* — the loop steps
     /// the climb under the same lock and finds it stopped, so no rung of it goes out after
-    /// this returns.
+    /// this returns; *last words lost in the hand-back* (module docs).
     pub(crate) fn stop(self: &Arc<Self>) -> Option<(Signal, Instant)> {
         let last = {
             let mut state = lock(&self.state);
             state.stopped = true;
+            state.handed_back = true;
             state.climb.take().and_then(|climb| {
                 let last = climb.sent().last()?;
                 Some((last.signal, climb.started() + last.at))
             })
         };
-        self.post_cleanup(false);
+        self.post_cleanup(true);
         last
+    }
+
+    /// Whether the loop reads the socket (and the handle its queue): until the close took it
+    /// back ([`Shared::stop`]).
+    pub(crate) fn loop_reads(&self) -> bool {
+        !lock(&self.state).handed_back
     }
 
     /// The socket is gone: the loop drops its duplicate and the timer.
@@ -241,8 +255,19 @@ struct Dog {
 
 // The fields are touched only on the loop thread; `Access` and the fds are plain data.
 impl Dog {
-    /// The socket is readable: every datagram read, judged, acted on and queued.
+    /// The socket is readable: every datagram read, judged, acted on and queued — unless the
+    /// close took the socket back: then its source is removed unread.
     fn readable(self: &Arc<Self>, ops: &mut Ops, id: IoId) {
+        crate::failpoint::before_watchdog_read(|| lock(&self.shared.state).gone);
+        // Read and queued under the lock the hand-back takes (*last words lost in the
+        // hand-back*, module docs).
+        let mut state = lock(&self.shared.state);
+        if state.handed_back {
+            state.io = None;
+            drop(state);
+            drop(ops.remove_io(id));
+            return;
+        }
         let mut read = Vec::new();
         if let Some(fd) = ops.fd(id) {
             let mut buf = vec![0u8; MAX_DATAGRAM + 1];
@@ -290,7 +315,6 @@ impl Dog {
         // server that pings for hours while nobody calls the handle costs no memory. The rest
         // is bounded too (the oldest dropped, counted).
         read.retain(|q| q.verdict.is_err() || !only_pings(&q.data));
-        let mut state = lock(&self.shared.state);
         state.queued.extend(read);
         let excess = state.queued.len().saturating_sub(MAX_QUEUED);
         if excess > 0 {
