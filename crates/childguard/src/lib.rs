@@ -106,6 +106,7 @@ pub use handle::readiness::{
     DEFAULT_READY_TIMEOUT, EXEC_OUTPUT_BYTES, EXEC_OUTPUT_LINES, MAX_STATUS_LINE,
 };
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
+pub use process::containment::limits::{Amount, Limits, LimitsReport};
 pub use process::containment::{CgroupReport, Containment, KillMode};
 pub use process::disposition::Disposition;
 pub use spawn::capture::{

@@ -401,10 +401,15 @@ impl fmt::Display for CloseReport {
                 true => ": default action, no handler ran",
                 false => "",
             };
+            let oom = self.cgroup.as_ref().and_then(|cg| cg.limits.as_ref());
+            let oom = match oom.and_then(|l| l.result) {
+                Some(result) => format!(": {result}"),
+                None => String::new(),
+            };
             timed.push((
                 at,
                 format!(
-                    "exited {} ({status}, ended by {}{default})",
+                    "exited {} ({status}{oom}, ended by {}{default})",
                     Ms(at),
                     self.ended_by
                 ),
@@ -453,6 +458,9 @@ impl fmt::Display for CloseReport {
                     cg.path.display()
                 ),
             });
+        }
+        if let Some(limits) = self.cgroup.as_ref().and_then(|cg| cg.limits.as_ref()) {
+            parts.push(limits.to_string());
         }
         if let Some(why) = &self.containment_fallback {
             parts.push(format!("not contained ({why}): process group only"));

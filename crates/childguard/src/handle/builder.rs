@@ -11,6 +11,7 @@ use crate::close::ladder::Ladder;
 use crate::core::wait::Interrupt;
 use crate::handle::readiness::{self, NotifyAccess, Ready};
 use crate::handle::ChildHandle;
+use crate::process::containment::limits::Limits;
 use crate::process::containment::{Containment, KillMode};
 use crate::spawn::capture::Capture;
 
@@ -96,6 +97,8 @@ pub struct Builder {
     pub(super) containment: Containment,
     pub(super) kill_mode: KillMode,
     pub(super) cgroup_parent: Option<PathBuf>,
+    /// [`Builder::limits`].
+    pub(super) limits: Limits,
     pub(super) ready: Option<Ready>,
     pub(super) ready_timeout: Duration,
     pub(super) notify_extend_max: Duration,
@@ -364,6 +367,22 @@ impl Builder {
         self
     }
 
+    /// With [`contain`](Builder::contain): resource limits on the child's cgroup, systemd's
+    /// `MemoryMax=`, `MemoryHigh=`, `TasksMax=`, `CPUQuota=` (see [`Limits`]). They are
+    /// written before the child is spawned, so it never runs without them; on a hybrid host
+    /// (controllers on cgroup v1) the child also gets a cgroup of the same name in each v1
+    /// hierarchy it needs, removed with the v2 one. `spawn()` fails with
+    /// [`ErrorKind::Containment`](crate::ErrorKind::Containment) naming the limit, the file
+    /// and why when one cannot be applied (never a silent no-op), and with
+    /// [`ErrorKind::Config`](crate::ErrorKind::Config) without containment;
+    /// [`Containment::BestEffort`] does not fall back when limits are set. What the kernel did
+    /// under them — the OOM killer (`oom-kill`), throttling, the peak usage — is in
+    /// [`CgroupReport::limits`](crate::CgroupReport::limits).
+    pub fn limits(mut self, limits: Limits) -> Builder {
+        self.limits = limits;
+        self
+    }
+
     /// The program's name, for errors.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn program_name(&self) -> String {
@@ -400,6 +419,7 @@ impl ChildHandle {
             containment: Containment::None,
             kill_mode: KillMode::default(),
             cgroup_parent: None,
+            limits: Limits::default(),
             ready: None,
             ready_timeout: readiness::DEFAULT_READY_TIMEOUT,
             notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,

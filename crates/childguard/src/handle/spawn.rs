@@ -137,7 +137,11 @@ impl Builder {
         };
         let placement = cgroup
             .as_ref()
-            .map(|c| Placing::new(c, self.containment == Containment::BestEffort))
+            .map(|c| {
+                let fall_back =
+                    self.containment == Containment::BestEffort && self.limits.is_empty();
+                Placing::new(c, fall_back)
+            })
             .transpose()
             .map_err(|e| fail(ErrorKind::Containment, e))?;
         if sweep || own_exec.is_some() {
@@ -170,7 +174,7 @@ impl Builder {
             (Err(e), Some(placing), Some(cgroup)) => {
                 // The cgroup is dropped (removed: the child never got to run in it).
                 return Err(match placing.failure() {
-                    Some(errno) => fail(ErrorKind::Containment, placing_error(cgroup, errno)),
+                    Some(failure) => fail(ErrorKind::Containment, placing_error(cgroup, failure)),
                     None => fail(ErrorKind::Spawn, e),
                 });
             }
@@ -286,10 +290,24 @@ impl Builder {
     /// `(None, None)` without containment, or `(None, Some(why))` when `BestEffort` fell back.
     fn make_cgroup(&self, program: &str) -> Result<(Option<ContainedIn>, Option<String>)> {
         if self.containment == Containment::None {
+            if !self.limits.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    Some(program),
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "limits ({}) are set on the child's cgroup: they need                              containment (Builder::contain)",
+                            self.limits
+                        ),
+                    ),
+                ));
+            }
             return Ok((None, None));
         }
         #[cfg(target_os = "linux")]
-        let made = crate::process::containment::create_cgroup(self.cgroup_parent.as_deref());
+        let made =
+            crate::process::containment::create_cgroup(self.cgroup_parent.as_deref(), &self.limits);
         #[cfg(not(target_os = "linux"))]
         let _ = (self.kill_mode, &self.cgroup_parent);
         #[cfg(not(target_os = "linux"))]
@@ -306,7 +324,11 @@ impl Builder {
         });
         match (made, &self.containment) {
             (Ok(cgroup), _) => Ok((Some(cgroup), None)),
-            (Err(e), Containment::BestEffort) => Ok((None, Some(e.to_string()))),
+            // Limits are applied or the spawn fails: a server meant to be bounded never runs
+            // unbounded.
+            (Err(e), Containment::BestEffort) if self.limits.is_empty() => {
+                Ok((None, Some(e.to_string())))
+            }
             (Err(e), _) => Err(Error::new(ErrorKind::Containment, Some(program), e)),
         }
     }

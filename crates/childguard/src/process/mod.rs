@@ -356,6 +356,9 @@ impl Process {
                 kill_mode: *mode,
                 removed: cgroup.is_removed(),
                 members_left,
+                limits: cgroup
+                    .limits()
+                    .map(containment::limits::apply::Applied::report),
             });
         }
         None

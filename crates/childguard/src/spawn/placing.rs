@@ -17,6 +17,7 @@ pub(crate) type ContainedIn = std::convert::Infallible;
 /// through it (see `sys::Placement`).
 pub(crate) struct Placing {
     procs: i32,
+    v1_procs: [i32; 3],
     fall_back: bool,
     read: OwnedFd,
     write: OwnedFd,
@@ -30,6 +31,7 @@ impl Placing {
         let (read, write) = rustix::pipe::pipe_with(flags)?;
         Ok(Placing {
             procs: cgroup.procs_fd().as_raw_fd(),
+            v1_procs: cgroup.limits().map_or([-1; 3], |l| l.v1_procs()),
             fall_back,
             read,
             write,
@@ -45,16 +47,22 @@ impl Placing {
         use std::os::fd::AsRawFd;
         sys::Placement {
             procs: self.procs,
+            v1_procs: self.v1_procs,
             report: self.write.as_raw_fd(),
             fall_back: self.fall_back,
         }
     }
 
-    /// After a failed spawn: the errno of a failed placement, if that is what failed.
-    pub(crate) fn failure(&self) -> Option<i32> {
-        let mut errno = [0u8; 4];
-        match rustix::io::read(&self.read, &mut errno) {
-            Ok(4) => Some(i32::from_ne_bytes(errno)),
+    /// After a failed spawn: the errno of a failed placement and which write failed (0: the
+    /// v2 cgroup, 1 + i: the i-th v1 one), if that is what failed.
+    pub(crate) fn failure(&self) -> Option<(i32, usize)> {
+        let mut report = [0u8; 8];
+        match rustix::io::read(&self.read, &mut report) {
+            Ok(8) => {
+                let errno = i32::from_ne_bytes(report[..4].try_into().ok()?);
+                let which = i32::from_ne_bytes(report[4..].try_into().ok()?);
+                Some((errno, usize::try_from(which).unwrap_or(0)))
+            }
             _ => None,
         }
     }
@@ -68,14 +76,17 @@ impl std::fmt::Debug for Placing {
     }
 }
 
-/// The error of a child that could not join its cgroup.
+/// The error of a child that could not join its cgroup (`which`: as [`Placing::failure`]).
 #[cfg(target_os = "linux")]
-pub(crate) fn placing_error(cgroup: &ContainedIn, errno: i32) -> io::Error {
-    crate::process::containment::create::explain_placement(cgroup.dir(), errno)
+pub(crate) fn placing_error(cgroup: &ContainedIn, (errno, which): (i32, usize)) -> io::Error {
+    let v1 = which
+        .checked_sub(1)
+        .and_then(|i| cgroup.limits().and_then(|l| l.v1_dir(i)));
+    crate::process::containment::create::explain_placement(v1.unwrap_or(cgroup.dir()), errno)
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn placing_error(cgroup: &ContainedIn, _errno: i32) -> io::Error {
+pub(crate) fn placing_error(cgroup: &ContainedIn, _failure: (i32, usize)) -> io::Error {
     match *cgroup {}
 }
 
@@ -88,7 +99,7 @@ pub(crate) fn joined(
     cgroup: Option<ContainedIn>,
 ) -> Result<Option<ContainedIn>, String> {
     match (placement.and_then(Placing::failure), cgroup) {
-        (Some(errno), Some(cgroup)) => Err(placing_error(&cgroup, errno).to_string()),
+        (Some(failure), Some(cgroup)) => Err(placing_error(&cgroup, failure).to_string()),
         (_, cgroup) => Ok(cgroup),
     }
 }

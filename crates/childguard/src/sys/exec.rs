@@ -36,8 +36,12 @@ pub(crate) struct Placement {
     /// a migration against the credentials the file was *opened* with (Linux ≥ 5.16), so the
     /// write works after std applied `CommandExt::uid`/`gid`, which it does before our hook.
     pub procs: i32,
-    /// Write end of a pipe: on failure the child writes its errno there, so the parent can
-    /// tell a placement error (ErrorKind::Containment) from an exec error.
+    /// With resource limits on a hybrid host: the `cgroup.procs` of the child's cgroups in the
+    /// v1 hierarchies (`-1`: none), joined right after the v2 one, opened alike.
+    pub v1_procs: [i32; 3],
+    /// Write end of a pipe: on failure the child writes its errno there, and which write
+    /// failed (0: v2, 1 + i: `v1_procs[i]`), so the parent can tell a placement error
+    /// (ErrorKind::Containment) from an exec error, and name the cgroup.
     pub report: i32,
     /// `Containment::BestEffort`: after a failed write, the child does not fail: it makes a
     /// process group of its own (what an uncontained best-effort child gets) and goes on to
@@ -56,11 +60,22 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
             // First, so that nothing this child does (or starts) happens outside its cgroup.
             if let Err(e) = write_raw(placement.procs, b"0") {
                 let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                let _ = write_raw(placement.report, &errno.to_ne_bytes());
+                let _ = write_raw(placement.report, &placement_report(errno, 0));
                 if !placement.fall_back {
                     return Err(e);
                 }
                 lead_own_process_group()?;
+            }
+            // The v1 twins (never with a fall-back: limits are applied or the spawn fails).
+            for (i, &fd) in placement.v1_procs.iter().enumerate() {
+                if fd < 0 {
+                    continue;
+                }
+                if let Err(e) = write_raw(fd, b"0") {
+                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                    let _ = write_raw(placement.report, &placement_report(errno, 1 + i as i32));
+                    return Err(e);
+                }
             }
         }
         if let Some((signal, parent)) = setup.death_signal {
@@ -90,6 +105,14 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
     unsafe {
         cmd.pre_exec(hook);
     }
+}
+
+/// The 8 bytes a failed placement reports: the errno, then which write failed (no allocation).
+fn placement_report(errno: i32, which: i32) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    out[..4].copy_from_slice(&errno.to_ne_bytes());
+    out[4..].copy_from_slice(&which.to_ne_bytes());
+    out
 }
 
 /// `write(2)` of all of `bytes` (at most a few) to the fd number `fd`, without allocating:

@@ -21,6 +21,8 @@ use rustix::fs::{Mode, OFlags};
 use super::events::Watch;
 use super::explain::explain;
 use super::guardian::Registration;
+use super::limits::apply::{self, Applied};
+use super::limits::Limits;
 use super::mount;
 use super::name::{own_tags, PREFIX};
 
@@ -41,6 +43,8 @@ pub(crate) struct Cgroup {
     notes: Vec<String>,
     /// Why the last removal failed (the directory that stayed), for the close report.
     remove_error: Option<String>,
+    /// Resource limits, with the cgroups made for them in v1 hierarchies.
+    limits: Option<Applied>,
 }
 
 /// What sweeps did, for the next contained child's close report.
@@ -144,6 +148,7 @@ impl Cgroup {
             guardian: None,
             notes: Vec::new(),
             remove_error: None,
+            limits: None,
         })
     }
 
@@ -157,6 +162,20 @@ impl Cgroup {
     pub(crate) fn guard(&mut self) -> io::Result<()> {
         self.guardian = Some(super::guardian::register(&self.dir)?);
         Ok(())
+    }
+
+    /// Applies resource limits before the child is spawned (see [`super::limits`]): files of
+    /// this cgroup, and cgroups of the same name in the v1 hierarchies that hold the
+    /// controllers on a hybrid host. `Err`: which limit could not be applied, and why.
+    pub(crate) fn limit(&mut self, limits: &Limits, parent: &Path) -> io::Result<()> {
+        let name = self.dir.file_name().unwrap_or_default().to_string_lossy();
+        self.limits = Some(apply::apply(limits, parent, &self.dir, &name)?);
+        Ok(())
+    }
+
+    /// The limits applied, if any.
+    pub(crate) fn limits(&self) -> Option<&Applied> {
+        self.limits.as_ref()
     }
 
     /// The cgroup's directory.
@@ -192,7 +211,14 @@ impl Cgroup {
             return Ok(());
         }
         // Not while it has members: the walk would remove the empty cgroups of a live tree.
-        let removed = match self.watch.read() {
+        let events = self.watch.read();
+        if let (Some(limits), Ok(e)) = (&mut self.limits, &events) {
+            if !e.populated {
+                // What the kernel counted goes with the directories: read it first.
+                limits.snapshot();
+            }
+        }
+        let removed = match events {
             Ok(events) if events.populated => {
                 let busy = io::Error::from_raw_os_error(libc::EBUSY);
                 Err(io::Error::new(
@@ -211,6 +237,10 @@ impl Cgroup {
         }
         self.removed = true;
         self.remove_error = None;
+        // The v1 twins hold the same processes, all gone now that the v2 cgroup is empty.
+        if let Some(Err(e)) = self.limits.as_mut().map(Applied::remove_v1) {
+            self.notes.push(format!("a cgroup v1 directory stays: {e}"));
+        }
         // Nothing left to guard. Never blocks, never raises SIGPIPE; a guardian found gone
         // is a note for the report, not an error.
         if let Some(note) = self.guardian.take().and_then(|g| g.dismiss()) {
@@ -287,9 +317,9 @@ mod tests {
 
     #[test]
     fn a_cgroup_is_made_unique_0755_and_removed() {
-        let a = crate::process::containment::create_cgroup(None)
+        let a = crate::process::containment::create_cgroup(None, &Default::default())
             .expect("cgroup2 with a writable cgroup of ours (CI: root)");
-        let mut b = crate::process::containment::create_cgroup(None).unwrap();
+        let mut b = crate::process::containment::create_cgroup(None, &Default::default()).unwrap();
         assert_ne!(a.dir(), b.dir());
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(a.dir()).unwrap().permissions().mode();
@@ -307,7 +337,8 @@ mod tests {
     fn a_missing_parent_is_a_clear_error_and_nothing_is_made() {
         let own = mount::own_cgroup_dir().unwrap();
         let missing = own.join("childguard-no-such-parent");
-        let e = crate::process::containment::create_cgroup(Some(&missing)).unwrap_err();
+        let e = crate::process::containment::create_cgroup(Some(&missing), &Default::default())
+            .unwrap_err();
         let text = e.to_string();
         assert!(text.contains("childguard-no-such-parent"), "{text}");
         assert!(text.contains("does not exist"), "{text}");
@@ -317,13 +348,14 @@ mod tests {
     #[test]
     fn a_parent_outside_cgroup2_is_refused() {
         let tmp = std::env::temp_dir();
-        let e = crate::process::containment::create_cgroup(Some(&tmp)).unwrap_err();
+        let e = crate::process::containment::create_cgroup(Some(&tmp), &Default::default())
+            .unwrap_err();
         assert!(e.to_string().contains("not a cgroup v2 directory"), "{e}");
     }
 
     #[test]
     fn the_hierarchy_path_is_what_proc_shows_for_a_member() {
-        let cgroup = crate::process::containment::create_cgroup(None).unwrap();
+        let cgroup = crate::process::containment::create_cgroup(None, &Default::default()).unwrap();
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
         let ours = mount::unified_path(&own).unwrap().trim_end_matches('/');
         let name = cgroup.dir().file_name().unwrap().to_str().unwrap();

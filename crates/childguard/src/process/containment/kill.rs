@@ -110,7 +110,8 @@ mod tests {
 
     #[test]
     fn cgroup_kill_ends_every_member_and_counts_them() {
-        let mut cgroup = crate::process::containment::create_cgroup(None).unwrap();
+        let mut cgroup =
+            crate::process::containment::create_cgroup(None, &Default::default()).unwrap();
         let mut child = tree_in(&cgroup, 3);
         // The sleepers may still be between fork and exec; all 4 are members already.
         assert_eq!(members::pids(&cgroup).unwrap().len(), 4);
@@ -122,7 +123,8 @@ mod tests {
 
     #[test]
     fn freezing_then_killing_each_member_ends_every_member() {
-        let mut cgroup = crate::process::containment::create_cgroup(None).unwrap();
+        let mut cgroup =
+            crate::process::containment::create_cgroup(None, &Default::default()).unwrap();
         let mut child = tree_in(&cgroup, 3);
         assert_eq!(kill_by_freezing(&cgroup).unwrap(), 4);
         wait_empty(&cgroup);

@@ -19,6 +19,8 @@
 //!   first `exit_with_parent` contained spawn) that kills and removes every cgroup still
 //!   registered with it if we die first.
 //! - [`kill`]: `cgroup.kill` (Linux 5.14), or freeze → `SIGKILL` each member → thaw.
+//! - [`limits`]: resource limits (`MemoryMax=`, `TasksMax=`, …) on the cgroup, in cgroup v2
+//!   or in the v1 hierarchies of a hybrid host, and the OOM killer named.
 //!
 //! The child is placed before it execs (see `sys::install_child_setup`): it writes `0` to the
 //! new cgroup's `cgroup.procs`, through an fd opened here before the fork. Everything it
@@ -34,6 +36,7 @@ pub(crate) mod explain;
 pub(crate) mod guardian;
 #[cfg(target_os = "linux")]
 pub(crate) mod kill;
+pub(crate) mod limits;
 #[cfg(target_os = "linux")]
 pub(crate) mod members;
 #[cfg(target_os = "linux")]
@@ -55,10 +58,19 @@ use std::path::PathBuf;
 /// killed and removed first ([`stale`]). Here, above `create` and `stale`: the sweep opens and
 /// kills cgroups itself, so `create` cannot call it without a circle (issue 21 item 5).
 #[cfg(target_os = "linux")]
-pub(crate) fn create_cgroup(parent: Option<&std::path::Path>) -> std::io::Result<create::Cgroup> {
+pub(crate) fn create_cgroup(
+    parent: Option<&std::path::Path>,
+    limits: &limits::Limits,
+) -> std::io::Result<create::Cgroup> {
     let (parent, hierarchy) = create::Cgroup::resolve_parent(parent)?;
     stale::sweep_once(&parent, &hierarchy);
-    create::Cgroup::create_in(&parent, &hierarchy)
+    // After the v2 sweep, which killed the stale cgroups' processes: their v1 twins are empty.
+    limits::apply::sweep_v1_hierarchies();
+    let mut cgroup = create::Cgroup::create_in(&parent, &hierarchy)?;
+    if !limits.is_empty() {
+        cgroup.limit(limits, &parent)?;
+    }
+    Ok(cgroup)
 }
 
 /// Whether a child gets a cgroup of its own. See
@@ -116,4 +128,7 @@ pub struct CgroupReport {
     pub removed: bool,
     /// Processes still in the cgroup when the close returned (0 when `removed`).
     pub members_left: usize,
+    /// With [`Builder::limits`](crate::Builder::limits): the limits, and what the kernel did
+    /// under them (`oom-kill`, throttling, the peak usage).
+    pub limits: Option<limits::LimitsReport>,
 }

@@ -53,7 +53,7 @@
 //!   it, a live supervisor's cgroup is taken. New names carry the namespace.
 
 use std::collections::BTreeSet;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -84,32 +84,7 @@ pub(crate) fn sweep_once(parent: &Path, hierarchy: &str) {
 }
 
 fn sweep(parent: &Path, hierarchy: &str) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return Vec::new(); // the mkdir that follows reports what is wrong with the parent
-    };
-    // Every name first, then the judging (the races in the module docs).
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name.to_str().and_then(parse_name) else {
-            continue;
-        };
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            found.push((name, owner));
-        }
-    }
-    let ours = own_pid_namespace();
-    let foreign: BTreeSet<u64> = found
-        .iter()
-        .filter_map(|(_, owner)| owner.namespace)
-        .filter(|&ns| Some(ns) != ours)
-        .collect();
-    let gone = pidns::gone(&foreign);
-    let stale: Vec<_> = found
-        .into_iter()
-        .filter(|(_, owner)| owner.is_dead(&gone))
-        .map(|(name, owner)| (name, owner.describe()))
-        .collect();
+    let stale = stale_names(parent);
     let mut notes = Vec::new();
     let mut opened = Vec::new();
     for (name, who) in stale {
@@ -141,6 +116,37 @@ fn sweep(parent: &Path, hierarchy: &str) -> Vec<String> {
         });
     }
     notes
+}
+
+/// The `childguard-*` directories in `parent` whose supervisor is dead (see the module docs),
+/// with who that was; also for the cgroup v1 hierarchies' sweep, which judges alike.
+pub(crate) fn stale_names(parent: &Path) -> Vec<(OsString, String)> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new(); // the mkdir that follows reports what is wrong with the parent
+    };
+    // Every name first, then the judging (the races in the module docs).
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name.to_str().and_then(parse_name) else {
+            continue;
+        };
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            found.push((name, owner));
+        }
+    }
+    let ours = own_pid_namespace();
+    let foreign: BTreeSet<u64> = found
+        .iter()
+        .filter_map(|(_, owner)| owner.namespace)
+        .filter(|&ns| Some(ns) != ours)
+        .collect();
+    let gone = pidns::gone(&foreign);
+    found
+        .into_iter()
+        .filter(|(_, owner)| owner.is_dead(&gone))
+        .map(|(name, owner)| (name, owner.describe()))
+        .collect()
 }
 
 /// Waits on the cgroup's `cgroup.events` watch until it is empty, at most until `deadline`.
