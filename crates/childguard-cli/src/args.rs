@@ -65,8 +65,10 @@ pub struct RunOptions {
     /// `PR_SET_PDEATHSIG` with the first rung's signal: on unless `--no-exit-with-parent` (or
     /// not on Linux).
     pub exit_with_parent: bool,
-    /// `--contain`.
+    /// `--contain` (implied by a limit).
     pub contain: bool,
+    /// `--memory-max`, `--memory-high`, `--tasks-max`, `--cpu-quota` on CMD's cgroup.
+    pub limits: childguard::Limits,
     /// `--on-signal`.
     pub on_signal: OnSignal,
     /// `--activate` (`Some(None)`) or `--activate=NAME` (`Some(Some(NAME))`).
@@ -296,6 +298,7 @@ struct Flags {
     report: Option<ReportFormat>,
     preserve_status: bool,
     no_skip_ignored: bool,
+    limits: childguard::Limits,
 }
 
 fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
@@ -350,7 +353,9 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         ladder,
         timeout: flags.timeout,
         group: flags.group,
-        contain: flags.contain,
+        // A limit is a limit on CMD's cgroup: it implies one.
+        contain: flags.contain || !flags.limits.is_empty(),
+        limits: flags.limits,
         // On by default where the kernel has it; `--exit-with-parent` insists (and fails
         // elsewhere).
         exit_with_parent: flags.exit_with_parent
@@ -445,6 +450,13 @@ fn flag(
                 ));
             }
             flags.activate = Some(inline);
+        }
+        "--memory-max" | "--memory-high" | "--tasks-max" | "--cpu-quota" => {
+            let text = value()?;
+            flags
+                .limits
+                .set(&name[2..], &text)
+                .map_err(|why| UsageError::run(format!("invalid value for {name}: {why}")))?;
         }
         "--group" => no_value(&mut flags.group)?,
         "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,

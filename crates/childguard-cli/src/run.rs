@@ -199,6 +199,7 @@ fn spawn(options: &RunOptions, socket: SocketMode) -> Result<ChildHandle, Failur
             true => childguard::Containment::Cgroup,
             false => childguard::Containment::None,
         })
+        .limits(options.limits.clone())
         .parent_death_signal(death_signal(&options.ladder))
         .ignore_sigpipe(ignore_sigpipe)
         .spawn()
@@ -232,6 +233,12 @@ fn exit_code_for(
     let pid = report.pid.unwrap_or(0);
     if left_running {
         say!("{program}[{pid}] is still running: left behind unreaped as pid {pid}");
+    }
+    // As systemd's `Result: oom-kill`: a KILL nobody here sent is named.
+    if let Some(limits) = report.cgroup.as_ref().and_then(|cg| cg.limits.as_ref()) {
+        if limits.result.is_some() {
+            say!("{program}[{pid}]: {limits}");
+        }
     }
     // timeout(1) after its timeout: a command that had to be KILLed gives 137 (timeout is in
     // the group it KILLs, or forces the status with --foreground), any other 124.

@@ -151,6 +151,7 @@ where
         group: !foreground,
         exit_with_parent: cfg!(any(target_os = "linux", target_os = "android")),
         contain: false,
+        limits: childguard::Limits::default(),
         on_signal: OnSignal::Forward,
         activate: None,
         stop_on_stdin_eof: false,

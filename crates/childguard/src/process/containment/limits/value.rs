@@ -9,10 +9,9 @@
 
 use std::fmt;
 
-/// A limit's value: a number, or no limit at all (`infinity`, the kernel's `max`).
+/// A limit's value: a number, or no limit at all (`infinity`, the kernel's `max`). In JSON: the
+/// number, or `"infinity"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Amount {
     /// This many bytes (memory) or tasks.
     Some(u64),
@@ -26,6 +25,16 @@ impl Amount {
         match self {
             Amount::Some(n) => Some(n),
             Amount::Infinity => None,
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Amount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Amount::Some(n) => s.serialize_u64(*n),
+            Amount::Infinity => s.serialize_str("infinity"),
         }
     }
 }
