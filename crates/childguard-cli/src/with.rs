@@ -53,6 +53,9 @@ pub struct Server {
     no_skip_ignored: bool,
     /// `--end WORD`: the word that ends SERVER's arguments, in place of `--` / `--then`.
     end: Option<OsString>,
+    /// `--memory-max`, `--memory-high`, `--tasks-max`, `--cpu-quota`: the server runs in a
+    /// cgroup of its own with these limits.
+    limits: childguard::Limits,
     command: Vec<OsString>,
 }
 
@@ -80,6 +83,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             ladder: None,
             no_skip_ignored: false,
             end: None,
+            limits: childguard::Limits::default(),
             command: Vec::new(),
         };
         // Options up to `--`.
@@ -122,6 +126,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
                     })?);
                 }
                 "--end" => server.end = Some(end_word(value()?)?),
+                "--memory-max" | "--memory-high" | "--tasks-max" | "--cpu-quota" => {
+                    let text = value()?;
+                    server
+                        .limits
+                        .set(&opt.name[2..], &text)
+                        .map_err(|why| usage(format!("invalid value for {}: {why}", opt.name)))?;
+                }
                 "--no-skip-ignored" if !opt.has_inline_value() => server.no_skip_ignored = true,
                 _ => return Err(usage(format!("unknown option '{text}'"))),
             }
@@ -361,6 +372,11 @@ fn start(server: Server) -> childguard::Result<ChildHandle> {
     if let Some(interval) = server.watchdog {
         builder = builder.watchdog(interval);
     }
+    if !server.limits.is_empty() {
+        builder = builder
+            .contain(childguard::Containment::Cgroup)
+            .limits(server.limits);
+    }
     builder.spawn()
 }
 
@@ -398,6 +414,9 @@ fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle
                     say!("server {program}: {miss}; closed with its ladder");
                 }
                 say!("server {program} exited while CMD ran ({status}); stopping CMD");
+                if let Some(limits) = server.limits_report().filter(|l| l.result.is_some()) {
+                    say!("server {program}: {limits}");
+                }
                 if let Some(tail) = server.output_tail().filter(|t| !t.is_empty()) {
                     say!("its output ended with:\n{tail}");
                 }

@@ -179,6 +179,13 @@ impl ChildHandle {
         return None;
     }
 
+    /// With [`Builder::limits`]: what the kernel counted under them so far, read now — the
+    /// OOM killer's kills (`result` `oom-kill`, as the close report will say), throttling, the
+    /// peak usage. `None` without limits.
+    pub fn limits_report(&self) -> Option<crate::LimitsReport> {
+        self.process.as_ref()?.cgroup_report()?.limits
+    }
+
     /// The child's pid, if there is a child.
     pub fn id(&self) -> Option<u32> {
         self.process.as_ref().map(Process::pid)
