@@ -403,3 +403,15 @@ fn c_reload_and_watchdog() {
     );
     assert!(out.contains("watchdog: missed"), "{out}");
 }
+
+#[test]
+fn c_limits_name_the_oom_kill() {
+    let _serial = childguard_tests::cgroups::serial();
+    let out = c_test("limits");
+    assert!(
+        out.contains("hog: oom-kill, peak under 64M, cgroup removed"),
+        "{out}"
+    );
+    assert!(out.contains("no containment: "), "{out}");
+    assert!(out.contains("TasksMax=10"), "{out}");
+}

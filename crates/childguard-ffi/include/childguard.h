@@ -270,6 +270,17 @@ typedef struct cg_report {
   // The child died of the signal of the rung that ended it, which it had no handler for:
   // the kernel's default action ended it, no handler ran (`summary` says so too).
   bool default_action;
+  // With `cg_builder_limit`: the limits in systemd's spelling (`"MemoryMax=64M
+  // TasksMax=50"`); NULL without limits.
+  const char *limits;
+  // The kernel's OOM killer killed a process of the cgroup (systemd's result `oom-kill`).
+  bool oom_kill;
+  // How many processes the OOM killer killed in the cgroup.
+  uint64_t oom_kills;
+  // The most memory the cgroup used, in bytes; 0: not counted (no memory limit).
+  uint64_t memory_peak;
+  // Forks refused at the tasks limit; 0 without one.
+  uint64_t tasks_max_hits;
 } cg_report;
 
 #ifdef __cplusplus
@@ -354,6 +365,17 @@ enum cg_status cg_builder_kill_mode(struct cg_builder *builder, int32_t mode);
 // child cannot join the cgroup: non-root, a parent outside this process's own subtree). Without
 // containment it has no effect.
 enum cg_status cg_builder_cgroup_parent(struct cg_builder *builder, const char *path);
+
+// With containment: a resource limit on the child's cgroup, by its name — `"memory-max"`,
+// `"memory-high"`, `"tasks-max"`, `"cpu-quota"` (or systemd's `"MemoryMax"`, …) — and its
+// value in systemd's spelling (`"512M"`, `"infinity"`, `"100"`, `"50%"`); both copied. An
+// unknown name or a bad value is `CG_ERR_INVALID_ARGUMENT` at once, naming it and why. The
+// limits are written before the child runs, in cgroup v2 or (a hybrid host) in a cgroup of
+// the same name in each v1 hierarchy; one that cannot be applied fails `cg_spawn` with
+// `CG_ERR_CONTAINMENT` (never a silent no-op; `CG_CONTAIN_BEST_EFFORT` does not fall back),
+// and without containment with `CG_ERR_CONFIG`. The report says what the kernel did
+// (`oom_kill`, `memory_peak`, …).
+enum cg_status cg_builder_limit(struct cg_builder *builder, const char *name, const char *value);
 
 // `on`: the kernel kills the child when this process dies, even by `SIGKILL` (Linux
 // `PR_SET_PDEATHSIG`, tied to childguard's own long-lived spawner thread, so spawning from a

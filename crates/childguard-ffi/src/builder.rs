@@ -68,6 +68,8 @@ pub struct cg_builder {
     pub(crate) containment: Containment,
     pub(crate) kill_mode: KillMode,
     pub(crate) cgroup_parent: Option<PathBuf>,
+    /// `cg_builder_limit`.
+    pub(crate) limits: childguard::Limits,
     pub(crate) ready: Option<Ready>,
     pub(crate) ready_timeout: Option<Duration>,
     /// `cg_builder_watchdog`.
@@ -116,6 +118,7 @@ pub extern "C" fn cg_builder_new(argv: *const *const c_char) -> *mut cg_builder 
                 containment: Containment::None,
                 kill_mode: KillMode::Mixed,
                 cgroup_parent: None,
+                limits: childguard::Limits::default(),
                 ready: None,
                 ready_timeout: None,
                 watchdog: None,
@@ -345,6 +348,28 @@ pub extern "C" fn cg_builder_cgroup_parent(
         }
         b.cgroup_parent = Some(path);
         Ok(())
+    })
+}
+
+/// With containment: a resource limit on the child's cgroup, by its name — `"memory-max"`,
+/// `"memory-high"`, `"tasks-max"`, `"cpu-quota"` (or systemd's `"MemoryMax"`, …) — and its
+/// value in systemd's spelling (`"512M"`, `"infinity"`, `"100"`, `"50%"`); both copied. An
+/// unknown name or a bad value is `CG_ERR_INVALID_ARGUMENT` at once, naming it and why. The
+/// limits are written before the child runs, in cgroup v2 or (a hybrid host) in a cgroup of
+/// the same name in each v1 hierarchy; one that cannot be applied fails `cg_spawn` with
+/// `CG_ERR_CONTAINMENT` (never a silent no-op; `CG_CONTAIN_BEST_EFFORT` does not fall back),
+/// and without containment with `CG_ERR_CONFIG`. The report says what the kernel did
+/// (`oom_kill`, `memory_peak`, …).
+#[no_mangle]
+pub extern "C" fn cg_builder_limit(
+    builder: *mut cg_builder,
+    name: *const c_char,
+    value: *const c_char,
+) -> cg_status {
+    with("cg_builder_limit", builder, |b| {
+        let name = ptr::utf8(name, "name")?;
+        let value = ptr::utf8(value, "value")?;
+        b.limits.set(name, value).map_err(Failure::invalid)
     })
 }
 

@@ -77,6 +77,7 @@ pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
                 .skip_ignored_rungs(b.skip_ignored)
                 .contain(b.containment)
                 .kill_mode(b.kill_mode)
+                .limits(b.limits)
                 .exit_with_parent(b.exit_with_parent);
             if let Some(dir) = b.cgroup_parent {
                 spawn = spawn.cgroup_parent(dir);

@@ -157,6 +157,17 @@ pub struct cg_report {
     /// The child died of the signal of the rung that ended it, which it had no handler for:
     /// the kernel's default action ended it, no handler ran (`summary` says so too).
     pub default_action: bool,
+    /// With `cg_builder_limit`: the limits in systemd's spelling (`"MemoryMax=64M
+    /// TasksMax=50"`); NULL without limits.
+    pub limits: *const c_char,
+    /// The kernel's OOM killer killed a process of the cgroup (systemd's result `oom-kill`).
+    pub oom_kill: bool,
+    /// How many processes the OOM killer killed in the cgroup.
+    pub oom_kills: u64,
+    /// The most memory the cgroup used, in bytes; 0: not counted (no memory limit).
+    pub memory_peak: u64,
+    /// Forks refused at the tasks limit; 0 without one.
+    pub tasks_max_hits: u64,
 }
 
 /// A report as allocated: the C view first (so a `*mut cg_report` is a `*mut Owned`), then the
@@ -230,6 +241,8 @@ impl Owned {
             .as_ref()
             .map(|cg| cg.path.to_string_lossy().into_owned());
         let cgroup_path = keep(cgroup_text.as_deref());
+        let limits = report.cgroup.as_ref().and_then(|cg| cg.limits.clone());
+        let limits_text = keep(limits.as_ref().map(|l| l.limits.to_string()).as_deref());
         let (ended_by, ended_by_signal, ended_by_rung) = match report.ended_by {
             Ending::NoChild => (cg_ending::CG_ENDING_NO_CHILD, 0, -1),
             Ending::BeforeClose => (cg_ending::CG_ENDING_BEFORE_CLOSE, 0, -1),
@@ -311,6 +324,13 @@ impl Owned {
             },
             skipped_len: skipped.len(),
             default_action: report.default_action,
+            limits: limits_text,
+            oom_kill: limits
+                .as_ref()
+                .is_some_and(|l| l.result == Some("oom-kill")),
+            oom_kills: limits.as_ref().map_or(0, |l| l.oom_kills),
+            memory_peak: limits.as_ref().and_then(|l| l.memory_peak).unwrap_or(0),
+            tasks_max_hits: limits.as_ref().and_then(|l| l.tasks_max_hits).unwrap_or(0),
         };
         let owned = ptr::give(Owned {
             public,
