@@ -323,7 +323,7 @@ impl Drop for Handle {
     capture=None, exit_with_parent=false, uid=None, gid=None, notify_owner=None,
     stdin_null=false, stdout_null=false, stderr_null=false, connect_timeout=None,
     runtime_dir=None, notify_access=None, skip_ignored=true, watchdog=None,
-    stdin_pipe=false, stdout_pipe=false, stderr_lines=false,
+    stdin_pipe=false, stdout_pipe=false, stderr_lines=false, limits=None,
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per Builder setting.
 pub fn spawn(
@@ -355,6 +355,7 @@ pub fn spawn(
     stdin_pipe: bool,
     stdout_pipe: bool,
     stderr_lines: bool,
+    limits: Option<Vec<(String, String)>>,
 ) -> PyResult<Handle> {
     let (program, args) = match argv.split_first() {
         Some(split) => split,
@@ -444,6 +445,9 @@ pub fn spawn(
     }
     if let Some(dir) = cgroup_parent {
         builder = builder.cgroup_parent(dir);
+    }
+    if let Some(limits) = limits {
+        builder = builder.limits(options::limits(py, &limits)?);
     }
     if let Some(dir) = runtime_dir {
         builder = builder.runtime_dir(dir);

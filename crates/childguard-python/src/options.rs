@@ -181,6 +181,18 @@ pub fn contain(py: Python<'_>, spec: ContainSpec) -> PyResult<Containment> {
     })
 }
 
+/// `memory_max=`, `memory_high=`, `tasks_max=`, `cpu_quota=` as (name, value) pairs in
+/// systemd's spelling; a bad one is a `ConfigError` naming it and why.
+pub fn limits(py: Python<'_>, pairs: &[(String, String)]) -> PyResult<childguard::Limits> {
+    let mut limits = childguard::Limits::new();
+    for (name, value) in pairs {
+        limits
+            .set(name, value)
+            .map_err(|why| crate::errors::config_error(py, &why.replace('-', "_")))?;
+    }
+    Ok(limits)
+}
+
 /// `kill_mode=`: `"mixed"` (default) or `"control-group"`.
 pub fn kill_mode(py: Python<'_>, mode: Option<&str>) -> PyResult<KillMode> {
     Ok(match mode {

@@ -117,6 +117,21 @@ class CloseReport:
         return dict(cg) if cg is not None else None
 
     @property
+    def limits(self) -> Optional[Dict[str, Any]]:
+        """With ``memory_max=`` …: ``{"limits", "result", "oom_kills", "memory_high_events",
+        "memory_peak", "tasks_max_hits", "hierarchies"}`` (``result`` is ``"oom-kill"`` when
+        the kernel's OOM killer killed a process of the cgroup)."""
+        cg = self._data.get("cgroup") or {}
+        limits = cg.get("limits")
+        return copy.deepcopy(limits) if limits is not None else None
+
+    @property
+    def oom_kill(self) -> bool:
+        """Whether the kernel's OOM killer ended a process of the server's cgroup (systemd's
+        result ``oom-kill``)."""
+        return (self.limits or {}).get("result") == "oom-kill"
+
+    @property
     def notify(self) -> Optional[Dict[str, Any]]:
         """With ``ready=Notify()``: ``{"status", "stopping_ms", "extensions", "ignored"}``."""
         n = self._data.get("notify")

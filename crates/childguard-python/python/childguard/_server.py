@@ -15,7 +15,7 @@ import subprocess
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._errors import ClosedError, ConfigError
@@ -331,6 +331,10 @@ def spawn(
     notify_access: Optional[str] = None,
     skip_ignored: bool = True,
     watchdog: Optional[float] = None,
+    memory_max: Optional[Union[int, str]] = None,
+    memory_high: Optional[Union[int, str]] = None,
+    tasks_max: Optional[Union[int, str]] = None,
+    cpu_quota: Optional[Union[int, str]] = None,
     _stderr_lines: bool = False,
 ) -> Server:
     """Spawns ``argv`` and returns the :class:`Server` — once it is ready, with ``ready=``.
@@ -372,6 +376,13 @@ def spawn(
       ``WATCHDOG_USEC`` and must send ``WATCHDOG=1`` at least that often once ready; a miss
       (or ``WATCHDOG=trigger``) closes it with its ladder in the background
       (:meth:`Server.watchdog_missed` says when; the close report names it).
+    - ``memory_max``, ``memory_high``, ``tasks_max``, ``cpu_quota`` (with ``contain=``):
+      systemd's ``MemoryMax=``, ``MemoryHigh=``, ``TasksMax=``, ``CPUQuota=`` on the server's
+      cgroup — bytes or ``"512M"``/``"infinity"``, a count, a percentage of one CPU (``50`` or
+      ``"50%"``). Written before the server runs (cgroup v2, or the v1 hierarchies of a hybrid
+      host); one that cannot be applied raises :class:`ContainmentError`, without ``contain=``
+      :class:`ConfigError`. The kernel's OOM killer is named in the report
+      (:attr:`CloseReport.oom_kill`, :attr:`CloseReport.limits`).
 
     The GIL is released for the whole spawn, readiness wait included. With ``ready=``, Ctrl-C
     during the wait raises ``KeyboardInterrupt`` within 0.05 s (in the main thread); the
@@ -422,8 +433,37 @@ def spawn(
         notify_access=notify_access,
         skip_ignored=skip_ignored,
         watchdog=watchdog,
+        limits=_limits(memory_max, memory_high, tasks_max, cpu_quota),
     )
     return Server(native, args, Path(cwd) if cwd is not None else None)
+
+
+def _limits(
+    memory_max: Optional[Union[int, str]],
+    memory_high: Optional[Union[int, str]],
+    tasks_max: Optional[Union[int, str]],
+    cpu_quota: Optional[Union[int, str]],
+) -> Optional[List[Tuple[str, str]]]:
+    """The limits as (name, value) pairs in systemd's spelling, for the native spawn."""
+    pairs: List[Tuple[str, str]] = []
+    for name, value in (
+        ("memory-max", memory_max),
+        ("memory-high", memory_high),
+        ("tasks-max", tasks_max),
+        ("cpu-quota", cpu_quota),
+    ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ConfigError(
+                f"{name.replace('-', '_')}={value!r}: expected an int or a str such as '512M'",
+                kind="config",
+            )
+        text = str(value)
+        if name == "cpu-quota" and isinstance(value, int):
+            text += "%"
+        pairs.append((name, text))
+    return pairs or None
 
 
 async def spawn_async(argv: Union[StrPath, Sequence[StrPath]], **kwargs: Any) -> Server:
