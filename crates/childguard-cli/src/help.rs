@@ -57,6 +57,11 @@ Options:
   --contain             run CMD in a cgroup v2 of its own (Linux; needs a writable cgroup):
                         KILL reaches every process CMD started, setsid'd or daemonized, and
                         the run ends when the cgroup is empty (exit 125 if it cannot be made)
+  --memory-max SIZE     limits on CMD's cgroup, in systemd's spelling (imply --contain):
+  --memory-high SIZE      512M, 2G, infinity; a count; a percentage of one CPU (50%, 200%).
+  --tasks-max N           cgroup v2, or the v1 hierarchies of a hybrid host; one that cannot
+  --cpu-quota PCT%        be applied is exit 125. A CMD the kernel's OOM killer ended is
+                          named on stderr (oom-kill, the limit and the peak usage)
   --exit-with-parent    the kernel SIGKILLs CMD if childguard dies, even by SIGKILL (Linux)
   --no-exit-with-parent  by default (Linux) the kernel sends CMD the ladder's first signal
                         if childguard dies, even by SIGKILL; this turns that off
@@ -183,6 +188,9 @@ Options (for the SERVER that follows them):
   --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s; or a preset such as
                         @postgres, @nginx, @redis, as for run)
   --no-skip-ignored     send its every rung, also those it ignores (default: skipped)
+  --memory-max SIZE, --memory-high SIZE, --tasks-max N, --cpu-quota PCT%
+                        limits on the server's cgroup (it is then contained), as for run;
+                        a server the OOM killer ended is named (oom-kill)
   --end WORD            its arguments end at WORD, not at the first -- or --then: for a
                         server whose own arguments contain them. After WORD comes -- CMD or
                         --then, as usual: -- runuser -u pg -- postgres -D data END -- CMD.
