@@ -1,8 +1,8 @@
 //! Making the child's cgroup, and removing it.
 //!
-//! The new cgroup is a leaf made for one child: no controller is ever enabled in it or by us
-//! (`cgroup.kill`, `cgroup.events`, `cgroup.freeze` and `cgroup.procs` are core files, present
-//! without any controller). That is why the cgroup v2 "no internal processes" rule does not
+//! The new cgroup is a leaf made for one child: no controller is ever enabled in it, and none
+//! in its parent unless [`super::limits`] need one there (`cgroup.kill`, `cgroup.events`,
+//! `cgroup.freeze` and `cgroup.procs` are core files, present without any controller). That is why the cgroup v2 "no internal processes" rule does not
 //! stop us even when our own cgroup has processes (ourselves): the rule forbids processes in a
 //! cgroup that *distributes controllers* to its children, and ours distributes none. A parent
 //! that does (its `cgroup.subtree_control` is not empty) is fine too, since the child lands in
