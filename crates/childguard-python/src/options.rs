@@ -188,7 +188,7 @@ pub fn limits(py: Python<'_>, pairs: &[(String, String)]) -> PyResult<childguard
     for (name, value) in pairs {
         limits
             .set(name, value)
-            .map_err(|why| crate::errors::config_error(py, &why.replace('-', "_")))?;
+            .map_err(|why| crate::errors::config_error(py, why.replace('-', "_")))?;
     }
     Ok(limits)
 }

@@ -14,7 +14,6 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use rustix::fs::{Mode, OFlags};
 
@@ -25,6 +24,7 @@ use super::limits::apply::{self, Applied};
 use super::limits::Limits;
 use super::mount;
 use super::name::{own_tags, PREFIX};
+use super::notes::{put_back, take_pending};
 
 /// A cgroup made for one child, with the files its close uses opened up front.
 #[derive(Debug)]
@@ -45,24 +45,6 @@ pub(crate) struct Cgroup {
     remove_error: Option<String>,
     /// Resource limits, with the cgroups made for them in v1 hierarchies.
     limits: Option<Applied>,
-}
-
-/// What sweeps did, for the next contained child's close report.
-static PENDING: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// Takes the notes of sweeps not yet reported.
-pub(crate) fn take_pending() -> Vec<String> {
-    std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()))
-}
-
-/// Gives notes back (a cgroup dropped before its close reported them).
-pub(crate) fn put_back(notes: Vec<String>) {
-    if !notes.is_empty() {
-        PENDING
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(notes);
-    }
 }
 
 /// Counter for unique names within this process (the pid makes them unique across processes).

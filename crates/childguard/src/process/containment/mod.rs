@@ -10,7 +10,8 @@
 //! - [`explain`]: errors that name the cgroup file and what the errno means there.
 //! - [`trim`]: the removal, bottom-up: the cgroups a server made inside its own first.
 //! - [`stale`]: on first use of a parent, killing and removing the cgroups of dead
-//!   supervisors in it.
+//!   supervisors in it; [`judge`] tells from a name whether its supervisor is dead;
+//!   [`notes`] keeps what the sweeps did for the next close report.
 //! - [`events`]: `cgroup.events` (`populated`, `frozen`) and the inotify watch that wakes a
 //!   wait when it changes.
 //! - [`members`]: the cgroup's processes as pidfds, each checked to be in the cgroup after
@@ -35,6 +36,8 @@ pub(crate) mod explain;
 #[cfg(target_os = "linux")]
 pub(crate) mod guardian;
 #[cfg(target_os = "linux")]
+pub(crate) mod judge;
+#[cfg(target_os = "linux")]
 pub(crate) mod kill;
 pub(crate) mod limits;
 #[cfg(target_os = "linux")]
@@ -43,6 +46,8 @@ pub(crate) mod members;
 pub(crate) mod mount;
 #[cfg(target_os = "linux")]
 pub(crate) mod name;
+#[cfg(target_os = "linux")]
+pub(crate) mod notes;
 #[cfg(target_os = "linux")]
 pub(crate) mod pidns;
 #[cfg(target_os = "linux")]

@@ -52,16 +52,15 @@
 //!   namespace sharing this parent is judged by a pid of *ours*; if no process of ours has
 //!   it, a live supervisor's cgroup is taken. New names carry the namespace.
 
-use std::collections::BTreeSet;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::create::{put_back, Cgroup};
-use super::name::{own_pid_namespace, proc_stat, PREFIX};
-use super::pidns;
+use super::create::Cgroup;
+use super::judge::stale_names;
+use super::notes::put_back;
 
 /// How long a sweep waits for the killed members of stale cgroups to exit (all together):
 /// only a member stuck in the kernel (D state) makes it wait that long, once per parent.
@@ -118,37 +117,6 @@ fn sweep(parent: &Path, hierarchy: &str) -> Vec<String> {
     notes
 }
 
-/// The `childguard-*` directories in `parent` whose supervisor is dead (see the module docs),
-/// with who that was; also for the cgroup v1 hierarchies' sweep, which judges alike.
-pub(crate) fn stale_names(parent: &Path) -> Vec<(OsString, String)> {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return Vec::new(); // the mkdir that follows reports what is wrong with the parent
-    };
-    // Every name first, then the judging (the races in the module docs).
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name.to_str().and_then(parse_name) else {
-            continue;
-        };
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            found.push((name, owner));
-        }
-    }
-    let ours = own_pid_namespace();
-    let foreign: BTreeSet<u64> = found
-        .iter()
-        .filter_map(|(_, owner)| owner.namespace)
-        .filter(|&ns| Some(ns) != ours)
-        .collect();
-    let gone = pidns::gone(&foreign);
-    found
-        .into_iter()
-        .filter(|(_, owner)| owner.is_dead(&gone))
-        .map(|(name, owner)| (name, owner.describe()))
-        .collect()
-}
-
 /// Waits on the cgroup's `cgroup.events` watch until it is empty, at most until `deadline`.
 fn wait_empty(cgroup: &Cgroup, deadline: Instant) -> io::Result<()> {
     loop {
@@ -172,139 +140,9 @@ fn lossy(name: &OsStr) -> String {
     name.to_string_lossy().into_owned()
 }
 
-/// Who made a cgroup, as its name says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Owner {
-    pid: u32,
-    /// Start time, in clock ticks since boot (new names).
-    start: Option<u64>,
-    /// Pid namespace inode (new names).
-    namespace: Option<u64>,
-}
-
-/// `childguard-<pid>-<n>` or `childguard-<pid>-<n>-t<start>[-ns<inode>]`; anything else is
-/// not ours.
-fn parse_name(name: &str) -> Option<Owner> {
-    let mut parts = name.strip_prefix(PREFIX)?.split('-');
-    let pid: u32 = parts.next()?.parse().ok()?;
-    parts.next()?.parse::<u64>().ok()?;
-    let mut owner = Owner {
-        pid,
-        start: None,
-        namespace: None,
-    };
-    for tag in parts {
-        if let Some(ns) = tag.strip_prefix("ns") {
-            owner.namespace = Some(ns.parse().ok()?);
-        } else if let Some(start) = tag.strip_prefix('t') {
-            owner.start = Some(start.parse().ok()?);
-        } else {
-            return None;
-        }
-    }
-    (pid > 0).then_some(owner)
-}
-
-impl Owner {
-    /// See the module docs: `false` whenever in doubt. `gone`: the pid namespaces known to
-    /// have no process left.
-    fn is_dead(&self, gone: &BTreeSet<u64>) -> bool {
-        if self.pid == std::process::id() {
-            return false;
-        }
-        if let Some(ns) = self.namespace {
-            if own_pid_namespace() != Some(ns) {
-                return gone.contains(&ns);
-            }
-        }
-        match proc_stat(&self.pid.to_string()) {
-            None => !Path::new(&format!("/proc/{}", self.pid)).exists(),
-            Some((state, start)) => {
-                state == 'Z' || state == 'X' || self.start.is_some_and(|s| s != start)
-            }
-        }
-    }
-
-    /// Who the dead supervisor was, for the notes.
-    fn describe(&self) -> String {
-        match self.namespace {
-            Some(ns) if own_pid_namespace() != Some(ns) => format!(
-                "dead supervisor {} of pid namespace {ns} (no process left in it)",
-                self.pid
-            ),
-            _ => format!("dead supervisor {}", self.pid),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::process::containment::name::{own_tags, parse_stat};
-
-    #[test]
-    fn names_old_and_new_parse_and_others_do_not() {
-        let old = parse_name("childguard-42-7").unwrap();
-        assert_eq!((old.pid, old.start, old.namespace), (42, None, None));
-        let new = parse_name("childguard-42-7-t991-ns4026531836").unwrap();
-        assert_eq!(
-            (new.pid, new.start, new.namespace),
-            (42, Some(991), Some(4026531836))
-        );
-        for other in [
-            "childguard-42",
-            "childguard-x-1",
-            "childguard-0-1",
-            "childguard-42-1-q9",
-            "childguard-42-1-t",
-            "cg-test-42-1",
-        ] {
-            assert_eq!(parse_name(other), None, "{other}");
-        }
-    }
-
-    #[test]
-    fn our_own_name_parses_back_to_us_and_we_are_alive() {
-        let name = format!("{PREFIX}{}-0{}", std::process::id(), own_tags());
-        let owner = parse_name(&name).unwrap();
-        assert!(owner.start.is_some() && owner.namespace.is_some(), "{name}");
-        let none = BTreeSet::new();
-        assert!(!owner.is_dead(&none));
-        // Another process with our start time but a different pid is judged by its pid.
-        let reused = Owner {
-            pid: 1,
-            start: Some(u64::MAX),
-            namespace: owner.namespace,
-        };
-        assert!(
-            reused.is_dead(&none),
-            "pid 1 with a start time it does not have"
-        );
-        // Another pid namespace: judged by the namespace alone, never by the pid.
-        let other_ns = Owner {
-            namespace: Some(1),
-            ..reused
-        };
-        assert!(
-            !other_ns.is_dead(&none),
-            "a namespace not known gone is alive"
-        );
-        assert!(other_ns.is_dead(&BTreeSet::from([1])), "a gone namespace");
-        let alive_pid = Owner {
-            start: Some(proc_stat("1").unwrap().1),
-            ..other_ns
-        };
-        assert!(
-            alive_pid.is_dead(&BTreeSet::from([1])),
-            "its pid means nothing here"
-        );
-        // Our own namespace is judged by pid, even if it were (wrongly) said gone.
-        let live = Owner {
-            start: Some(proc_stat("1").unwrap().1),
-            ..reused
-        };
-        assert!(!live.is_dead(&BTreeSet::from([owner.namespace.unwrap()])));
-    }
+    use crate::process::containment::name::parse_stat;
 
     #[test]
     fn stat_fields_are_read_after_the_command_name() {

@@ -20,7 +20,7 @@ use rustix::fs::{Mode, OFlags};
 use super::files::{self, Counts, Version, Write};
 use super::hierarchy::Controller;
 use crate::process::containment::explain::explain;
-use crate::process::containment::{stale, trim};
+use crate::process::containment::{judge, notes, trim};
 
 /// One v1 cgroup made for a child.
 #[derive(Debug)]
@@ -132,7 +132,7 @@ pub(crate) fn write_cgroup_file(path: &Path, value: &str) -> io::Result<()> {
 static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// On first use of a v1 `parent` in this process: removes the `childguard-*` cgroups in it
-/// whose supervisor is dead (judged by [`stale::stale_names`], as the v2 sweep judges), if
+/// whose supervisor is dead (judged by [`judge::stale_names`], as the v2 sweep judges), if
 /// they are empty. What was done goes to the next close report's notes.
 pub(crate) fn sweep_once(parent: &Path) {
     let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
@@ -141,12 +141,12 @@ pub(crate) fn sweep_once(parent: &Path) {
     }
     swept.push(parent.to_path_buf());
     let mut notes = Vec::new();
-    for (name, who) in stale::stale_names(parent) {
+    for (name, who) in judge::stale_names(parent) {
         let dir = parent.join(&name);
         notes.push(match trim::remove_tree(&dir) {
             Ok(()) => format!("removed stale cgroup v1 {} of {who}", dir.display()),
             Err(e) => format!("stale cgroup v1 {} of {who} left: {e}", dir.display()),
         });
     }
-    crate::process::containment::create::put_back(notes);
+    notes::put_back(notes);
 }
