@@ -172,6 +172,12 @@ impl Applied {
 /// cgroup of each v1 hierarchy that has a controller we limit — so that the v1 cgroups of a
 /// supervisor that was SIGKILLed are collected even by a later run that sets no limit.
 pub(crate) fn sweep_v1_hierarchies() {
+    // Once per process: each contained spawn would otherwise read two /proc files for it.
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(sweep_v1_now);
+}
+
+fn sweep_v1_now() {
     let (Ok(mountinfo), Ok(proc_cgroup)) = (
         std::fs::read_to_string("/proc/self/mountinfo"),
         std::fs::read_to_string("/proc/self/cgroup"),
