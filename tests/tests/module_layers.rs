@@ -53,7 +53,9 @@ const LAYERS: &[(&str, usize)] = &[
     ("error", 4),
     ("spawn", 5),
     ("handle", 6),
-    ("tokio", 7),
+    // Restarts: a server started again from its builder, above the one handle it drives.
+    ("supervise", 7),
+    ("tokio", 8),
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -62,6 +62,10 @@ pub enum ErrorKind {
     /// background (nothing is left); an interrupted close hands the rest of its ladder to the
     /// background reaper; an interrupted wait leaves the child running.
     Interrupted,
+    /// A [`Supervisor`](crate::Supervisor) gave up: more starts than its crash-loop limit
+    /// allows within the window (the message names the last exits and their output tails), or
+    /// the closure that makes each start's builder panicked.
+    CrashLoop,
 }
 
 impl Error {
@@ -152,6 +156,7 @@ impl fmt::Display for Error {
             ErrorKind::Ready => "starting",
             ErrorKind::Inherited => "not this process's child:",
             ErrorKind::Interrupted => "interrupted while waiting for",
+            ErrorKind::CrashLoop => "supervising",
         };
         match &self.program {
             Some(p) => write!(f, "{what} `{p}`: {}", self.source)?,

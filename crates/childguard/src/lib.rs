@@ -75,6 +75,7 @@ mod error;
 mod handle;
 mod process;
 mod spawn;
+mod supervise;
 #[allow(unsafe_code)]
 mod sys;
 #[cfg(feature = "tokio")]
@@ -114,6 +115,7 @@ pub use spawn::capture::{
     DEFAULT_TAIL_LINES, MAX_LINE_BYTES, PASS_ON_MAX,
 };
 pub use spawn::stdio_server::StdioChannel;
+pub use supervise::{GenerationExit, Restart, RestartPolicy, SupervisionReport, Supervisor};
 
 /// Whether `SIGPIPE` was ignored when this process started — before Rust's runtime set it to
 /// `SIG_IGN` for itself, which hides the original from any later `sigaction`. Recorded by an

@@ -127,6 +127,17 @@ impl ExitWatch {
         self.exited
     }
 
+    /// The fd that turns readable at the exit (Linux: a duplicate of the child's pidfd), for
+    /// a source of the event loop; `None` when the child had exited, or where there is no
+    /// pidfd (the portable mechanism).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn into_fd(self) -> Option<OwnedFd> {
+        match self.on {
+            On::Pidfd(fd) => Some(fd),
+            _ => None,
+        }
+    }
+
     /// Blocks until the child may have exited, or `deadline`. Returns whether something
     /// changed (`false`: the deadline passed); spurious wake-ups are allowed: look with
     /// [`ChildHandle::watch_exit`] again. A signal (`EINTR`) does not end it. Returns at once

@@ -74,6 +74,7 @@
 mod close;
 mod spawn;
 mod stdio;
+mod supervise;
 mod wait;
 
 pub use stdio::{AsyncStdin, AsyncStdout};
