@@ -13,7 +13,7 @@ use crate::{duration, help, messages, SLOWSERVER_SUBCOMMAND};
 #[derive(Debug)]
 pub enum Invocation {
     /// `childguard run …`.
-    Run(RunOptions),
+    Run(Box<RunOptions>),
     /// `childguard demo`.
     Demo,
     /// `childguard init …`, with the arguments after `init` (parsed by `init`, which exits 1
@@ -69,6 +69,9 @@ pub struct RunOptions {
     pub contain: bool,
     /// `--memory-max`, `--memory-high`, `--tasks-max`, `--cpu-quota` on CMD's cgroup.
     pub limits: childguard::Limits,
+    /// `--restart` (with `--restart-delay`, `--restart-limit`): CMD started again when it
+    /// exits, as the policy says (`run_restarting`).
+    pub restart: Option<childguard::Restart>,
     /// `--on-signal`.
     pub on_signal: OnSignal,
     /// `--activate` (`Some(None)`) or `--activate=NAME` (`Some(Some(NAME))`).
@@ -299,6 +302,9 @@ struct Flags {
     preserve_status: bool,
     no_skip_ignored: bool,
     limits: childguard::Limits,
+    restart: Option<childguard::RestartPolicy>,
+    restart_delay: Option<(Duration, Duration)>,
+    restart_limit: Option<(u32, Duration)>,
 }
 
 fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
@@ -340,6 +346,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
              path on stdout, which is the host's channel to CMD with --stdio-server",
         ));
     }
+    let restart = restart_options(&flags)?;
     let ladder = match flags.ladder {
         Some(ladder) => ladder,
         None => Ladder::from_env_or_default().map_err(|e| UsageError::run(e.to_string()))?,
@@ -349,13 +356,14 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         true => ladder.skip_ignored(false),
         false => ladder,
     };
-    Ok(Invocation::Run(RunOptions {
+    Ok(Invocation::Run(Box::new(RunOptions {
         ladder,
         timeout: flags.timeout,
         group: flags.group,
         // A limit is a limit on CMD's cgroup: it implies one.
         contain: flags.contain || !flags.limits.is_empty(),
         limits: flags.limits,
+        restart,
         // On by default where the kernel has it; `--exit-with-parent` insists (and fails
         // elsewhere).
         exit_with_parent: flags.exit_with_parent
@@ -370,7 +378,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         gnu_timeout: false,
         verbose: false,
         command,
-    }))
+    })))
 }
 
 /// Applies one option (`--flag`, `--flag=value` or `--flag value`). Returns the help text for
@@ -458,6 +466,34 @@ fn flag(
                 .set(&name[2..], &text)
                 .map_err(|why| UsageError::run(format!("invalid value for {name}: {why}")))?;
         }
+        "--restart" => {
+            flags.restart = Some(match value()?.as_str() {
+                "no" => childguard::RestartPolicy::Never,
+                "on-failure" => childguard::RestartPolicy::OnFailure,
+                "always" => childguard::RestartPolicy::Always,
+                other => {
+                    return Err(UsageError::run(format!(
+                        "invalid value for --restart: {other:?} (expected no, on-failure or always)"
+                    )))
+                }
+            });
+        }
+        "--restart-delay" => {
+            let text = value()?;
+            flags.restart_delay = Some(restart_delay(&text).map_err(|why| {
+                UsageError::run(format!(
+                    "invalid value for --restart-delay: {text:?}: {why}"
+                ))
+            })?);
+        }
+        "--restart-limit" => {
+            let text = value()?;
+            flags.restart_limit = Some(restart_limit(&text).map_err(|why| {
+                UsageError::run(format!(
+                    "invalid value for --restart-limit: {text:?}: {why}"
+                ))
+            })?);
+        }
         "--group" => no_value(&mut flags.group)?,
         "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,
         "--contain" => no_value(&mut flags.contain)?,
@@ -469,6 +505,69 @@ fn flag(
         _ => return Err(UsageError::run(unknown_option(text, name))),
     }
     Ok(None)
+}
+
+/// `--restart`'s policy with `--restart-delay` and `--restart-limit` (which need it).
+fn restart_options(flags: &Flags) -> Result<Option<childguard::Restart>, UsageError> {
+    let Some(policy) = flags.restart else {
+        if flags.restart_delay.is_some() || flags.restart_limit.is_some() {
+            return Err(UsageError::run(
+                "--restart-delay and --restart-limit need --restart on-failure|always",
+            ));
+        }
+        return Ok(None);
+    };
+    if flags.activate.is_some() || flags.stdio_server {
+        return Err(UsageError::run(
+            "--restart cannot go with --activate or --stdio-server (their socket and stdio \
+             belong to one CMD)",
+        ));
+    }
+    let mut restart = childguard::Restart::new(policy);
+    if let Some((first, max)) = flags.restart_delay {
+        restart = restart.delay(first, max);
+    }
+    if let Some((burst, interval)) = flags.restart_limit {
+        restart = restart.limit(burst, interval);
+    }
+    Ok(Some(restart))
+}
+
+/// `DUR` or `FIRST..MAX` (humantime: `100ms`, `5s`; `0` for none).
+fn restart_delay(text: &str) -> Result<(Duration, Duration), String> {
+    let one = |t: &str| -> Result<Duration, String> {
+        match t.trim() {
+            "0" => Ok(Duration::ZERO),
+            t => humantime::parse_duration(t).map_err(|e| format!("{t:?}: {e}")),
+        }
+    };
+    match text.split_once("..") {
+        Some((first, max)) => {
+            let (first, max) = (one(first)?, one(max)?);
+            if max < first {
+                return Err("the maximum is below the first delay".into());
+            }
+            Ok((first, max))
+        }
+        None => one(text).map(|d| (d, d)),
+    }
+}
+
+/// `N/DUR`: at most N starts within DUR (N at least 1).
+fn restart_limit(text: &str) -> Result<(u32, Duration), String> {
+    let (n, window) = text
+        .split_once('/')
+        .ok_or("expected N/DUR, such as 5/60s")?;
+    let n: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("{n:?} is not a count of starts"))?;
+    if n == 0 {
+        return Err("at least 1 start".into());
+    }
+    let window =
+        humantime::parse_duration(window.trim()).map_err(|e| format!("{window:?}: {e}"))?;
+    Ok((n, window))
 }
 
 /// "unknown option", with the way to say it for timeout(1)'s options.
@@ -503,7 +602,7 @@ mod tests {
 
     fn run_options(args: &[&str]) -> RunOptions {
         match parse_strs(args) {
-            Ok(Invocation::Run(options)) => options,
+            Ok(Invocation::Run(options)) => *options,
             other => panic!("{args:?} gave {other:?}"),
         }
     }

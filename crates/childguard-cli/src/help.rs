@@ -57,6 +57,11 @@ Options:
   --contain             run CMD in a cgroup v2 of its own (Linux; needs a writable cgroup):
                         KILL reaches every process CMD started, setsid'd or daemonized, and
                         the run ends when the cgroup is empty (exit 125 if it cannot be made)
+  --restart on-failure|always
+                        start CMD again when it exits (on-failure: a non-zero exit or a
+                        signal), until a trigger; --restart-delay DUR[..MAX] (default
+                        100ms..5s, doubling), --restart-limit N/DUR (default 5/60s: then
+                        give up, exit 125, naming the last exits)
   --memory-max SIZE     limits on CMD's cgroup, in systemd's spelling (imply --contain):
   --memory-high SIZE      512M, 2G, infinity; a count; a percentage of one CPU (50%, 200%).
   --tasks-max N           cgroup v2, or the v1 hierarchies of a hybrid host; one that cannot

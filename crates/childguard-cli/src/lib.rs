@@ -28,6 +28,7 @@ mod probe;
 #[cfg(target_os = "linux")]
 pub mod procs;
 mod received;
+mod restarting;
 mod run;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]

@@ -18,9 +18,9 @@ use crate::trigger::{self, Trigger};
 
 /// A failure of childguard itself: the exit code and what to say.
 #[derive(Debug)]
-struct Failure {
-    code: i32,
-    message: String,
+pub(crate) struct Failure {
+    pub(crate) code: i32,
+    pub(crate) message: String,
 }
 
 impl From<childguard::Error> for Failure {
@@ -55,6 +55,9 @@ fn supervise(options: &RunOptions) -> Result<i32, Failure> {
     if options.stdio_server {
         // Before the spawn: the parent is the one that started us.
         events.watch_host();
+    }
+    if let Some(restart) = &options.restart {
+        return crate::restarting::run(options, restart.clone(), &events);
     }
     let mut handle = spawn(options, socket)?;
     activate::announce(&handle).map_err(|e| Failure {
@@ -178,6 +181,14 @@ fn childguard_deadline(after: Duration) -> Instant {
 }
 
 fn spawn(options: &RunOptions, socket: SocketMode) -> Result<ChildHandle, Failure> {
+    builder(options, socket).spawn().map_err(|e| Failure {
+        code: exit_code::for_spawn_error(&e),
+        message: e.to_string(),
+    })
+}
+
+/// CMD's builder as the options say (each start of `--restart` makes a new one).
+pub(crate) fn builder(options: &RunOptions, socket: SocketMode) -> childguard::Builder {
     let mut command = Command::new(&options.command[0]);
     command.args(&options.command[1..]);
     // std resets SIGPIPE to its default in every child; timeout(1) passes on what it was
@@ -202,11 +213,6 @@ fn spawn(options: &RunOptions, socket: SocketMode) -> Result<ChildHandle, Failur
         .limits(options.limits.clone())
         .parent_death_signal(death_signal(&options.ladder))
         .ignore_sigpipe(ignore_sigpipe)
-        .spawn()
-        .map_err(|e| Failure {
-            code: exit_code::for_spawn_error(&e),
-            message: e.to_string(),
-        })
 }
 
 /// The parent-death signal: the first rung's (as timeout(1) uses its `-s` signal), or the
@@ -223,7 +229,7 @@ fn death_signal(ladder: &Ladder) -> Signal {
 /// 124 if the timeout fired (unless `--preserve-status`), else CMD's status; 125 (with a
 /// message) when there is no status to give. `left_running`: CMD outlived the ladder and the
 /// wait for the reaper; its pid is named.
-fn exit_code_for(
+pub(crate) fn exit_code_for(
     report: &CloseReport,
     left_running: bool,
     timed_out: bool,

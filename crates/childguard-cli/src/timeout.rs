@@ -145,13 +145,14 @@ where
     let timeout = duration::parse_gnu(&interval_text)
         .map_err(|_| usage(format!("invalid time interval '{interval_text}'")))?;
     let command: Vec<OsString> = std::iter::once(program).chain(operands).collect();
-    Ok(Invocation::Run(RunOptions {
+    Ok(Invocation::Run(Box::new(RunOptions {
         ladder: ladder(signal, kill_after).skip_ignored(skip_ignored),
         timeout,
         group: !foreground,
         exit_with_parent: cfg!(any(target_os = "linux", target_os = "android")),
         contain: false,
         limits: childguard::Limits::default(),
+        restart: None,
         on_signal: OnSignal::Forward,
         activate: None,
         stop_on_stdin_eof: false,
@@ -161,7 +162,7 @@ where
         gnu_timeout: true,
         verbose,
         command,
-    }))
+    })))
 }
 
 /// `-s SIG` and `-k DUR` as a ladder: `SIG` then, after DUR, `KILL`; the last rung waits as
@@ -208,7 +209,7 @@ mod tests {
 
     fn run_options(args: &[&str]) -> RunOptions {
         match parse(args.iter().map(OsString::from)) {
-            Ok(Invocation::Run(o)) => o,
+            Ok(Invocation::Run(o)) => *o,
             other => panic!("{args:?}: {other:?}"),
         }
     }
