@@ -415,3 +415,17 @@ fn c_limits_name_the_oom_kill() {
     assert!(out.contains("no containment: "), "{out}");
     assert!(out.contains("TasksMax=10"), "{out}");
 }
+
+#[test]
+fn c_supervisor_restarts_and_gives_up() {
+    let out = c_test("supervisor");
+    assert!(out.contains("restarted once, closed"), "{out}");
+    assert!(
+        out.contains("crash loop: ") && out.contains("exit 7"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bad policy: ") && out.contains("policy 9"),
+        "{out}"
+    );
+}

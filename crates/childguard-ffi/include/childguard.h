@@ -68,6 +68,15 @@
 // Capture both.
 #define CG_CAPTURE_BOTH 3
 
+// Restart never: an exit ends the supervision.
+#define CG_RESTART_NEVER 0
+
+// Restart after a non-zero exit or a signal.
+#define CG_RESTART_ON_FAILURE 1
+
+// Restart after any exit.
+#define CG_RESTART_ALWAYS 2
+
 // What a call returns: `CG_OK`, `CG_RUNNING` (only `cg_try_wait()` / `cg_wait_timeout()`:
 // the child has not exited; no failure), or which step failed. The message of the last
 // failure on this thread is `cg_last_error_message()`.
@@ -111,6 +120,9 @@ typedef enum cg_status {
   // A wait was ended by its `cg_cancel` (`cg_builder_cancel`, `cg_wait_timeout_cancel`,
   // `cg_close_cancel`): what became of the child depends on the call (see `cg_cancel`).
   CG_ERR_INTERRUPTED = 17,
+  // A supervisor gave up: its crash-loop limit was reached, or the start could not be made
+  // again; the message names the last exits and their output.
+  CG_ERR_CRASH_LOOP = 18,
 } cg_status;
 
 // What ended the child, as the close saw it.
@@ -167,6 +179,13 @@ typedef struct cg_cancel cg_cancel;
 // Thread-safety: one thread at a time per handle (a handle may move between threads);
 // `cg_pid()` and `cg_socket_fd()` only read it and may run concurrently with each other.
 typedef struct cg_handle cg_handle;
+
+// A supervised server, made by `cg_supervisor_start()`.
+//
+// Opaque. Ownership: the caller's until `cg_supervisor_close()`, which consumes it.
+// Thread-safety: its calls may run from any thread, concurrently (`cg_supervisor_close()`
+// excepted: no other call on it may run then or after).
+typedef struct cg_supervisor cg_supervisor;
 
 // One signal the close sent.
 typedef struct cg_sent_signal {
@@ -634,6 +653,51 @@ char *cg_report_json(const struct cg_report *report);
 //
 // Thread-safety: any thread, once per string.
 void cg_string_free(char *s);
+
+// Starts the server `builder` describes (readiness included, in this thread) and supervises
+// it: when it exits it is started again from a copy of `builder` if `policy`
+// (`CG_RESTART_*`) says so, after `delay_first_ms`, doubled after each start that did not
+// hold for 1 s, up to `delay_max_ms`; a start that would be the `burst + 1`-th within
+// `interval_ms` gives up instead (`cg_supervisor_wait_start` then fails with
+// `CG_ERR_CRASH_LOOP`). Consumes `builder` in every case.
+//
+// Returns NULL on failure (the first start's, as `cg_spawn`; an unknown policy is
+// `CG_ERR_INVALID_ARGUMENT`). Thread-safety: safe from any thread.
+struct cg_supervisor *cg_supervisor_start(struct cg_builder *builder,
+                                          int32_t policy,
+                                          uint64_t delay_first_ms,
+                                          uint64_t delay_max_ms,
+                                          uint32_t burst,
+                                          uint64_t interval_ms);
+
+// The running generation: 1 for the first start, one more per restart (0: NULL).
+uint64_t cg_supervisor_generation(const struct cg_supervisor *supervisor);
+
+// Restarts so far (0: NULL).
+uint64_t cg_supervisor_restarts(const struct cg_supervisor *supervisor);
+
+// The running generation's pid, or -1 (none runs: a delay, a start, the end; or NULL).
+int32_t cg_supervisor_pid(const struct cg_supervisor *supervisor);
+
+// A duplicate of the running generation's socket (`CG_SOCKET_STDIO`, close-on-exec), for the
+// caller to close; -1 when none runs or it has no socket (see `cg_last_error_message()`).
+// Each start has a socket of its own: take it again after a restart.
+int32_t cg_supervisor_socket_dup(const struct cg_supervisor *supervisor);
+
+// Waits until a generation newer than `after` runs, at most `timeout_ms`; writes it to
+// `*generation` (if not NULL). Fails with `CG_ERR_CRASH_LOOP` once the supervisor gave up
+// (the message names the last exits), `CG_ERR_WAIT` when the supervision ended without a
+// restart or the timeout passed.
+enum cg_status cg_supervisor_wait_start(const struct cg_supervisor *supervisor,
+                                        uint64_t after,
+                                        uint64_t timeout_ms,
+                                        uint64_t *generation);
+
+// Ends the supervision — no more restarts, a delay or a start broken off — and closes every
+// generation with its ladder; returns once nothing is left. Consumes `supervisor`. With
+// `last` not NULL: the close report of the generation that was running (NULL in `*last` if
+// none was), for `cg_report_free()`.
+enum cg_status cg_supervisor_close(struct cg_supervisor *supervisor, struct cg_report **last);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -53,7 +53,7 @@ pub const CG_CAPTURE_BOTH: i32 = 3;
 /// it, on success and on failure) or freed with `cg_builder_free()`. Thread-safety: an object
 /// may be used by one thread at a time; different builders on different threads are fine.
 #[allow(non_camel_case_types)]
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct cg_builder {
     pub(crate) argv: Vec<OsString>,
     pub(crate) env: Vec<(OsString, Option<OsString>)>,

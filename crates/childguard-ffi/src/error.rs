@@ -53,6 +53,9 @@ pub enum cg_status {
     /// A wait was ended by its `cg_cancel` (`cg_builder_cancel`, `cg_wait_timeout_cancel`,
     /// `cg_close_cancel`): what became of the child depends on the call (see `cg_cancel`).
     CG_ERR_INTERRUPTED = 17,
+    /// A supervisor gave up: its crash-loop limit was reached, or the start could not be made
+    /// again; the message names the last exits and their output.
+    CG_ERR_CRASH_LOOP = 18,
 }
 
 impl cg_status {
@@ -70,6 +73,7 @@ impl cg_status {
             ErrorKind::Ready => cg_status::CG_ERR_READY,
             ErrorKind::Inherited => cg_status::CG_ERR_INHERITED,
             ErrorKind::Interrupted => cg_status::CG_ERR_INTERRUPTED,
+            ErrorKind::CrashLoop => cg_status::CG_ERR_CRASH_LOOP,
             _ => cg_status::CG_ERR_OTHER,
         }
     }

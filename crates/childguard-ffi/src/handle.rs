@@ -57,61 +57,70 @@ pub extern "C" fn cg_spawn(builder: *mut cg_builder) -> *mut cg_handle {
         |_| std::ptr::null_mut(),
         || {
             let b = *ptr::take(builder, "builder")?;
-            let mut cmd = Command::new(&b.argv[0]);
-            cmd.args(&b.argv[1..]);
-            if b.env_clear {
-                cmd.env_clear();
-            }
-            for (key, value) in &b.env {
-                match value {
-                    Some(value) => cmd.env(key, value),
-                    None => cmd.env_remove(key),
-                };
-            }
-            if let Some(dir) = &b.cwd {
-                cmd.current_dir(dir);
-            }
-            let mut spawn = ChildHandle::builder(cmd)
-                .socket(b.socket)
-                .process_group(b.process_group)
-                .skip_ignored_rungs(b.skip_ignored)
-                .contain(b.containment)
-                .kill_mode(b.kill_mode)
-                .limits(b.limits)
-                .exit_with_parent(b.exit_with_parent);
-            if let Some(dir) = b.cgroup_parent {
-                spawn = spawn.cgroup_parent(dir);
-            }
-            if let Some(signal) = b.death_signal {
-                spawn = spawn.parent_death_signal(signal);
-            }
-            if let Some(ladder) = b.ladder {
-                spawn = spawn.ladder(ladder);
-            }
-            if let Some(ready) = b.ready {
-                spawn = spawn.ready(ready);
-            }
-            if let Some(timeout) = b.ready_timeout {
-                spawn = spawn.ready_timeout(timeout);
-            }
-            if let Some(interval) = b.watchdog {
-                spawn = spawn.watchdog(interval);
-            }
-            if let Some(interrupt) = b.interrupt {
-                spawn = spawn.interrupt(interrupt);
-            }
-            if let Some(mut capture) = b.capture {
-                if let Some((bytes, lines)) = b.tail {
-                    capture = capture.tail_bytes(bytes).tail_lines(lines);
-                }
-                spawn = spawn.capture(capture);
-            }
-            let handle = spawn.spawn()?;
+            let handle = b.into_builder().spawn()?;
             Ok(ptr::give(cg_handle {
                 inner: Some(handle),
             }))
         },
     )
+}
+
+impl cg_builder {
+    /// The library's builder for what this one describes (each of a supervisor's starts makes
+    /// one from a copy).
+    pub(crate) fn into_builder(self) -> childguard::Builder {
+        let b = self;
+        let mut cmd = Command::new(&b.argv[0]);
+        cmd.args(&b.argv[1..]);
+        if b.env_clear {
+            cmd.env_clear();
+        }
+        for (key, value) in &b.env {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        if let Some(dir) = &b.cwd {
+            cmd.current_dir(dir);
+        }
+        let mut spawn = ChildHandle::builder(cmd)
+            .socket(b.socket)
+            .process_group(b.process_group)
+            .skip_ignored_rungs(b.skip_ignored)
+            .contain(b.containment)
+            .kill_mode(b.kill_mode)
+            .limits(b.limits)
+            .exit_with_parent(b.exit_with_parent);
+        if let Some(dir) = b.cgroup_parent {
+            spawn = spawn.cgroup_parent(dir);
+        }
+        if let Some(signal) = b.death_signal {
+            spawn = spawn.parent_death_signal(signal);
+        }
+        if let Some(ladder) = b.ladder {
+            spawn = spawn.ladder(ladder);
+        }
+        if let Some(ready) = b.ready {
+            spawn = spawn.ready(ready);
+        }
+        if let Some(timeout) = b.ready_timeout {
+            spawn = spawn.ready_timeout(timeout);
+        }
+        if let Some(interval) = b.watchdog {
+            spawn = spawn.watchdog(interval);
+        }
+        if let Some(interrupt) = b.interrupt {
+            spawn = spawn.interrupt(interrupt);
+        }
+        if let Some(mut capture) = b.capture {
+            if let Some((bytes, lines)) = b.tail {
+                capture = capture.tail_bytes(bytes).tail_lines(lines);
+            }
+            spawn = spawn.capture(capture);
+        }
+        spawn
+    }
 }
 
 /// Our end of the child's socket, or -1 if the handle has none (`CG_SOCKET_NONE`, or NULL).

@@ -29,6 +29,8 @@ pub mod handle;
 mod ptr;
 #[allow(unsafe_code)]
 pub mod report;
+#[allow(unsafe_code)]
+pub mod supervisor;
 
 #[cfg(test)]
 mod header;
