@@ -22,6 +22,7 @@ fn kind_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Connect => "connect",
         ErrorKind::Ready => "ready",
         ErrorKind::Inherited => "inherited",
+        ErrorKind::CrashLoop => "crash_loop",
         _ => "other",
     }
 }

@@ -11,21 +11,21 @@
 //! `server.wait(4)` used to block for the rest of that wait holding the GIL, stopping every
 //! Python thread, the asyncio loop included.
 
-use std::ffi::OsString;
 use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
-use childguard::{ChildHandle, Reap};
+use childguard::ChildHandle;
 use pyo3::prelude::*;
 
 use crate::errors::{closed_during_wait, closed_error, inherited_error, report_parts, to_py};
 use crate::interrupt::{self, Waited};
-use crate::options::{self, ContainSpec, ReadySpec, SignalSpec};
+use crate::options::{self, SignalSpec};
+use crate::plan::Plan;
 
 /// A spawned server. The Python `childguard.Server` wraps it.
 #[pyclass(module = "childguard._native", frozen)]
@@ -314,121 +314,32 @@ impl Drop for Handle {
     }
 }
 
-/// `childguard._native.spawn(argv, ...)`: the Python `childguard.spawn` resolves users,
-/// addresses and environments, then calls this.
+/// `childguard._native.spawn(plan, ...)`: the Python `childguard.spawn` makes the plan
+/// (`plan.rs`), then calls this with the per-start stdio: pipes, the stderr line socket.
 #[pyfunction]
-#[pyo3(signature = (
-    argv, *, env=None, cwd=None, ladder=None, ready=None, ready_timeout=None,
-    contain=None, kill_mode=None, cgroup_parent=None, process_group=false, socket=None,
-    capture=None, exit_with_parent=false, uid=None, gid=None, notify_owner=None,
-    stdin_null=false, stdout_null=false, stderr_null=false, connect_timeout=None,
-    runtime_dir=None, notify_access=None, skip_ignored=true, watchdog=None,
-    stdin_pipe=false, stdout_pipe=false, stderr_lines=false, limits=None,
-))]
-#[allow(clippy::too_many_arguments)] // Python keyword arguments, one per Builder setting.
+#[pyo3(signature = (plan, *, stdin_pipe=false, stdout_pipe=false, stderr_lines=false))]
 pub fn spawn(
     py: Python<'_>,
-    argv: Vec<OsString>,
-    env: Option<Vec<(OsString, OsString)>>,
-    cwd: Option<PathBuf>,
-    ladder: Option<&str>,
-    ready: Option<ReadySpec>,
-    ready_timeout: Option<f64>,
-    contain: Option<ContainSpec>,
-    kill_mode: Option<&str>,
-    cgroup_parent: Option<PathBuf>,
-    process_group: bool,
-    socket: Option<&str>,
-    capture: Option<&str>,
-    exit_with_parent: bool,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    notify_owner: Option<(u32, u32)>,
-    stdin_null: bool,
-    stdout_null: bool,
-    stderr_null: bool,
-    connect_timeout: Option<f64>,
-    runtime_dir: Option<PathBuf>,
-    notify_access: Option<&str>,
-    skip_ignored: bool,
-    watchdog: Option<f64>,
+    plan: PyRef<'_, Plan>,
     stdin_pipe: bool,
     stdout_pipe: bool,
     stderr_lines: bool,
-    limits: Option<Vec<(String, String)>>,
 ) -> PyResult<Handle> {
-    let (program, args) = match argv.split_first() {
-        Some(split) => split,
-        None => {
-            return Err(crate::errors::config_error(
-                py,
-                "argv is empty: no program to run",
-            ))
-        }
-    };
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    if let Some(env) = env {
-        cmd.env_clear().envs(env);
-    }
-    if let Some(cwd) = cwd {
-        cmd.current_dir(cwd);
-    }
-    if let Some(uid) = uid {
-        cmd.uid(uid);
-    }
-    if let Some(gid) = gid {
-        cmd.gid(gid);
-    }
-    if stdin_null {
-        cmd.stdin(Stdio::null());
-    }
-    if stdout_null {
-        cmd.stdout(Stdio::null());
-    }
-    if stderr_null {
-        cmd.stderr(Stdio::null());
-    }
+    let mut cmd = plan.command();
     crate::stdio::pipes(
         py,
         &mut cmd,
         stdin_pipe,
         stdout_pipe,
-        (&socket, stdin_null, stdout_null),
+        (
+            &plan.socket_name.as_deref(),
+            plan.stdin_null,
+            plan.stdout_null,
+        ),
     )?;
-    let mut builder = ChildHandle::builder(cmd)
-        .socket(options::socket(py, socket)?)
-        .process_group(process_group)
-        .skip_ignored_rungs(skip_ignored)
-        .exit_with_parent(exit_with_parent)
-        .contain(options::contain(
-            py,
-            contain.unwrap_or(ContainSpec::Flag(false)),
-        )?)
-        .kill_mode(options::kill_mode(py, kill_mode)?)
-        // A close from Python climbs the whole ladder before returning (the report is
-        // complete) unless Ctrl-C interrupts it; a collected Server closes in the background
-        // (Handle's Drop).
-        .reap(Reap::Blocking);
-    let ladder = options::ladder(py, ladder)?;
-    let ladder_grace = ladder.clone().unwrap_or_default().total_grace();
-    if let Some(ladder) = ladder {
-        builder = builder.ladder(ladder);
-    }
-    let ready = options::ready(py, ready)?;
-    let ready_timeout = options::seconds(py, "ready_timeout", ready_timeout)?;
-    let connect_timeout = options::seconds(py, "connect_timeout", connect_timeout)?;
-    if let Some(t) = ready_timeout {
-        builder = builder.ready_timeout(t);
-    }
-    if let Some(t) = connect_timeout {
-        builder = builder.connect_timeout(t);
-    }
-    if let Some(ready) = ready {
-        builder = builder.ready(ready);
-    }
+    let mut builder = plan.builder(cmd);
     let mut lines = None;
-    match (options::capture(py, capture)?, stderr_lines) {
+    match (plan.capture.clone(), stderr_lines) {
         (Some(capture), true) => {
             let (capture, theirs) = crate::stdio::line_socket(py, capture)?;
             lines = Some(theirs);
@@ -443,31 +354,15 @@ pub fn spawn(
         }
         (None, false) => {}
     }
-    if let Some(dir) = cgroup_parent {
-        builder = builder.cgroup_parent(dir);
-    }
-    if let Some(limits) = limits {
-        builder = builder.limits(options::limits(py, &limits)?);
-    }
-    if let Some(dir) = runtime_dir {
-        builder = builder.runtime_dir(dir);
-    }
-    if let Some((uid, gid)) = notify_owner {
-        builder = builder.notify_owner(uid, gid);
-    }
-    builder = builder.notify_access(options::notify_access(py, notify_access)?);
-    if let Some(interval) = options::seconds(py, "watchdog", watchdog)? {
-        builder = builder.watchdog(interval);
-    }
     // Noted before the spawn: an interrupted spawn's server is closed by the reaper, whose
     // drain at exit must allow for this ladder.
-    crate::exit::note_ladder(ladder_grace);
+    crate::exit::note_ladder(plan.ladder_grace());
     // Interruptible (readiness, activation's connect): Ctrl-C raises at once, and the library
     // closes the server in the background.
     let spawned = interrupt::spawn(py, builder)?;
     let handle = spawned.map_err(|e| to_py(py, e))?;
     Ok(Handle {
-        program: program.to_string_lossy().into_owned(),
+        program: plan.program(),
         pid: handle.id(),
         owner: std::process::id(),
         inner: Mutex::new(Some(handle)),

@@ -15,7 +15,9 @@ mod exit;
 mod handle;
 mod interrupt;
 mod options;
+mod plan;
 mod stdio;
+mod supervisor;
 
 use pyo3::prelude::*;
 
@@ -24,7 +26,11 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<handle::Handle>()?;
     m.add_class::<interrupt::Cancel>()?;
+    m.add_class::<plan::Plan>()?;
+    m.add_class::<supervisor::Supervised>()?;
+    m.add_function(wrap_pyfunction!(plan::plan, m)?)?;
     m.add_function(wrap_pyfunction!(handle::spawn, m)?)?;
+    m.add_function(wrap_pyfunction!(supervisor::supervise, m)?)?;
     m.add_function(wrap_pyfunction!(options::parse_ladder, m)?)?;
     m.add_function(wrap_pyfunction!(exit::drain_at_exit, m)?)?;
     m.add("DEFAULT_LADDER", childguard::Ladder::default().to_string())?;

@@ -18,6 +18,7 @@ from ._errors import (
     ConfigError,
     ConnectError,
     ContainmentError,
+    CrashLoopError,
     Error,
     InheritedError,
     ReadyError,
@@ -28,6 +29,7 @@ from ._errors import (
 from ._ready import AllOf, AnyOf, Connect, Exec, Http, Notify, Output, Ready
 from ._report import CloseReport
 from ._server import DEFAULT_LADDER, Server, parse_ladder, spawn, spawn_async
+from ._supervisor import SupervisionReport, Supervisor, supervise
 
 try:
     from importlib.metadata import version as _version
@@ -43,6 +45,7 @@ __all__ = [
     "ClosedError",
     "ConfigError",
     "Connect",
+    "CrashLoopError",
     "ConnectError",
     "ContainmentError",
     "DEFAULT_LADDER",
@@ -57,15 +60,18 @@ __all__ = [
     "Server",
     "SignalError",
     "SpawnError",
+    "SupervisionReport",
+    "Supervisor",
     "WaitError",
     "parse_ladder",
     "spawn",
     "spawn_async",
+    "supervise",
 ]
 
 # Shown as childguard.X in tracebacks and reprs, where users import them from.
 for _cls in (Error, ConfigError, SpawnError, ReadyError, ContainmentError, SignalError, WaitError,
              ConnectError, ClosedError, InheritedError, CloseReport, Server, Notify, Output, Connect,
-             Http, Exec, AnyOf, AllOf):
+             Http, Exec, AnyOf, AllOf, CrashLoopError, Supervisor, SupervisionReport):
     _cls.__module__ = __name__
 del _cls

@@ -80,7 +80,13 @@ class InheritedError(Error):
     """The server belongs to the process that spawned it (this one is a ``fork()`` of it)."""
 
 
+class CrashLoopError(Error):
+    """A supervisor gave up: more starts than its crash-loop limit within the window (or the
+    start could not be made again); the message names the last exits and their output."""
+
+
 _BY_KIND: Dict[str, Type[Error]] = {
+    "crash_loop": CrashLoopError,
     "config": ConfigError,
     "spawn": SpawnError,
     "socket": SpawnError,

@@ -15,7 +15,7 @@ import subprocess
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._errors import ClosedError, ConfigError
@@ -389,11 +389,22 @@ def spawn(
     server is then closed in the background as soon as the library's spawn returns — at the
     latest once ``ready_timeout`` has passed (the ``atexit`` drain waits for that).
     """
-    if isinstance(argv, (str, bytes, os.PathLike)):
-        argv = [argv]
-    args = [os.fsdecode(os.fspath(a)) for a in argv]
-    uid_gid = _resolve_user(user) if user is not None else None
+    plan, args = _plan(dict(locals()))
+    native = _native.spawn(
+        plan, stdin_pipe=_pipe(stdin), stdout_pipe=_pipe(stdout), stderr_lines=_stderr_lines
+    )
+    return Server(native, args, Path(cwd) if cwd is not None else None)
+
+
+def _plan(p: Dict[str, Any]) -> Tuple[Any, List[str]]:
+    """The native plan of a start from :func:`spawn`'s parameters (``p``, by name), and argv
+    as text. Shared by :func:`spawn` and :func:`childguard.supervise`."""
+    if isinstance(p["argv"], (str, bytes, os.PathLike)):
+        p["argv"] = [p["argv"]]
+    args = [os.fsdecode(os.fspath(a)) for a in p["argv"]]
+    uid_gid = _resolve_user(p["user"]) if p["user"] is not None else None
     ready_spec = None
+    ready = p["ready"]
     if ready is not None:
         if not hasattr(ready, "_spec"):
             raise ConfigError(
@@ -403,39 +414,38 @@ def spawn(
             )
         ready_spec = ready._spec()
     env_pairs = None
-    if env is not None:
-        env_pairs = [(os.fsdecode(k), os.fsdecode(v)) for k, v in env.items()]
-    native = _native.spawn(
+    if p["env"] is not None:
+        env_pairs = [(os.fsdecode(k), os.fsdecode(v)) for k, v in p["env"].items()]
+    plan = _native.plan(
         args,
         env=env_pairs,
-        cwd=os.fspath(cwd) if cwd is not None else None,
-        ladder=ladder,
+        cwd=os.fspath(p["cwd"]) if p["cwd"] is not None else None,
+        ladder=p["ladder"],
         ready=ready_spec,
-        ready_timeout=ready_timeout,
-        contain=contain,
-        kill_mode=kill_mode,
-        cgroup_parent=os.fspath(cgroup_parent) if cgroup_parent is not None else None,
-        process_group=process_group,
-        socket=socket,
-        capture=capture,
-        exit_with_parent=exit_with_parent,
+        ready_timeout=p["ready_timeout"],
+        contain=p["contain"],
+        kill_mode=p["kill_mode"],
+        cgroup_parent=(
+            os.fspath(p["cgroup_parent"]) if p["cgroup_parent"] is not None else None
+        ),
+        process_group=p["process_group"],
+        socket=p["socket"],
+        capture=p["capture"],
+        exit_with_parent=p["exit_with_parent"],
         uid=uid_gid[0] if uid_gid else None,
         gid=uid_gid[1] if uid_gid else None,
-        notify_owner=uid_gid if (uid_gid and uses_notify(ready)) else None,
-        stdin_null=_devnull("stdin", stdin),
-        stdout_null=_devnull("stdout", stdout),
-        stdin_pipe=_pipe(stdin),
-        stdout_pipe=_pipe(stdout),
-        stderr_lines=_stderr_lines,
-        stderr_null=_devnull("stderr", stderr),
-        connect_timeout=connect_timeout,
-        runtime_dir=os.fspath(runtime_dir) if runtime_dir is not None else None,
-        notify_access=notify_access,
-        skip_ignored=skip_ignored,
-        watchdog=watchdog,
-        limits=_limits(memory_max, memory_high, tasks_max, cpu_quota),
+        notify_owner=uid_gid if (uid_gid and uses_notify(p["ready"])) else None,
+        stdin_null=_devnull("stdin", p["stdin"]),
+        stdout_null=_devnull("stdout", p["stdout"]),
+        stderr_null=_devnull("stderr", p["stderr"]),
+        connect_timeout=p["connect_timeout"],
+        runtime_dir=os.fspath(p["runtime_dir"]) if p["runtime_dir"] is not None else None,
+        notify_access=p["notify_access"],
+        skip_ignored=p["skip_ignored"],
+        watchdog=p["watchdog"],
+        limits=_limits(p["memory_max"], p["memory_high"], p["tasks_max"], p["cpu_quota"]),
     )
-    return Server(native, args, Path(cwd) if cwd is not None else None)
+    return plan, args
 
 
 def _limits(
