@@ -16,6 +16,7 @@ mod precision;
 mod probe;
 mod ready;
 mod ready_http;
+mod restart;
 mod scale;
 mod seed;
 mod servers;
@@ -132,6 +133,11 @@ pub const ALL: &[Scenario] = &[
         name: "stdio",
         about: "MCP stdio servers (npx server-everything, a Python server behind sh -c, a stubborn one) after initialize: close time and processes left, ours (contained, EOF:2s,TERM:2s,KILL:5s) vs the TypeScript and Python SDKs' close and rmcp's TokioChildProcess drop / graceful_shutdown (needs node, the npm peers and the peers venv)",
         run: stdio::run,
+    },
+    Scenario {
+        name: "restart",
+        about: "a SIGKILLed server started again: ours (Supervisor, Always, no delay) vs supervisord 4.2.5 (autorestart, startsecs=0) and a naive sh loop; the supervisor's idle CPU (needs the peers venv)",
+        run: restart::run,
     },
 ];
 
