@@ -71,7 +71,7 @@ pub struct SupervisionReport {
     /// the close came during a delay or a start, or after the supervision ended).
     pub last: Option<CloseReport>,
     /// The closes of the generations that ended before (their reaps, cgroups removed), in
-    /// order, the most recent [`KEPT`] at most.
+    /// order, the most recent 32 at most.
     pub previous: Vec<CloseReport>,
     /// Restarts done (starts after the first).
     pub restarts: u64,
