@@ -188,7 +188,10 @@ pub fn limits(py: Python<'_>, pairs: &[(String, String)]) -> PyResult<childguard
     for (name, value) in pairs {
         limits
             .set(name, value)
-            .map_err(|why| crate::errors::config_error(py, why.replace('-', "_")))?;
+            // The message starts with the name as given (`memory-max=…`): Python's spelling.
+            .map_err(|why| {
+                crate::errors::config_error(py, why.replacen(name, &name.replace('-', "_"), 1))
+            })?;
     }
     Ok(limits)
 }

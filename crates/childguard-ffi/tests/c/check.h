@@ -40,6 +40,18 @@
             FAIL("%s returned %d: %s", #call, (int)st_, cg_last_error_message()); \
     } while (0)
 
+/* A call that must fail with `code`, the last error being that code and its message holding
+ * `needle`; the message is printed (tests/ffi.rs looks for it). */
+#define EXPECT_ERROR(call, code, needle)                                              \
+    do {                                                                              \
+        enum cg_status st_ = (call);                                                  \
+        CHECK(st_ == (code), "%s gave %d, not %s", #call, (int)st_, #code);           \
+        CHECK(cg_last_error_code() == (code), "last code %d", (int)cg_last_error_code()); \
+        CHECK(strstr(cg_last_error_message(), (needle)) != NULL, "%s: message %s", #call, \
+              cg_last_error_message());                                               \
+        printf("%s\n", cg_last_error_message());                                      \
+    } while (0)
+
 static inline const char *slowserver_path(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH-TO-SLOWSERVER\n", argv[0]);

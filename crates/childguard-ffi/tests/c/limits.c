@@ -7,14 +7,6 @@
 
 #include <signal.h>
 
-#define EXPECT_ERROR(call, code, needle)                                              \
-    do {                                                                              \
-        enum cg_status st_ = (call);                                                  \
-        CHECK(st_ == (code), "%s gave %d, not %s", #call, (int)st_, #code);           \
-        CHECK(strstr(cg_last_error_message(), (needle)) != NULL, "%s: message %s", #call, \
-              cg_last_error_message());                                               \
-        printf("%s\n", cg_last_error_message());                                      \
-    } while (0)
 
 static cg_builder *python(const char *script) {
     const char *argv[] = {"python3", "-c", script, NULL};

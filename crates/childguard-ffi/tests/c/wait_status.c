@@ -16,17 +16,6 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
 }
 
-/* A failure of `call` with `code`, its message naming `needle`. */
-#define EXPECT_ERROR(call, code, needle)                                              \
-    do {                                                                              \
-        enum cg_status st_ = (call);                                                  \
-        CHECK(st_ == (code), "%s gave %d, not %s", #call, (int)st_, #code);           \
-        CHECK(cg_last_error_code() == (code), "last code %d", (int)cg_last_error_code()); \
-        CHECK(strstr(cg_last_error_message(), (needle)) != NULL, "%s: message %s", #call, \
-              cg_last_error_message());                                               \
-        printf("%s\n", cg_last_error_message());                                      \
-    } while (0)
-
 static cg_handle *spawn_sh(const char *script) {
     const char *argv[] = {"sh", "-c", script, NULL};
     cg_builder *b = cg_builder_new(argv);
