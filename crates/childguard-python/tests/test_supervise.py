@@ -4,6 +4,7 @@ bad arguments raise ConfigError."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -87,3 +88,25 @@ def test_bad_arguments_raise_config_error(kwargs, needle):
     with pytest.raises(childguard.ConfigError) as e:
         childguard.supervise(["true"], **kwargs)
     assert needle.replace("'", '"') in str(e.value).replace("'", '"'), str(e.value)
+
+
+def test_asyncio_awaits_the_restart_and_the_close(tmp_path):
+    counter = tmp_path / "n"
+
+    async def main() -> None:
+        sup = childguard.supervise(
+            ["sh", "-c", COUNTED, "sh", str(counter)],
+            socket="stdio",
+            restart="on-failure",
+            restart_delay=0,
+        )
+        assert _greeting(sup) == 1
+        sock = sup.socket()
+        assert sock is not None
+        with sock:
+            sock.sendall(b"crash\n")
+        assert await sup.wait_for_start_async(1, 30.0) == 2
+        report = await sup.close_async()
+        assert report.restarts == 1 and report.last is not None
+
+    asyncio.run(main())

@@ -4,6 +4,7 @@ event loop's timers, a crash-loop limit, a close that wins over a delay or a sta
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import inspect
 import json
@@ -89,6 +90,16 @@ class Supervisor:
         """Waits for a start newer than ``after`` and returns it; :class:`CrashLoopError` once
         the supervisor gave up, :class:`WaitError` when it ended or ``timeout`` passed."""
         return int(self._native.wait_for_start(after, timeout))
+
+    async def wait_for_start_async(self, after: int, timeout: float) -> int:
+        """:meth:`wait_for_start` for asyncio: on the loop's default executor, the event loop
+        free meanwhile."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.wait_for_start, after, timeout)
+
+    async def close_async(self) -> SupervisionReport:
+        """:meth:`close` for asyncio, on the loop's default executor."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.close)
 
     def close(self) -> SupervisionReport:
         """Ends the supervision — no more restarts, a delay or a start broken off — and closes
