@@ -160,10 +160,11 @@ fn start_worker(shared: &Arc<Shared>, state: &mut State) {
         .spawn(move || start_next(&worker_shared));
     match spawned {
         Ok(worker) => {
-            if let Some(old) = state.worker.replace(worker) {
-                // The previous start's worker has finished its work (it set Running).
-                let _ = old.join();
-            }
+            // The previous start's worker is done with the supervisor (it set `Running` and
+            // posted its watch before this exit could be seen): let it go, never joined under
+            // the lock — a join here would block the loop thread on a thread that might want
+            // the lock. The close joins only the latest worker, the one that may still start.
+            state.worker = Some(worker);
         }
         Err(e) => {
             state.end(
