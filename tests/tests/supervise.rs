@@ -371,3 +371,64 @@ fn the_tokio_face_awaits_a_restart_and_closes() {
         assert!(!is_alive(first) && !is_alive(second));
     });
 }
+
+#[test]
+fn with_restarts_a_crashed_server_while_cmd_runs_and_ends_the_run_when_it_gives_up() {
+    use childguard_tests::command::{childguard_within, stderr};
+    let counter = fresh("sup-with");
+    let server = format!(
+        "n=$(($(cat {c} 2>/dev/null || echo 0) + 1)); echo $n > {c}; [ $n -le 2 ] && exit 1; \
+         exec sleep 1000",
+        c = counter.display()
+    );
+    // CMD waits until the third start has happened (a fact in the counter file), then ends.
+    let cmd = format!(
+        "while [ \"$(cat {c})\" != 3 ]; do sleep 0.01; done; echo third",
+        c = counter.display()
+    );
+    let o = childguard_within(
+        Duration::from_secs(60),
+        &[
+            "with",
+            "--restart",
+            "on-failure",
+            "--restart-delay",
+            "10ms",
+            "--",
+            "sh",
+            "-c",
+            &server,
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "third");
+    let o = childguard_within(
+        Duration::from_secs(60),
+        &[
+            "with",
+            "--restart",
+            "always",
+            "--restart-delay",
+            "0",
+            "--restart-limit",
+            "3/60s",
+            "--",
+            "sh",
+            "-c",
+            "echo oops; exit 4",
+            "--",
+            "sleep",
+            "60",
+        ],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(125), "{e}");
+    assert!(
+        e.contains("gave up: 3 starts within 60s") && e.contains("oops"),
+        "{e}"
+    );
+}

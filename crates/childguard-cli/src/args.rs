@@ -467,16 +467,7 @@ fn flag(
                 .map_err(|why| UsageError::run(format!("invalid value for {name}: {why}")))?;
         }
         "--restart" => {
-            flags.restart = Some(match value()?.as_str() {
-                "no" => childguard::RestartPolicy::Never,
-                "on-failure" => childguard::RestartPolicy::OnFailure,
-                "always" => childguard::RestartPolicy::Always,
-                other => {
-                    return Err(UsageError::run(format!(
-                        "invalid value for --restart: {other:?} (expected no, on-failure or always)"
-                    )))
-                }
-            });
+            flags.restart = Some(restart_policy(&value()?).map_err(UsageError::run)?);
         }
         "--restart-delay" => {
             let text = value()?;
@@ -533,8 +524,20 @@ fn restart_options(flags: &Flags) -> Result<Option<childguard::Restart>, UsageEr
     Ok(Some(restart))
 }
 
+/// `--restart`'s value.
+pub(crate) fn restart_policy(text: &str) -> Result<childguard::RestartPolicy, String> {
+    match text {
+        "no" => Ok(childguard::RestartPolicy::Never),
+        "on-failure" => Ok(childguard::RestartPolicy::OnFailure),
+        "always" => Ok(childguard::RestartPolicy::Always),
+        other => Err(format!(
+            "invalid value for --restart: {other:?} (expected no, on-failure or always)"
+        )),
+    }
+}
+
 /// `DUR` or `FIRST..MAX` (humantime: `100ms`, `5s`; `0` for none).
-fn restart_delay(text: &str) -> Result<(Duration, Duration), String> {
+pub(crate) fn restart_delay(text: &str) -> Result<(Duration, Duration), String> {
     let one = |t: &str| -> Result<Duration, String> {
         match t.trim() {
             "0" => Ok(Duration::ZERO),
@@ -554,7 +557,7 @@ fn restart_delay(text: &str) -> Result<(Duration, Duration), String> {
 }
 
 /// `N/DUR`: at most N starts within DUR (N at least 1).
-fn restart_limit(text: &str) -> Result<(u32, Duration), String> {
+pub(crate) fn restart_limit(text: &str) -> Result<(u32, Duration), String> {
     let (n, window) = text
         .split_once('/')
         .ok_or("expected N/DUR, such as 5/60s")?;

@@ -193,6 +193,9 @@ Options (for the SERVER that follows them):
   --ladder SPEC         its ladder (default HUP:1s,TERM:2s,KILL:5s; or a preset such as
                         @postgres, @nginx, @redis, as for run)
   --no-skip-ignored     send its every rung, also those it ignores (default: skipped)
+  --restart on-failure|always [--restart-delay DUR[..MAX]] [--restart-limit N/DUR]
+                        restart the server when it exits while CMD runs, as for run; the run
+                        ends (125) only once it gives up (naming the last exits)
   --memory-max SIZE, --memory-high SIZE, --tasks-max N, --cpu-quota PCT%
                         limits on the server's cgroup (it is then contained), as for run;
                         a server the OOM killer ended is named (oom-kill)

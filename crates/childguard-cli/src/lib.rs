@@ -37,6 +37,7 @@ mod timeline;
 mod timeout;
 mod trigger;
 mod with;
+mod with_started;
 mod words;
 
 use std::ffi::OsString;

@@ -37,9 +37,10 @@ use crate::duration;
 use crate::events::{Event, Events};
 use crate::exit_code;
 use crate::messages::say;
+use crate::with_started::Started;
 
 /// One server to start.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Server {
     /// `--ready` conditions: every one must hold.
     ready: Vec<Ready>,
@@ -56,6 +57,9 @@ pub struct Server {
     /// `--memory-max`, `--memory-high`, `--tasks-max`, `--cpu-quota`: the server runs in a
     /// cgroup of its own with these limits.
     limits: childguard::Limits,
+    /// `--restart` (with `--restart-delay`, `--restart-limit`): the server is supervised, and
+    /// a crash restarts it instead of ending the run (`with_started.rs`).
+    restart: Option<childguard::Restart>,
     command: Vec<OsString>,
 }
 
@@ -84,8 +88,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             no_skip_ignored: false,
             end: None,
             limits: childguard::Limits::default(),
+            restart: None,
             command: Vec::new(),
         };
+        let mut restart_delay = None;
+        let mut restart_limit = None;
         // Options up to `--`.
         loop {
             let Some(arg) = args.next() else {
@@ -126,6 +133,26 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
                     })?);
                 }
                 "--end" => server.end = Some(end_word(value()?)?),
+                "--restart" => {
+                    let policy = crate::args::restart_policy(&value()?).map_err(usage)?;
+                    server.restart = Some(childguard::Restart::new(policy));
+                }
+                "--restart-delay" => {
+                    let text = value()?;
+                    restart_delay = Some(crate::args::restart_delay(&text).map_err(|why| {
+                        usage(format!(
+                            "invalid value for --restart-delay: {text:?}: {why}"
+                        ))
+                    })?);
+                }
+                "--restart-limit" => {
+                    let text = value()?;
+                    restart_limit = Some(crate::args::restart_limit(&text).map_err(|why| {
+                        usage(format!(
+                            "invalid value for --restart-limit: {text:?}: {why}"
+                        ))
+                    })?);
+                }
                 "--memory-max" | "--memory-high" | "--tasks-max" | "--cpu-quota" => {
                     let text = value()?;
                     server
@@ -144,6 +171,23 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
         if server.command.is_empty() {
             return Err(usage("a server after `--` is missing"));
         }
+        server.restart = match (server.restart.take(), restart_delay, restart_limit) {
+            (None, None, None) => None,
+            (None, _, _) => {
+                return Err(usage(
+                    "--restart-delay and --restart-limit need --restart on-failure|always",
+                ))
+            }
+            (Some(mut restart), delay, limit) => {
+                if let Some((first, max)) = delay {
+                    restart = restart.delay(first, max);
+                }
+                if let Some((burst, interval)) = limit {
+                    restart = restart.limit(burst, interval);
+                }
+                Some(restart)
+            }
+        };
         check_ready(&server)?;
         servers.push(server);
         if !then {
@@ -323,7 +367,7 @@ pub fn run(options: WithOptions) -> i32 {
             return exit_code::FAILED;
         }
     };
-    let mut started: Vec<ChildHandle> = Vec::new();
+    let mut started: Vec<Started> = Vec::new();
     events.announce_signals(true);
     for server in options.servers {
         match start(server) {
@@ -350,7 +394,15 @@ pub fn run(options: WithOptions) -> i32 {
     code
 }
 
-fn start(server: Server) -> childguard::Result<ChildHandle> {
+/// Starts a server: supervised with `--restart`, else a plain handle.
+fn start(server: Server) -> childguard::Result<Started> {
+    match server.restart.clone() {
+        None => builder(server).spawn().map(|h| Started::Plain(Box::new(h))),
+        Some(restart) => Started::supervised(move || builder(server.clone()), restart),
+    }
+}
+
+fn builder(server: Server) -> childguard::Builder {
     let mut command = Command::new(&server.command[0]);
     command.args(&server.command[1..]);
     let mut builder = ChildHandle::builder(command)
@@ -377,14 +429,14 @@ fn start(server: Server) -> childguard::Result<ChildHandle> {
             .contain(childguard::Containment::Cgroup)
             .limits(server.limits);
     }
-    builder.spawn()
+    builder
 }
 
 /// Runs CMD until it exits; a server that exits meanwhile ends it (125). Signals childguard
 /// receives are forwarded to CMD, except those that already reached it: a terminal's Ctrl-C
 /// goes to its whole foreground process group, CMD included (see `received`), and a second
 /// copy would be a second Ctrl-C — "abort now" to pytest or terraform.
-fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle]) -> i32 {
+fn run_command(command: &[OsString], events: &Events, servers: &mut [Started]) -> i32 {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]);
     let spawned = ChildHandle::builder(cmd)
@@ -408,17 +460,9 @@ fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle
             }
         }
         for server in servers.iter_mut() {
-            if let Ok(Some(status)) = server.try_wait() {
-                let program = server.program().unwrap_or("server").to_string();
-                if let Some(miss) = server.watchdog_missed() {
-                    say!("server {program}: {miss}; closed with its ladder");
-                }
-                say!("server {program} exited while CMD ran ({status}); stopping CMD");
-                if let Some(limits) = server.limits_report().filter(|l| l.result.is_some()) {
-                    say!("server {program}: {limits}");
-                }
-                if let Some(tail) = server.output_tail().filter(|t| !t.is_empty()) {
-                    say!("its output ended with:\n{tail}");
+            if let Some(said) = server.gone() {
+                for line in said {
+                    say!("{line}");
                 }
                 let _ = handle.close();
                 return exit_code::FAILED;
@@ -436,7 +480,7 @@ fn run_command(command: &[OsString], events: &Events, servers: &mut [ChildHandle
 }
 
 /// Closes the servers, last started first, each with its ladder.
-fn close_all(servers: Vec<ChildHandle>) {
+fn close_all(servers: Vec<Started>) {
     for server in servers.into_iter().rev() {
         if let Err(e) = server.close() {
             say!("closing a server: {e}");
