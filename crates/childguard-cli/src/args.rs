@@ -302,9 +302,7 @@ struct Flags {
     preserve_status: bool,
     no_skip_ignored: bool,
     limits: childguard::Limits,
-    restart: Option<childguard::RestartPolicy>,
-    restart_delay: Option<(Duration, Duration)>,
-    restart_limit: Option<(u32, Duration)>,
+    restart: RestartFlags,
 }
 
 fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
@@ -466,24 +464,9 @@ fn flag(
                 .set(&name[2..], &text)
                 .map_err(|why| UsageError::run(format!("invalid value for {name}: {why}")))?;
         }
-        "--restart" => {
-            flags.restart = Some(restart_policy(&value()?).map_err(UsageError::run)?);
-        }
-        "--restart-delay" => {
+        "--restart" | "--restart-delay" | "--restart-limit" => {
             let text = value()?;
-            flags.restart_delay = Some(restart_delay(&text).map_err(|why| {
-                UsageError::run(format!(
-                    "invalid value for --restart-delay: {text:?}: {why}"
-                ))
-            })?);
-        }
-        "--restart-limit" => {
-            let text = value()?;
-            flags.restart_limit = Some(restart_limit(&text).map_err(|why| {
-                UsageError::run(format!(
-                    "invalid value for --restart-limit: {text:?}: {why}"
-                ))
-            })?);
+            flags.restart.set(name, &text).map_err(UsageError::run)?;
         }
         "--group" => no_value(&mut flags.group)?,
         "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,
@@ -498,34 +481,65 @@ fn flag(
     Ok(None)
 }
 
-/// `--restart`'s policy with `--restart-delay` and `--restart-limit` (which need it).
+/// `--restart`'s policy with `--restart-delay` and `--restart-limit` (which need it), refused
+/// with the options that tie a socket or stdio to one CMD.
 fn restart_options(flags: &Flags) -> Result<Option<childguard::Restart>, UsageError> {
-    let Some(policy) = flags.restart else {
-        if flags.restart_delay.is_some() || flags.restart_limit.is_some() {
-            return Err(UsageError::run(
-                "--restart-delay and --restart-limit need --restart on-failure|always",
-            ));
-        }
-        return Ok(None);
-    };
-    if flags.activate.is_some() || flags.stdio_server {
+    let restart = flags.restart.restart().map_err(UsageError::run)?;
+    if restart.is_some() && (flags.activate.is_some() || flags.stdio_server) {
         return Err(UsageError::run(
             "--restart cannot go with --activate or --stdio-server (their socket and stdio \
              belong to one CMD)",
         ));
     }
-    let mut restart = childguard::Restart::new(policy);
-    if let Some((first, max)) = flags.restart_delay {
-        restart = restart.delay(first, max);
+    Ok(restart)
+}
+
+/// `--restart`, `--restart-delay` and `--restart-limit` as given, for `run` and for each
+/// server of `with`.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RestartFlags {
+    policy: Option<childguard::RestartPolicy>,
+    delay: Option<(Duration, Duration)>,
+    limit: Option<(u32, Duration)>,
+}
+
+impl RestartFlags {
+    /// Takes the option `name` (one of the three) with its value; `Err`: the message.
+    pub(crate) fn set(&mut self, name: &str, text: &str) -> Result<(), String> {
+        let bad = |why: String| format!("invalid value for {name}: {text:?}: {why}");
+        match name {
+            "--restart" => self.policy = Some(restart_policy(text)?),
+            "--restart-delay" => self.delay = Some(restart_delay(text).map_err(bad)?),
+            "--restart-limit" => self.limit = Some(restart_limit(text).map_err(bad)?),
+            other => return Err(format!("{other}: not a restart option")),
+        }
+        Ok(())
     }
-    if let Some((burst, interval)) = flags.restart_limit {
-        restart = restart.limit(burst, interval);
+
+    /// The restart the options ask for (`None` without `--restart`); `Err`: a delay or a limit
+    /// without a policy.
+    pub(crate) fn restart(&self) -> Result<Option<childguard::Restart>, String> {
+        let Some(policy) = self.policy else {
+            if self.delay.is_some() || self.limit.is_some() {
+                return Err(
+                    "--restart-delay and --restart-limit need --restart on-failure|always".into(),
+                );
+            }
+            return Ok(None);
+        };
+        let mut restart = childguard::Restart::new(policy);
+        if let Some((first, max)) = self.delay {
+            restart = restart.delay(first, max);
+        }
+        if let Some((burst, interval)) = self.limit {
+            restart = restart.limit(burst, interval);
+        }
+        Ok(Some(restart))
     }
-    Ok(Some(restart))
 }
 
 /// `--restart`'s value.
-pub(crate) fn restart_policy(text: &str) -> Result<childguard::RestartPolicy, String> {
+fn restart_policy(text: &str) -> Result<childguard::RestartPolicy, String> {
     match text {
         "no" => Ok(childguard::RestartPolicy::Never),
         "on-failure" => Ok(childguard::RestartPolicy::OnFailure),
@@ -537,7 +551,7 @@ pub(crate) fn restart_policy(text: &str) -> Result<childguard::RestartPolicy, St
 }
 
 /// `DUR` or `FIRST..MAX` (humantime: `100ms`, `5s`; `0` for none).
-pub(crate) fn restart_delay(text: &str) -> Result<(Duration, Duration), String> {
+fn restart_delay(text: &str) -> Result<(Duration, Duration), String> {
     let one = |t: &str| -> Result<Duration, String> {
         match t.trim() {
             "0" => Ok(Duration::ZERO),
@@ -557,7 +571,7 @@ pub(crate) fn restart_delay(text: &str) -> Result<(Duration, Duration), String> 
 }
 
 /// `N/DUR`: at most N starts within DUR (N at least 1).
-pub(crate) fn restart_limit(text: &str) -> Result<(u32, Duration), String> {
+fn restart_limit(text: &str) -> Result<(u32, Duration), String> {
     let (n, window) = text
         .split_once('/')
         .ok_or("expected N/DUR, such as 5/60s")?;

@@ -20,6 +20,23 @@ use crate::messages::say;
 use crate::run::{builder, exit_code_for, Failure};
 use crate::timeline;
 
+/// Sets `sup` to raise a `SIGCHLD` of our own when its supervision ends, and returns the flag
+/// it sets then. The end is decided on the library's loop thread after the `SIGCHLD` of the
+/// exit that ended it woke our wait: without a second one, a wait that looked before the
+/// decision would sleep on (a lost wake-up). `run --restart` and `with` wait this way.
+pub(crate) fn wake_on_end(sup: &Supervisor) -> Arc<AtomicBool> {
+    let ended = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ended);
+    sup.on_end(move || {
+        flag.store(true, Ordering::SeqCst);
+        let _ = rustix::process::kill_process(
+            rustix::process::getpid(),
+            rustix::process::Signal::CHILD,
+        );
+    });
+    ended
+}
+
 /// Runs CMD restarting as `restart` says; returns the exit code.
 pub(crate) fn run(options: &RunOptions, restart: Restart, events: &Events) -> Result<i32, Failure> {
     let opts = options.clone();
@@ -30,17 +47,7 @@ pub(crate) fn run(options: &RunOptions, restart: Restart, events: &Events) -> Re
                 message: e.to_string(),
             }
         })?;
-    // The end is decided on the library's loop thread, after the SIGCHLD of the exit that
-    // ended it: a SIGCHLD of our own wakes the wait below again (a lost wake-up otherwise).
-    let ended = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&ended);
-    sup.on_end(move || {
-        flag.store(true, Ordering::SeqCst);
-        let _ = rustix::process::kill_process(
-            rustix::process::getpid(),
-            rustix::process::Signal::CHILD,
-        );
-    });
+    let ended = wake_on_end(&sup);
     let program = options.command[0].to_string_lossy().into_owned();
     sup.on_change(move |generation| say!("restarting {program}: start {generation}"));
     let deadline = options

@@ -91,8 +91,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
             restart: None,
             command: Vec::new(),
         };
-        let mut restart_delay = None;
-        let mut restart_limit = None;
+        let mut restart = crate::args::RestartFlags::default();
         // Options up to `--`.
         loop {
             let Some(arg) = args.next() else {
@@ -133,25 +132,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
                     })?);
                 }
                 "--end" => server.end = Some(end_word(value()?)?),
-                "--restart" => {
-                    let policy = crate::args::restart_policy(&value()?).map_err(usage)?;
-                    server.restart = Some(childguard::Restart::new(policy));
-                }
-                "--restart-delay" => {
+                "--restart" | "--restart-delay" | "--restart-limit" => {
                     let text = value()?;
-                    restart_delay = Some(crate::args::restart_delay(&text).map_err(|why| {
-                        usage(format!(
-                            "invalid value for --restart-delay: {text:?}: {why}"
-                        ))
-                    })?);
-                }
-                "--restart-limit" => {
-                    let text = value()?;
-                    restart_limit = Some(crate::args::restart_limit(&text).map_err(|why| {
-                        usage(format!(
-                            "invalid value for --restart-limit: {text:?}: {why}"
-                        ))
-                    })?);
+                    restart.set(&opt.name, &text).map_err(usage)?;
                 }
                 "--memory-max" | "--memory-high" | "--tasks-max" | "--cpu-quota" => {
                     let text = value()?;
@@ -171,23 +154,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<WithOpti
         if server.command.is_empty() {
             return Err(usage("a server after `--` is missing"));
         }
-        server.restart = match (server.restart.take(), restart_delay, restart_limit) {
-            (None, None, None) => None,
-            (None, _, _) => {
-                return Err(usage(
-                    "--restart-delay and --restart-limit need --restart on-failure|always",
-                ))
-            }
-            (Some(mut restart), delay, limit) => {
-                if let Some((first, max)) = delay {
-                    restart = restart.delay(first, max);
-                }
-                if let Some((burst, interval)) = limit {
-                    restart = restart.limit(burst, interval);
-                }
-                Some(restart)
-            }
-        };
+        server.restart = restart.restart().map_err(usage)?;
         check_ready(&server)?;
         servers.push(server);
         if !then {

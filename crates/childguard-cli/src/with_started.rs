@@ -22,17 +22,7 @@ impl Started {
         restart: Restart,
     ) -> childguard::Result<Started> {
         let sup = Supervisor::start(make, restart)?;
-        let ended = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&ended);
-        // The end is decided on the library's loop thread after the exit's SIGCHLD woke `with`:
-        // a SIGCHLD of our own wakes it again (a lost wake-up otherwise).
-        sup.on_end(move || {
-            flag.store(true, Ordering::SeqCst);
-            let _ = rustix::process::kill_process(
-                rustix::process::getpid(),
-                rustix::process::Signal::CHILD,
-            );
-        });
+        let ended = crate::restarting::wake_on_end(&sup);
         Ok(Started::Supervised(sup, ended))
     }
 
