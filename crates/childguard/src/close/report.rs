@@ -349,7 +349,8 @@ impl fmt::Display for Ending {
     }
 }
 
-fn describe_status(status: &ExitStatus) -> String {
+/// An exit status in the report's words: `exit 3`, `signal KILL`.
+pub(crate) fn describe_status(status: &ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit {code}"),

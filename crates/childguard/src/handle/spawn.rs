@@ -137,11 +137,7 @@ impl Builder {
         };
         let placement = cgroup
             .as_ref()
-            .map(|c| {
-                let fall_back =
-                    self.containment == Containment::BestEffort && self.limits.is_empty();
-                Placing::new(c, fall_back)
-            })
+            .map(|c| Placing::new(c, self.may_fall_back()))
             .transpose()
             .map_err(|e| fail(ErrorKind::Containment, e))?;
         if sweep || own_exec.is_some() {
@@ -322,15 +318,18 @@ impl Builder {
             }
             Ok(cgroup)
         });
-        match (made, &self.containment) {
-            (Ok(cgroup), _) => Ok((Some(cgroup), None)),
-            // Limits are applied or the spawn fails: a server meant to be bounded never runs
-            // unbounded.
-            (Err(e), Containment::BestEffort) if self.limits.is_empty() => {
-                Ok((None, Some(e.to_string())))
-            }
-            (Err(e), _) => Err(Error::new(ErrorKind::Containment, Some(program), e)),
+        match made {
+            Ok(cgroup) => Ok((Some(cgroup), None)),
+            Err(e) if self.may_fall_back() => Ok((None, Some(e.to_string()))),
+            Err(e) => Err(Error::new(ErrorKind::Containment, Some(program), e)),
         }
+    }
+
+    /// Whether a cgroup that cannot be made or joined leaves the child uncontained (in a
+    /// process group of its own): `Containment::BestEffort`, unless limits are set — they are
+    /// applied or the spawn fails, so a server meant to be bounded never runs unbounded.
+    fn may_fall_back(&self) -> bool {
+        self.containment == Containment::BestEffort && self.limits.is_empty()
     }
 
     fn connect_stdio(&mut self) -> io::Result<Option<UnixStream>> {

@@ -37,18 +37,10 @@ pub struct GenerationExit {
 
 impl std::fmt::Display for GenerationExit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::os::unix::process::ExitStatusExt;
         write!(f, "start {}: ", self.generation)?;
         match (&self.start_error, self.status) {
             (Some(e), _) => write!(f, "failed to start ({e})")?,
-            (None, Some(s)) => match (s.code(), s.signal()) {
-                (Some(code), _) => write!(f, "exit {code}")?,
-                (None, Some(sig)) => match crate::Signal::from_raw(sig) {
-                    Some(sig) => write!(f, "signal {sig}")?,
-                    None => write!(f, "signal {sig}")?,
-                },
-                _ => write!(f, "{s}")?,
-            },
+            (None, Some(s)) => f.write_str(&crate::close::report::describe_status(&s))?,
             (None, None) => f.write_str("exited, status lost")?,
         }
         if self.oom_kill {

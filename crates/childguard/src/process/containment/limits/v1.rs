@@ -47,7 +47,7 @@ impl V1Cgroup {
             .map_err(|e| explain(parent, "making a cgroup v1 directory in it", e.into()))?;
         let made = (|| {
             for w in writes {
-                write_file(&dir.join(w.file), &w.value)?;
+                write_cgroup_file(&dir.join(w.file), &w.value)?;
             }
             let procs_path = dir.join("cgroup.procs");
             rustix::fs::open(&procs_path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
@@ -105,9 +105,10 @@ impl Drop for V1Cgroup {
     }
 }
 
-/// Writes `value` to a cgroup file; the error names the file, the value and what the errno
-/// means there.
-fn write_file(path: &Path, value: &str) -> io::Result<()> {
+/// Writes `value` to a cgroup file (a v1 limit here; a v2 limit, or `+memory` to a parent's
+/// `cgroup.subtree_control`, in `apply`); the error names the file, the value and what the
+/// errno means there.
+pub(crate) fn write_cgroup_file(path: &Path, value: &str) -> io::Result<()> {
     let doing = format!("writing {value:?}");
     let fd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| explain(path, &doing, e.into()))?;
@@ -120,12 +121,6 @@ fn write_file(path: &Path, value: &str) -> io::Result<()> {
         )),
         Err(e) => Err(explain(path, &doing, e.into())),
     }
-}
-
-/// Writes a cgroup v2 file the same way (the limits of a v2 cgroup, `+memory` to a parent's
-/// `cgroup.subtree_control`).
-pub(crate) fn write_cgroup_file(path: &Path, value: &str) -> io::Result<()> {
-    write_file(path, value)
 }
 
 /// The v1 parents swept by this process (each once).
