@@ -37,27 +37,6 @@ static void pause_ms(long ms) {
     }
 }
 
-/* /proc/PID/status's State letter, or 0 if there is no such process. */
-static char proc_state(int pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    char state = '?';
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "State:", 6) == 0) {
-            char *p = line + 6;
-            while (*p == ' ' || *p == '\t')
-                p++;
-            state = *p;
-            break;
-        }
-    }
-    fclose(f);
-    return state;
-}
-
 /* The process `pid` (our child) ends and is reaped within `seconds`: no /proc entry left. */
 static void assert_gone(int pid, double seconds, const char *what) {
     double deadline = now_s() + seconds;

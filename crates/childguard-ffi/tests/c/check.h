@@ -52,6 +52,27 @@
         printf("%s\n", cg_last_error_message());                                      \
     } while (0)
 
+/* /proc/PID/status's State letter, or 0 if there is no such process. */
+static inline char proc_state(int pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char state = '?';
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "State:", 6) == 0) {
+            char *p = line + 6;
+            while (*p == ' ' || *p == '\t')
+                p++;
+            state = *p;
+            break;
+        }
+    }
+    fclose(f);
+    return state;
+}
+
 static inline const char *slowserver_path(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH-TO-SLOWSERVER\n", argv[0]);

@@ -10,20 +10,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* The state letter of /proc/<pid>/stat, or 0 if the process is gone. */
-static char proc_state(int pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p != NULL && p[1] == ' ' ? p[2] : 0;
-}
-
 /* Reads a small /proc file of `pid` into `out` (NULs of cmdline turned into spaces). */
 static void proc_text(int pid, const char *file, char *out, size_t size) {
     char path[64];

@@ -9,21 +9,10 @@ static const char *COUNTED =
     "n=$(($(cat \"$1\" 2>/dev/null || echo 0) + 1)); echo $n > \"$1\"; echo \"start $n\"; "
     "read w; [ \"$w\" = crash ] && exit 3; exec sleep 1000";
 
-/* Whether `pid` runs: its /proc status exists and its State is not Z (never kill(pid, 0)). */
+/* Whether `pid` runs: it exists and is not a zombie (never kill(pid, 0)). */
 static int alive(int pid) {
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/%d/status", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    int running = 1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "State:", 6) == 0) {
-            running = strchr(line, 'Z') == NULL;
-            break;
-        }
-    fclose(f);
-    return running;
+    char state = proc_state(pid);
+    return state != 0 && state != 'Z';
 }
 
 static int greeting(cg_supervisor *s) {
