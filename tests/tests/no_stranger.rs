@@ -119,7 +119,8 @@ fn check(mut calls: Vec<Call>, root: u32, grouped: &HashSet<u32>) -> Verdict {
     let mut v = Verdict::default();
     // Thread-group of every tid, learned from clone/fork as they happen.
     let mut tgid: HashMap<u32, u32> = HashMap::from([(root, root)]);
-    // Reap instant of each driver child; pidfd number -> pid (last pidfd_open wins).
+    // Reap instant of each driver child; pidfd number -> pid (the last pidfd_open or clone3
+    // that returned it wins).
     let mut reaped_at: HashMap<u32, u64> = HashMap::new();
     let mut pidfds: HashMap<i64, u32> = HashMap::new();
     for c in &calls {
@@ -137,6 +138,16 @@ fn check(mut calls: Vec<Call>, root: u32, grouped: &HashSet<u32>) -> Verdict {
                 }
                 if in_driver && !thread {
                     v.children.insert(new, false);
+                    // Our own spawn: clone3 with CLONE_PIDFD gives the pidfd at birth,
+                    // shown as `=> {pidfd=[N]}`.
+                    if let Some(fd) = c
+                        .raw
+                        .split("=> {pidfd=[")
+                        .nth(1)
+                        .and_then(|r| r.split(']').next().and_then(|n| n.parse::<i64>().ok()))
+                    {
+                        pidfds.insert(fd, new);
+                    }
                 }
             }
             _ if !in_driver => {}
@@ -203,7 +214,7 @@ fn check(mut calls: Vec<Call>, root: u32, grouped: &HashSet<u32>) -> Verdict {
                 let fd: Option<i64> = c.args.first().and_then(|a| a.parse().ok());
                 match fd.and_then(|fd| pidfds.get(&fd)) {
                     None => v.violations.push(format!(
-                        "pidfd_send_signal on an fd no pidfd_open returned: {}",
+                        "pidfd_send_signal on an fd no pidfd_open (nor clone3) returned: {}",
                         c.raw
                     )),
                     Some(pid) if !v.children.contains_key(pid) => v.violations.push(format!(

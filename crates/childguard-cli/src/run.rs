@@ -213,6 +213,8 @@ pub(crate) fn builder(options: &RunOptions, socket: SocketMode) -> childguard::B
         .limits(options.limits.clone())
         .parent_death_signal(death_signal(&options.ladder))
         .ignore_sigpipe(ignore_sigpipe)
+        // CMD's Command is built here, without a pre_exec hook: our own spawn can take it.
+        .own_spawn(true)
 }
 
 /// The parent-death signal: the first rung's (as timeout(1) uses its `-s` signal), or the

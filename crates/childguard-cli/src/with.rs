@@ -373,6 +373,7 @@ fn builder(server: Server) -> childguard::Builder {
     let mut command = Command::new(&server.command[0]);
     command.args(&server.command[1..]);
     let mut builder = ChildHandle::builder(command)
+        .own_spawn(true)
         .process_group(true)
         .exit_with_parent(cfg!(any(target_os = "linux", target_os = "android")))
         .capture(Capture::both().passthrough(true));
@@ -407,6 +408,7 @@ fn run_command(command: &[OsString], events: &Events, servers: &mut [Started]) -
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]);
     let spawned = ChildHandle::builder(cmd)
+        .own_spawn(true)
         .exit_with_parent(cfg!(any(target_os = "linux", target_os = "android")))
         .ignore_sigpipe(childguard::sigpipe_ignored_at_start().unwrap_or(false))
         .spawn();

@@ -84,7 +84,9 @@ impl cg_builder {
         if let Some(dir) = &b.cwd {
             cmd.current_dir(dir);
         }
+        // The Command is built here from the caller's argv: no pre_exec hook.
         let mut spawn = ChildHandle::builder(cmd)
+            .own_spawn(true)
             .socket(b.socket)
             .process_group(b.process_group)
             .skip_ignored_rungs(b.skip_ignored)

@@ -155,7 +155,9 @@ impl Plan {
     /// The builder for `cmd` (this plan's [`command`](Plan::command), maybe with pipes), its
     /// capture left to the caller (`spawn` may add a line socket to it).
     pub(crate) fn builder(&self, cmd: Command) -> Builder {
+        // The Command is built from the caller's argv: no pre_exec hook.
         let mut builder = ChildHandle::builder(cmd)
+            .own_spawn(true)
             .socket(self.socket.clone())
             .process_group(self.process_group)
             .skip_ignored_rungs(self.skip_ignored)

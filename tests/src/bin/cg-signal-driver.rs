@@ -91,11 +91,18 @@ struct Opts {
     portable: bool,
     background: bool,
     exit_with_parent: bool,
+    /// std's spawn whatever `CHILDGUARD_SPAWN` says: the child's `pidfd_open` is made only
+    /// there (our own spawn gets the pidfd at birth, from clone3).
+    std_spawn: bool,
 }
 
 fn build(cmd: Command, ladder: &str, o: Opts) -> Result<ChildHandle, Error> {
     let ladder: Ladder = ladder.parse().expect("driver ladder");
-    ChildHandle::builder(cmd)
+    let mut builder = ChildHandle::builder(cmd);
+    if o.std_spawn {
+        builder = builder.own_spawn(false);
+    }
+    builder
         .socket(SocketMode::Stdio)
         .ladder(ladder)
         // The scenarios climb through rungs slowserver ignores (`--ignore HUP`) to hold a close
@@ -590,6 +597,7 @@ fn pidfd_fails(args: &[String]) {
     for (tag, background) in [("blocking", false), ("background", true)] {
         let o = Opts {
             background,
+            std_spawn: point == Point::PidfdOpen,
             ..Opts::default()
         };
         match build(slowserver(&stubborn), "HUP:50ms,TERM:5s", o) {

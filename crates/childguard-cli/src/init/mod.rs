@@ -198,6 +198,9 @@ fn spawn(o: &InitOptions, state: SignalState) -> childguard::Result<ChildHandle>
     command.args(&o.command[1..]);
     sys::restore_in_child(&mut command, state, true);
     ChildHandle::builder(command)
+        // restore_in_child is a pre_exec hook, which only std's spawn runs: said explicitly,
+        // so that CHILDGUARD_SPAWN=clone3 cannot send CMD to our own spawn without it.
+        .own_spawn(false)
         .ladder(o.ladder.clone())
         // CMD leads its group either way (restore_in_child); the rungs go to the group with -g.
         .process_group(o.kill_group)

@@ -43,6 +43,10 @@ pub enum Point {
     /// guardian takes the setting at its start (it is a separate process): arm it before the
     /// process's first contained `exit_with_parent` spawn.
     CgroupKill,
+    /// The `clone3(2)` of our own spawn (`spawn/clone3.rs`): armed with `ENOSYS`, `E2BIG`,
+    /// `EINVAL`, `EPERM`, `EOPNOTSUPP` or `EBUSY`, the host looks like one where it cannot be
+    /// used, and the spawn falls back to std's path (remembered for the process).
+    Clone3,
 }
 
 #[cfg(feature = "failpoints")]
@@ -51,7 +55,7 @@ mod armed {
 
     use super::Point;
 
-    const POINTS: usize = 10;
+    const POINTS: usize = 11;
     static ERRNO: [AtomicI32; POINTS] = [const { AtomicI32::new(0) }; POINTS];
     static HITS: [AtomicU64; POINTS] = [const { AtomicU64::new(0) }; POINTS];
 
@@ -67,6 +71,7 @@ mod armed {
             Point::Kill => 7,
             Point::ReaperStart => 8,
             Point::CgroupKill => 9,
+            Point::Clone3 => 10,
         }
     }
 

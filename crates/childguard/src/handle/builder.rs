@@ -86,6 +86,8 @@ pub struct Builder {
     pub(super) exit_with_parent: bool,
     pub(super) death_signal: Signal,
     pub(super) ignore_sigpipe: bool,
+    /// `None`: not chosen (std's path, unless `CHILDGUARD_SPAWN=clone3`).
+    pub(super) own_spawn: Option<bool>,
     /// `None`: not chosen (`Reap::Blocking`, but `Background` on a drop in a tokio context).
     pub(super) reap: Option<Reap>,
     pub(super) portable: bool,
@@ -163,6 +165,34 @@ impl Builder {
     /// Costs a `fork` instead of a `posix_spawn` (the setting is made between them).
     pub fn ignore_sigpipe(mut self, on: bool) -> Builder {
         self.ignore_sigpipe = on;
+        self
+    }
+
+    /// Spawn with childguard's own spawn (default off): `clone3(2)` with `CLONE_VM |
+    /// CLONE_VFORK` (no page table copied, however large this process), the child's pidfd at
+    /// its birth, and with [`contain`](Builder::contain) the cgroup at its birth
+    /// (`CLONE_INTO_CGROUP`: no `cgroup.procs` write, which waits an RCU grace period — the
+    /// most of a contained spawn's cost). `childguard run`, `with`, `timeout`, `init`, the C
+    /// library and the Python package turn it on.
+    ///
+    /// **Why it is not the default for your Command**: std keeps a Command's `pre_exec` hooks
+    /// where no one can see them, so our spawn cannot run them, nor even know they are there.
+    /// Turn this on only for a Command without a `pre_exec` hook of its own (the builder's own
+    /// settings — [`exit_with_parent`](Builder::exit_with_parent),
+    /// [`ignore_sigpipe`](Builder::ignore_sigpipe), activation, containment — are all made by
+    /// our spawn).
+    ///
+    /// What it honours: the program (found in the `PATH` the child will have, as `execvp`
+    /// does), args, `arg0`, env (`env_clear` included), `current_dir`, stdio of every kind and
+    /// `process_group`. A Command that sets anything else (`uid`, `gid`, `groups`, `chroot`)
+    /// is spawned by std, as is every spawn on a host where `clone3` cannot be used (no
+    /// `clone3`, an older kernel, a seccomp profile, a cgroup a process cannot be born in):
+    /// the first such failure sends every later spawn of the process to std at once. Not on a
+    /// target other than Linux x86_64. The environment variable `CHILDGUARD_SPAWN=std` forces
+    /// std's path for every builder; `CHILDGUARD_SPAWN=clone3` ours for every builder that did
+    /// not call this.
+    pub fn own_spawn(mut self, on: bool) -> Builder {
+        self.own_spawn = Some(on);
         self
     }
 
@@ -409,6 +439,7 @@ impl ChildHandle {
             exit_with_parent: false,
             death_signal: Signal::KILL,
             ignore_sigpipe: false,
+            own_spawn: None,
             reap: None,
             portable: false,
             release_memory: true,

@@ -110,6 +110,11 @@ impl ChildHandle {
         report
             .notes
             .extend(process.as_ref().and_then(Process::fallback_note));
+        report.notes.extend(
+            self.spawned_by_std
+                .take()
+                .map(|why| format!("spawned by std's path, not our own clone3 spawn: {why}")),
+        );
         report.containment_fallback = self.containment_fallback.take();
         shut_down_and_close(self.socket.take(), started, &mut report);
         // Our end of a piped stdin goes with the socket: EOF for a server reading it — also

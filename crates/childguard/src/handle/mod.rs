@@ -7,6 +7,7 @@
 
 #[cfg(doctest)]
 mod api_marks;
+mod birth;
 mod builder;
 mod check_once;
 pub(crate) mod close;
@@ -99,6 +100,8 @@ pub struct ChildHandle {
     capture: Option<Captured>,
     /// `Containment::BestEffort` fell back to the process group: why.
     containment_fallback: Option<String>,
+    /// [`Builder::own_spawn`] was chosen but std's path spawned the child: why (a note).
+    spawned_by_std: Option<String>,
     /// [`Ready::Notify`]: the `NOTIFY_SOCKET`, read until the close ends.
     notify: Option<NotifySocket>,
 }
@@ -122,6 +125,7 @@ impl ChildHandle {
             pipes: Pipes::default(),
             capture: None,
             containment_fallback: None,
+            spawned_by_std: None,
             notify: None,
         }
     }

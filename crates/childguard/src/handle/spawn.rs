@@ -5,20 +5,18 @@
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::builder::{Builder, SocketMode};
 use crate::handle::readiness;
-use crate::handle::ChildHandle;
+use crate::handle::{birth, ChildHandle};
 use crate::process::containment::Containment;
-use crate::process::{sigchld, Process};
-use crate::spawn::placing::{self, placing_error, ContainedIn, Placing};
+use crate::process::sigchld;
+use crate::spawn::placing::ContainedIn;
 use crate::spawn::stdio::Pipes;
 use crate::spawn::{activation, own_exec};
-use crate::{spawn::spawner, sys};
 
 impl Builder {
     /// Spawns the child. On error nothing is left behind: no fd, no zombie.
@@ -123,84 +121,39 @@ impl Builder {
             }
             _ => (None, None),
         };
-        if self.process_group {
-            self.command.process_group(0);
-        }
         let death_signal = self
             .exit_with_parent
             .then(|| (self.death_signal, std::process::id()));
-        // With activation fd 3 is the listener; everything above stays ours.
-        let first_private_fd = if own_exec.as_ref().is_some_and(|e| e.has_listener()) {
-            4
-        } else {
-            3
-        };
-        let placement = cgroup
-            .as_ref()
-            .map(|c| Placing::new(c, self.may_fall_back()))
-            .transpose()
-            .map_err(|e| fail(ErrorKind::Containment, e))?;
-        if sweep || own_exec.is_some() {
-            if own_exec.is_none() {
-                crate::spawn::exec_check::refuse_unknown_format(&self.command)
-                    .map_err(|e| fail(ErrorKind::Spawn, e))?;
-            }
-            sys::install_child_setup(
-                &mut self.command,
-                sys::ChildSetup {
-                    death_signal,
-                    first_private_fd,
-                    own_exec,
-                    placement: placement.as_ref().map(Placing::fds),
-                    ignore_sigpipe: self.ignore_sigpipe,
-                },
-            );
-        }
-        let spawn_began = Instant::now();
-        // The Command (holding the child's ends of the socket) is dropped right after the fork,
-        // in whichever thread forked, so our process keeps only its own end.
-        let spawned = if self.exit_with_parent {
-            spawner::spawn(self.command)
-        } else {
-            let mut command = self.command;
-            command.spawn()
-        };
-        let mut child = match (spawned, &placement, &cgroup) {
-            (Ok(child), _, _) => child,
-            (Err(e), Some(placing), Some(cgroup)) => {
-                // The cgroup is dropped (removed: the child never got to run in it).
-                return Err(match placing.failure() {
-                    Some(failure) => fail(ErrorKind::Containment, placing_error(cgroup, failure)),
-                    None => fail(ErrorKind::Spawn, e),
-                });
-            }
-            (Err(e), _, _) => return Err(fail(ErrorKind::Spawn, e)),
-        };
-        // BestEffort: a child that could not join its cgroup runs on uncontained, leading a
-        // group of its own (`sys::Placement::fall_back`); its cgroup is removed (dropped).
-        let (cgroup, containment_fallback) = match placing::joined(placement.as_ref(), cgroup) {
-            Ok(cgroup) => (cgroup, containment_fallback),
-            Err(why) => {
-                self.process_group = true;
-                (None, Some(why))
-            }
-        };
-        drop(placement);
-        // Our ends of the pipes the Command asked for: kept, never dropped with `child`.
-        let mut pipes = Pipes::take_from(&mut child);
-        let process =
-            match Process::adopt(child.id(), spawn_began, self.process_group, self.portable) {
-                Ok(p) => p,
-                Err(e) => {
-                    #[cfg(target_os = "linux")]
-                    if let Some(cgroup) = &cgroup {
-                        let _ = crate::process::containment::kill::kill_all(cgroup);
-                    }
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(fail(ErrorKind::Pidfd, e));
-                }
-            };
+        #[cfg(target_os = "linux")]
+        let own =
+            crate::spawn::clone3::chosen(self.own_spawn).map_err(|e| fail(ErrorKind::Config, e))?;
+        // Our own spawn is Linux's (clone3); the choice is kept for the builder's sake only.
+        #[cfg(not(target_os = "linux"))]
+        let own = false;
+        let may_fall_back = self.may_fall_back();
+        let birth = birth::give(birth::Conception {
+            command: self.command,
+            own,
+            exit_with_parent: self.exit_with_parent,
+            death_signal,
+            ignore_sigpipe: self.ignore_sigpipe,
+            sweep,
+            own_exec,
+            cgroup,
+            may_fall_back,
+            process_group: self.process_group,
+            portable: self.portable,
+        })
+        .map_err(|(kind, e)| fail(kind, e))?;
+        self.process_group = birth.process_group;
+        let containment_fallback = containment_fallback.or(birth.fell_back);
+        let (process, cgroup, mut pipes, child_pid, spawned_by_std) = (
+            birth.process,
+            birth.cgroup,
+            birth.pipes,
+            birth.pid,
+            birth.spawned_by_std,
+        );
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut process = process;
         #[cfg(target_os = "linux")]
@@ -225,11 +178,12 @@ impl Builder {
             capture: None,
             pipes: Pipes::default(),
             containment_fallback,
+            spawned_by_std,
             notify,
         };
         if let Some(capture) = &self.capture {
             let watch = readiness.as_ref().and_then(|r| r.watched_text());
-            match capture.start(&mut pipes, &program, child.id(), watch) {
+            match capture.start(&mut pipes, &program, child_pid, watch) {
                 Ok(captured) => handle.capture = Some(captured),
                 Err(e) => {
                     handle.abandon();

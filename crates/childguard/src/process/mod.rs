@@ -107,14 +107,16 @@ impl Process {
     /// pid. The pidfd is then verified with `waitid(WNOWAIT)`, which fails with `ECHILD` for
     /// anything that is not our child.
     ///
-    /// `spawn_began`: an instant before the fork that made the child.
+    /// `spawn_began`: an instant before the fork that made the child; `pidfd`: the one `clone3`
+    /// gave at its birth (our own spawn), if any.
     pub(crate) fn adopt(
         pid: u32,
+        pidfd: Option<std::os::fd::OwnedFd>,
         spawn_began: Instant,
         leads_group: bool,
         portable: bool,
     ) -> io::Result<Process> {
-        let mechanism = Self::mechanism_for(pid, portable)?;
+        let mechanism = Self::mechanism_for(pid, pidfd, portable)?;
         crate::base::trace::spawned(pid);
         Ok(Process {
             pid,
@@ -141,11 +143,15 @@ impl Process {
     /// spawn; a failure that holds for the whole process is remembered, so later spawns go
     /// there at once (see [`pidfd::PidFd::open_child`]).
     #[cfg(target_os = "linux")]
-    fn mechanism_for(pid: u32, portable: bool) -> io::Result<Mechanism> {
+    fn mechanism_for(
+        pid: u32,
+        born: Option<std::os::fd::OwnedFd>,
+        portable: bool,
+    ) -> io::Result<Mechanism> {
         let fallback = if portable {
             None
         } else {
-            match pidfd::PidFd::open_child(pid) {
+            match pidfd::PidFd::open_child(pid, born) {
                 Ok(fd) => return Ok(Mechanism::Pidfd(fd)),
                 Err(unusable) => Some(unusable),
             }
@@ -155,7 +161,11 @@ impl Process {
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn mechanism_for(_pid: u32, _portable: bool) -> io::Result<Mechanism> {
+    fn mechanism_for(
+        _pid: u32,
+        _born: Option<std::os::fd::OwnedFd>,
+        _portable: bool,
+    ) -> io::Result<Mechanism> {
         crate::core::sigchld::notifier()?;
         Ok(Mechanism::Sigchld(None))
     }

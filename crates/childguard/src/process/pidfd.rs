@@ -52,7 +52,10 @@ impl PidFd {
     /// process (see [`Unusable`]), later calls answer at once without a system call. Every
     /// failure, cached or not, sends the caller to the portable mechanism: an error here never
     /// fails a spawn.
-    pub(crate) fn open_child(pid: u32) -> Result<PidFd, Unusable> {
+    ///
+    /// `born`: the pidfd `clone3` gave at the child's birth (our own spawn), used instead of
+    /// opening one; it is verified alike.
+    pub(crate) fn open_child(pid: u32, born: Option<OwnedFd>) -> Result<PidFd, Unusable> {
         if let Some(known) = UNUSABLE.get() {
             return Err(*known);
         }
@@ -70,10 +73,15 @@ impl PidFd {
             }
             unusable
         };
-        let raw = super::pid(pid).map_err(|e| failed("pidfd_open", e))?;
-        let opened = crate::failpoint::check(Point::PidfdOpen)
-            .and_then(|()| Ok(pidfd_open(raw, PidfdFlags::empty())?));
-        let fd = PidFd(opened.map_err(|e| failed("pidfd_open", e))?);
+        let fd = match born {
+            Some(fd) => PidFd(fd),
+            None => {
+                let raw = super::pid(pid).map_err(|e| failed("pidfd_open", e))?;
+                let opened = crate::failpoint::check(Point::PidfdOpen)
+                    .and_then(|()| Ok(pidfd_open(raw, PidfdFlags::empty())?));
+                PidFd(opened.map_err(|e| failed("pidfd_open", e))?)
+            }
+        };
         // waitid on a pidfd that is not our child fails with ECHILD: proof we got the right one.
         // On Linux 5.3 it fails with EINVAL instead (no P_PIDFD yet): no pidfds for us there.
         fd.observe_exit(false)

@@ -21,7 +21,8 @@ fn a_lone_child_is_reaped_by_the_check_that_sees_it_exit_a_group_leader_stays_a_
             let spawn_began = Instant::now();
             let child = cmd.spawn().expect("spawning true");
             let pid = child.id();
-            let mut process = Process::adopt(pid, spawn_began, leads_group, portable).expect(&case);
+            let mut process =
+                Process::adopt(pid, None, spawn_began, leads_group, portable).expect(&case);
             let deadline = Instant::now() + Duration::from_secs(10);
             while process.check_exit().expect(&case).is_none() {
                 assert!(Instant::now() < deadline, "{case}: `true` did not exit");

@@ -5,7 +5,11 @@
 
 pub(crate) mod activation;
 pub(crate) mod capture;
+#[cfg(target_os = "linux")]
+pub(crate) mod clone3;
 pub(crate) mod command_debug;
+#[cfg(target_os = "linux")]
+pub(crate) mod command_fields;
 pub(crate) mod exec_check;
 pub(crate) mod inheritable;
 pub(crate) mod own_exec;

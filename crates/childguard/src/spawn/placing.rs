@@ -16,7 +16,9 @@ pub(crate) type ContainedIn = std::convert::Infallible;
 /// The placement pipe of one contained spawn: the child reports a failed `cgroup.procs` write
 /// through it (see `sys::Placement`).
 pub(crate) struct Placing {
-    procs: i32,
+    /// The cgroup's `cgroup.procs`, opened for this spawn.
+    #[cfg(target_os = "linux")]
+    procs: OwnedFd,
     v1_procs: [i32; 3],
     fall_back: bool,
     read: OwnedFd,
@@ -26,11 +28,10 @@ pub(crate) struct Placing {
 impl Placing {
     #[cfg(target_os = "linux")]
     pub(crate) fn new(cgroup: &ContainedIn, fall_back: bool) -> io::Result<Placing> {
-        use std::os::fd::AsRawFd;
         let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
         let (read, write) = rustix::pipe::pipe_with(flags)?;
         Ok(Placing {
-            procs: cgroup.procs_fd().as_raw_fd(),
+            procs: cgroup.open_procs()?,
             v1_procs: cgroup.limits().map_or([-1; 3], |l| l.v1_procs()),
             fall_back,
             read,
@@ -45,8 +46,12 @@ impl Placing {
 
     pub(crate) fn fds(&self) -> sys::Placement {
         use std::os::fd::AsRawFd;
+        #[cfg(target_os = "linux")]
+        let procs = self.procs.as_raw_fd();
+        #[cfg(not(target_os = "linux"))]
+        let procs = -1;
         sys::Placement {
-            procs: self.procs,
+            procs,
             v1_procs: self.v1_procs,
             report: self.write.as_raw_fd(),
             fall_back: self.fall_back,
@@ -70,9 +75,7 @@ impl Placing {
 
 impl std::fmt::Debug for Placing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Placing")
-            .field("procs", &self.procs)
-            .finish()
+        f.debug_struct("Placing").finish_non_exhaustive()
     }
 }
 

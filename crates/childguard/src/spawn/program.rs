@@ -5,12 +5,14 @@ use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The program to exec, looked up like `execvp` does: as given if it contains a `/`, else in
 /// the `PATH` the child will have (the Command's own `PATH` if it sets one; none, so glibc's
-/// default, after `env_clear`).
+/// default, after `env_clear`). Not found, the error is `execvp`'s too: `EACCES` if some
+/// entry named so exists but cannot be executed (a directory, a file without `x`), else
+/// `ENOENT` — what std's spawn reports (and `timeout(1)` turns into 126 and 127).
 pub(crate) fn resolve(command: &Command, env_clear: bool) -> io::Result<CString> {
     let program = command.get_program();
     if program.as_bytes().contains(&b'/') {
@@ -23,6 +25,7 @@ pub(crate) fn resolve(command: &Command, env_clear: bool) -> io::Result<CString>
         None if env_clear => OsString::from("/bin:/usr/bin"),
         None => std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/bin:/usr/bin")),
     };
+    let mut denied = false;
     for dir in std::env::split_paths(&path) {
         let dir = if dir.as_os_str().is_empty() {
             PathBuf::from(".")
@@ -30,20 +33,19 @@ pub(crate) fn resolve(command: &Command, env_clear: bool) -> io::Result<CString>
             dir
         };
         let candidate = dir.join(program);
-        if is_executable_file(&candidate) {
-            return c_string(candidate.as_os_str().as_bytes());
+        match std::fs::metadata(&candidate) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {
+                return c_string(candidate.as_os_str().as_bytes());
+            }
+            Ok(_) => denied = true,
+            Err(_) => {}
         }
     }
-    Err(io::Error::new(
-        io::ErrorKind::NotFound,
-        format!("{} not found in PATH", program.to_string_lossy()),
-    ))
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    Err(io::Error::from_raw_os_error(if denied {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    }))
 }
 
 pub(crate) fn c_string(bytes: &[u8]) -> io::Result<CString> {

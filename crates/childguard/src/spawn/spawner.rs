@@ -10,12 +10,12 @@
 //! to the process that started it ([`crate::core::per_process`]); a forked child starts its own.
 
 use std::io;
-use std::process::{Child, Command};
 use std::sync::mpsc;
 
 use crate::core::per_process::PerProcess;
 
-type Request = (Command, mpsc::Sender<io::Result<Child>>);
+/// A spawn to make on the spawner thread; it sends its own reply.
+type Request = Box<dyn FnOnce() + Send>;
 
 /// The channel to this process's spawner thread.
 static SPAWNER: PerProcess<mpsc::Sender<Request>> = PerProcess::new();
@@ -26,24 +26,22 @@ fn spawner() -> io::Result<&'static mpsc::Sender<Request>> {
     SPAWNER.get_or_start("childguard-spawner", || Ok(mpsc::channel()), serve)
 }
 
-/// The spawner thread: spawns each command it is sent, for as long as the process lives.
+/// The spawner thread: makes each spawn it is sent, for as long as the process lives.
 fn serve(_: &'static mpsc::Sender<Request>, requests: mpsc::Receiver<Request>) {
-    for (mut cmd, reply) in requests {
-        let spawned = cmd.spawn();
-        // Drop `cmd` (and with it the child's ends of its sockets) *before* replying, so that
-        // spawn() never returns while this process still holds them.
-        drop(cmd);
-        let _ = reply.send(spawned);
+    for spawn in requests {
+        spawn();
     }
 }
 
-/// Spawns `cmd` from the long-lived spawner thread.
-pub(crate) fn spawn(cmd: Command) -> io::Result<Child> {
+/// Runs `spawn` (std's `Command::spawn` or our own) on the long-lived spawner thread and
+/// returns its result. `spawn` drops what holds the child's ends of its fds (the Command)
+/// before it returns, so that our spawn never returns while this process still holds them.
+pub(crate) fn run<T: Send + 'static>(spawn: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
+    let gone = || io::Error::other("childguard spawner thread is gone");
     let (reply_tx, reply_rx) = mpsc::channel();
-    spawner()?
-        .send((cmd, reply_tx))
-        .map_err(|_| io::Error::other("childguard spawner thread is gone"))?;
-    reply_rx
-        .recv()
-        .map_err(|_| io::Error::other("childguard spawner thread is gone"))?
+    let request: Request = Box::new(move || {
+        let _ = reply_tx.send(spawn());
+    });
+    spawner()?.send(request).map_err(|_| gone())?;
+    reply_rx.recv().map_err(|_| gone())
 }

@@ -44,6 +44,24 @@ impl Pipes {
         }
     }
 
+    /// Our ends of the pipes our own spawn made (`spawn/clone3.rs`).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn from_fds(
+        stdin: Option<std::os::fd::OwnedFd>,
+        stdout: Option<std::os::fd::OwnedFd>,
+        stderr: Option<std::os::fd::OwnedFd>,
+    ) -> Pipes {
+        Pipes {
+            stdin: stdin.map(ChildStdin::from),
+            stdout: stdout.map(ChildStdout::from),
+            stderr: stderr.map(ChildStderr::from),
+            #[cfg(feature = "tokio")]
+            stdin_shared: None,
+            #[cfg(feature = "tokio")]
+            stdout_kept: None,
+        }
+    }
+
     /// Closes our end of the child's stdin, handed out as an async half or not: EOF for the
     /// server (the close's step 2, and `output`). `why` is what a writer half is told next.
     pub(crate) fn close_stdin(&mut self, why: &'static str) {

@@ -117,7 +117,7 @@ fn placement_report(errno: i32, which: i32) -> [u8; 8] {
 
 /// `write(2)` of all of `bytes` (at most a few) to the fd number `fd`, without allocating:
 /// async-signal-safe, for the child between fork and exec.
-fn write_raw(fd: i32, bytes: &[u8]) -> io::Result<()> {
+pub(super) fn write_raw(fd: i32, bytes: &[u8]) -> io::Result<()> {
     loop {
         // SAFETY: `bytes` is a valid buffer for its length; `fd` is an fd number the parent
         // opened and holds across the fork, so the child's copy is open (a closed one would
@@ -139,7 +139,7 @@ fn write_raw(fd: i32, bytes: &[u8]) -> io::Result<()> {
 
 /// `prctl(2)` `PR_SET_PDEATHSIG`: deliver `signal` to us when the thread that forked us exits.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn set_parent_death_signal(signal: Signal) -> io::Result<()> {
+pub(super) fn set_parent_death_signal(signal: Signal) -> io::Result<()> {
     // SAFETY: PR_SET_PDEATHSIG takes a signal number; the extra arguments are unused zeros.
     let rc = unsafe {
         libc::prctl(
@@ -158,13 +158,13 @@ fn set_parent_death_signal(signal: Signal) -> io::Result<()> {
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn set_parent_death_signal(_signal: Signal) -> io::Result<()> {
+pub(super) fn set_parent_death_signal(_signal: Signal) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// `setpgid(2)` `(0, 0)`: the calling process leads a new process group of its own
 /// (async-signal-safe, for the child between fork and exec).
-fn lead_own_process_group() -> io::Result<()> {
+pub(super) fn lead_own_process_group() -> io::Result<()> {
     // SAFETY: setpgid(0, 0) only changes the calling process's group; it has no memory
     // arguments.
     if unsafe { libc::setpgid(0, 0) } == 0 {
@@ -175,14 +175,14 @@ fn lead_own_process_group() -> io::Result<()> {
 }
 
 /// `getppid(2)`.
-fn parent_pid() -> u32 {
+pub(super) fn parent_pid() -> u32 {
     // SAFETY: getppid has no preconditions and cannot fail.
     unsafe { libc::getppid() as u32 }
 }
 
 /// Marks every fd `>= first` close-on-exec, so only 0, 1, 2 (and the activation fd) reach the
 /// program. Marking rather than closing keeps std's own exec-error pipe working until `exec`.
-fn mark_cloexec_from(first: i32) {
+pub(super) fn mark_cloexec_from(first: i32) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         // `close_range(2)` with CLOSE_RANGE_CLOEXEC (Linux 5.11): one call for the whole table.
@@ -330,7 +330,7 @@ impl PidExec {
     /// In the child: writes the pid entries, puts the listener (if any) on fd 3 (inheritable)
     /// and execs. Returns only on failure, with fd 3 restored to what it was (it may be std's
     /// own exec-error pipe, through which this error is then reported).
-    fn exec(&mut self) -> io::Error {
+    pub(super) fn exec(&mut self) -> io::Error {
         let pid = own_pid();
         for entry in &mut self.pids {
             write_pid_digits(&mut entry.buf[entry.prefix..], pid);

@@ -6,13 +6,19 @@ pub(crate) mod guardian;
 #[cfg(target_os = "linux")]
 pub(crate) mod peer;
 
+#[cfg(target_os = "linux")]
+mod clone3;
 mod exec;
 mod fd;
+#[cfg(target_os = "linux")]
+mod own_child;
 mod proc;
 mod signal;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests;
 
+#[cfg(target_os = "linux")]
+pub(crate) use clone3::SUPPORTED as CLONE3_SUPPORTED;
 pub(crate) use exec::{install_child_setup, ChildSetup, PidExec, Placement};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) use fd::is_inheritable;
@@ -20,6 +26,8 @@ pub(crate) use fd::is_inheritable;
 pub(crate) use fd::own_raw_fd_for_test;
 #[cfg(feature = "tokio")]
 pub(crate) use fd::{async_fd, async_readable};
+#[cfg(target_os = "linux")]
+pub(crate) use own_child::{spawn_child, ChildPlan, Step};
 pub(crate) use proc::{process_cpu_time, process_mrelease};
 pub(crate) use signal::{rustix_signal, sigchld_reaping, sigpipe_ignored_at_start, SigchldReaping};
 

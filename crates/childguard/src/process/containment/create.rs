@@ -32,8 +32,6 @@ pub(crate) struct Cgroup {
     dir: PathBuf,
     /// Our path in the hierarchy, as `/proc/PID/cgroup` names it (`0::` + this).
     hierarchy_path: String,
-    /// `cgroup.procs`, write-only and close-on-exec: the child writes `0` to it before exec.
-    procs: OwnedFd,
     watch: Watch,
     removed: bool,
     /// With `exit_with_parent`: its entry in this process's guardian, which kills the cgroup
@@ -117,14 +115,10 @@ impl Cgroup {
     }
 
     fn open(dir: &Path, hierarchy_path: String) -> io::Result<Cgroup> {
-        let procs_path = dir.join("cgroup.procs");
-        let procs = rustix::fs::open(&procs_path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| explain(&procs_path, "opening for writing", e.into()))?;
         let watch = Watch::open(dir)?;
         Ok(Cgroup {
             dir: dir.to_path_buf(),
             hierarchy_path,
-            procs,
             watch,
             removed: false,
             guardian: None,
@@ -170,10 +164,12 @@ impl Cgroup {
         &self.hierarchy_path
     }
 
-    /// `cgroup.procs`, for the child's placement before exec.
-    pub(crate) fn procs_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.procs.as_fd()
+    /// `cgroup.procs`, write-only and close-on-exec, for a child that joins the cgroup itself
+    /// before exec (std's path: our own spawn places the child at birth and never opens it).
+    pub(crate) fn open_procs(&self) -> io::Result<OwnedFd> {
+        let path = self.dir.join("cgroup.procs");
+        rustix::fs::open(&path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| explain(&path, "opening for writing", e.into()))
     }
 
     /// `cgroup.events` and its watch.
