@@ -61,6 +61,7 @@ fn main() {
         "sigchld-nocldwait" => sigchld_nocldwait(),
         "steal" => steal(),
         "pidfd-fails" => pidfd_fails(&args[1..]),
+        "clone3-fails" => clone3_fails(&args[1..]),
         "notifier-retry" => notifier_retry(),
         "fork" => fork_without_exec(),
         "fork-inherited" => fork_with_handles(),
@@ -615,6 +616,59 @@ fn pidfd_fails(args: &[String]) {
     failpoint::clear(point);
     let h = spawn("disarmed", &[], "EOF:5s,KILL:1s", Opts::default());
     close("disarmed", h);
+}
+
+/// Our own spawn's `clone3` fails with ERRNO (failpoint `Clone3`) for the first spawn: with an
+/// errno that says the host cannot use it, that spawn goes to std's path (`SPAWNED` with the
+/// note) and so does the second without trying clone3 again (`HITS` stays 1); with any other,
+/// the spawn fails (`SPAWN-ERROR`) and the next tries clone3 again (`HITS 2`, disarmed: ours).
+fn clone3_fails(args: &[String]) {
+    use childguard::failpoint::{self, Point};
+    let [errno] = args else {
+        panic!("clone3-fails ERRNO, got {args:?}");
+    };
+    let errno = match errno.as_str() {
+        "ENOSYS" => libc::ENOSYS,
+        "E2BIG" => libc::E2BIG,
+        "EINVAL" => libc::EINVAL,
+        "EPERM" => libc::EPERM,
+        "EACCES" => libc::EACCES,
+        "EOPNOTSUPP" => libc::EOPNOTSUPP,
+        "EBUSY" => libc::EBUSY,
+        "EAGAIN" => libc::EAGAIN,
+        other => panic!("unknown errno {other}"),
+    };
+    let spawn = |tag: &str| {
+        let mut cmd = Command::new("true");
+        cmd.stdin(std::process::Stdio::null());
+        match ChildHandle::builder(cmd)
+            .own_spawn(true)
+            .contain(childguard::Containment::Cgroup)
+            .spawn()
+        {
+            Ok(mut h) => {
+                // `true` exits by itself: waited for, so no rung of the close can end it first.
+                let exited = h.wait_timeout(Duration::from_secs(30)).expect("wait");
+                println!("EXITED tag={tag} {exited:?}");
+                let r = h.close().expect("close");
+                let notes = r.notes.join(" | ");
+                let left = r.cgroup.as_ref().map_or(0, |c| c.members_left);
+                println!(
+                    "SPAWNED tag={tag} status={:?} left={left} notes={notes}",
+                    r.status
+                );
+            }
+            Err(e) => println!("SPAWN-ERROR tag={tag} kind={:?} msg={e}", e.kind()),
+        }
+        println!("HITS tag={tag} {}", failpoint::hits(Point::Clone3));
+    };
+    failpoint::set(Point::Clone3, errno);
+    spawn("armed");
+    failpoint::clear(Point::Clone3);
+    spawn("disarmed");
+    let drained = childguard::reaper::drain(Instant::now() + Duration::from_secs(10));
+    println!("DRAINED {drained}");
+    println!("END children={} fds={}", our_children().len(), fds().len());
 }
 
 /// The `SIGCHLD` notifier's thread cannot be started (`EAGAIN`, as under `RLIMIT_NPROC` or a
