@@ -121,6 +121,22 @@ fi
 [ "${1:-}" = "--" ] && shift
 cargo test --workspace "$@"
 
+# Both spawn paths (issue 33). The pass above runs each face as a user gets it: the CLI, the C
+# library and the Python package on our own clone3 spawn, the Rust library on std's unless a
+# test chose (Builder::own_spawn). Two more passes over the tests that spawn the most: the
+# library's on our spawn, the faces' on std's. Only for the whole suite.
+if [ $# -eq 0 ]; then
+    CHILDGUARD_SPAWN=clone3 cargo test -p childguard-tests \
+        --test close --test close_with --test contain --test contain_guardian \
+        --test contain_leftovers --test env --test stdio --test stdio_server --test capture \
+        --test capture_lines --test faults --test no_stranger --test leaks --test limits \
+        --test supervise --test reaping --test tokio --test ready --test ready_exec \
+        --test notify_main --test notify_watchdog --test detach --test launcher_gone \
+        --test async_stdio
+    CHILDGUARD_SPAWN=std cargo test -p childguard-tests \
+        --test cli --test ffi --test timeout --test with --test stdio_server
+fi
+
 # The Python package (crates/childguard-python): its abi3 wheel built with maturin, pip-installed
 # into a fresh venv, pytest there. Only for the whole suite: extra arguments pick Rust tests.
 if [ $# -eq 0 ]; then

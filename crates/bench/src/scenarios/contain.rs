@@ -10,8 +10,10 @@
 //!   hand-written way — walk `/proc` for the server's descendants (by ppid), `kill(SIGKILL)`
 //!   each and the server, reap the server, poll `/proc` until every one is gone.
 //! - `spawn_close_us`: spawn + close of a plain slowserver (exits on EOF), contained vs not:
-//!   what containment costs per spawn (mkdir, two opens, inotify, the pre_exec hook's fork
-//!   instead of posix_spawn, rmdir).
+//!   what containment costs per spawn on std's path (mkdir, opens, inotify, the pre_exec
+//!   hook's fork instead of posix_spawn and its `cgroup.procs` write, rmdir).
+//! - `spawn_close_own_us`: the same on our own spawn (`Builder::own_spawn`: `clone3` into the
+//!   cgroup at birth), contained vs not (both on our spawn).
 //!
 //! The tree scenarios run fewer repetitions (10 by default: each starts 65 processes that burn
 //! CPU); the spawn row 40. Ours and the baseline alternate.
@@ -48,20 +50,8 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
             close_ours.push(close_contained()?);
         }
     }
-    let (mut spawn_ours, mut spawn_base) = (Vec::new(), Vec::new());
-    for _ in 0..2 {
-        spawn_close(true)?;
-        spawn_close(false)?;
-    }
-    for rep in 0..spawn_reps {
-        if rep % 2 == 0 {
-            spawn_ours.push(spawn_close(true)?);
-            spawn_base.push(spawn_close(false)?);
-        } else {
-            spawn_base.push(spawn_close(false)?);
-            spawn_ours.push(spawn_close(true)?);
-        }
-    }
+    let (spawn_ours, spawn_base) = contained_vs_not(spawn_reps, false)?;
+    let (own_ours, own_base) = contained_vs_not(spawn_reps, true)?;
     Ok(vec![
         Row {
             scenario: "contain",
@@ -86,12 +76,41 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
         Row {
             scenario: "contain",
             metric: "spawn_close_us",
-            ours: median(&spawn_ours),
-            baseline: median(&spawn_base),
-            baseline_name: "the same spawn + close (EOF exit) without containment".into(),
+            ours: spawn_ours,
+            baseline: spawn_base,
+            baseline_name: "the same spawn + close (EOF exit) without containment (std's spawn)"
+                .into(),
+            unit: "us",
+        },
+        Row {
+            scenario: "contain",
+            metric: "spawn_close_own_us",
+            ours: own_ours,
+            baseline: own_base,
+            baseline_name: "our own clone3 spawn: the same spawn + close without containment"
+                .into(),
             unit: "us",
         },
     ])
+}
+
+/// Medians of spawn + close contained and not, alternating (`own`: on our own spawn).
+fn contained_vs_not(reps: usize, own: bool) -> Result<(f64, f64)> {
+    let (mut contained, mut plain) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        spawn_close(true, own)?;
+        spawn_close(false, own)?;
+    }
+    for rep in 0..reps {
+        if rep % 2 == 0 {
+            contained.push(spawn_close(true, own)?);
+            plain.push(spawn_close(false, own)?);
+        } else {
+            plain.push(spawn_close(false, own)?);
+            contained.push(spawn_close(true, own)?);
+        }
+    }
+    Ok((median(&contained), median(&plain)))
 }
 
 /// The pids of the tree from a READY line: the server and its `workers=`.
@@ -252,7 +271,7 @@ fn is_alive(pid: u32) -> bool {
 }
 
 /// One spawn + close of a plain slowserver (exits on EOF), in µs.
-fn spawn_close(contained: bool) -> Result<f64> {
+fn spawn_close(contained: bool, own: bool) -> Result<f64> {
     let containment = match contained {
         true => Containment::Cgroup,
         false => Containment::None,
@@ -262,6 +281,7 @@ fn spawn_close(contained: bool) -> Result<f64> {
         .socket(SocketMode::Stdio)
         .ladder("EOF:1s,KILL:1s".parse::<Ladder>()?)
         .contain(containment)
+        .own_spawn(own)
         .spawn()?;
     fixture::read_ready(handle.socket().ok_or("no socket")?)?;
     let report = handle.close()?;

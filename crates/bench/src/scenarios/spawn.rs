@@ -19,7 +19,12 @@
 //!   the floor under that: std plus childguard's system calls made directly (`spawn/floor.rs`), vs
 //!   std, on one CPU.
 //!
-//! The four main sides are interleaved within each repetition, in a fresh random order each
+//! - Ours on our own spawn (`Builder::own_spawn`: clone3, the pidfd at birth): the blocking
+//!   side again, against the same std baseline; and, with 512 MiB of this process resident,
+//!   against std with a `pre_exec` hook (a `fork`, whose cost grows with the parent's memory:
+//!   what std's path costs when it needs a hook) and against std without one.
+//!
+//! The five main sides are interleaved within each repetition, in a fresh random order each
 //! time, so drift hits all and no side always follows the same other side. The two diagnostic rows run afterwards, each in its own phase of ours and its
 //! baseline alternating: both involve `fork`, and after a `fork` every page of this process is
 //! write-protected, so whatever runs next pays write faults (~20 µs here).
@@ -62,30 +67,32 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     // The fork-based diagnostic runs in a phase of its own: a `fork` leaves every page of this
     // process write-protected, and whichever side ran next paid the write faults (~20 µs
     // measured). Rotated with the others it always preceded the same side (ours, 4 reps in 5).
-    let sides: [&dyn Fn() -> Result<f64>; 4] = [
-        &|| ours_sync(&ladder),
+    let sides: [&dyn Fn() -> Result<f64>; 5] = [
+        &|| ours_sync(&ladder, false),
         &|| std_once(false),
         &|| ours_async(&rt, &ladder),
         &|| tokio_once(&rt),
+        &|| ours_sync(&ladder, true),
     ];
     for _ in 0..WARM_UP {
         for side in &sides {
             side()?;
         }
     }
-    let mut samples: [Vec<f64>; 4] = Default::default();
+    let mut samples: [Vec<f64>; 5] = Default::default();
     let mut shuffle = Shuffle::new(0x5eed);
     for _ in 0..reps {
         for i in shuffle.order(sides.len()) {
             samples[i].push(sides[i]()?);
         }
     }
-    let [ours_blocking, std_base, ours_async, tokio_base] = samples.map(|s| median(&s));
+    let [ours_blocking, std_base, ours_async, tokio_base, ours_own] = samples.map(|s| median(&s));
     let (ours_forked, forked) =
-        paired(reps.div_ceil(2), &|| ours_sync(&ladder), &|| std_once(true))?;
+        paired(reps.div_ceil(2), &|| ours_sync(&ladder, false), &|| std_once(true))?;
+    let big = big_parent(reps.div_ceil(2), &ladder)?;
     let (ours_leaky, std_leaky) = with_leaky_fd(reps.div_ceil(2), &ladder)?;
     let one_cpu = reps.div_ceil(2);
-    let (ours_one_cpu, std_one_cpu) = on_one_cpu(one_cpu, &|| ours_sync(&ladder))?;
+    let (ours_one_cpu, std_one_cpu) = on_one_cpu(one_cpu, &|| ours_sync(&ladder, false))?;
     let fd_dir = floor::FdDir::open()?;
     let (floor_one_cpu, std_floor) = on_one_cpu(one_cpu, &|| floor::once(&fd_dir))?;
     Ok(vec![
@@ -95,6 +102,36 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
             ours: ours_blocking,
             baseline: std_base,
             baseline_name: "std::process spawn + kill + wait (same socketpair, same program)"
+                .into(),
+            unit: "us",
+        },
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_own_us",
+            ours: ours_own,
+            baseline: std_base,
+            baseline_name: "ours on our own clone3 spawn (Builder::own_spawn) vs std::process \
+                            spawn + kill + wait (same socketpair, same program)"
+                .into(),
+            unit: "us",
+        },
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_own_512mib_vs_fork_us",
+            ours: big.0,
+            baseline: big.1,
+            baseline_name: "512 MiB resident: ours on our own spawn vs std::process with a \
+                            no-op pre_exec hook (fork: what std's path pays when it needs a hook)"
+                .into(),
+            unit: "us",
+        },
+        Row {
+            scenario: "spawn",
+            metric: "spawn_close_own_512mib_us",
+            ours: big.0,
+            baseline: big.2,
+            baseline_name: "512 MiB resident: ours on our own spawn vs std::process spawn + \
+                            kill + wait (posix_spawn)"
                 .into(),
             unit: "us",
         },
@@ -172,7 +209,7 @@ fn on_one_cpu(reps: usize, ours: &dyn Fn() -> Result<f64>) -> Result<(f64, f64)>
 /// Ours vs std while this process holds one fd without close-on-exec.
 fn with_leaky_fd(reps: usize, ladder: &Ladder) -> Result<(f64, f64)> {
     let leaky = rustix::io::dup(std::io::stdin())?; // dup(2): no close-on-exec
-    let medians = paired(reps, &|| ours_sync(ladder), &|| std_once(false));
+    let medians = paired(reps, &|| ours_sync(ladder, false), &|| std_once(false));
     drop(leaky);
     medians
 }
@@ -198,11 +235,23 @@ fn paired(
     Ok((median(&ours_samples), median(&base_samples)))
 }
 
-fn spawn_ours(ladder: &Ladder) -> Result<ChildHandle> {
+fn spawn_ours(ladder: &Ladder, own: bool) -> Result<ChildHandle> {
     Ok(ChildHandle::builder(fixture::command(ARGS)?)
         .socket(SocketMode::Stdio)
         .ladder(ladder.clone())
+        .own_spawn(own)
         .spawn()?)
+}
+
+/// With 512 MiB of this process resident (touched, so a `fork` must copy its page tables):
+/// medians of ours on our own spawn, std with a `pre_exec` hook (fork), std without.
+fn big_parent(reps: usize, ladder: &Ladder) -> Result<(f64, f64, f64)> {
+    let resident = vec![1u8; 512 << 20];
+    std::hint::black_box(&resident);
+    let (own, forked) = paired(reps, &|| ours_sync(ladder, true), &|| std_once(true))?;
+    let (_, plain) = paired(reps, &|| ours_sync(ladder, true), &|| std_once(false))?;
+    drop(resident);
+    Ok((own, forked, plain))
 }
 
 /// The close ended the child with its `SIGKILL` and reaped it — or, when this thread was
@@ -226,9 +275,9 @@ fn us(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e6
 }
 
-fn ours_sync(ladder: &Ladder) -> Result<f64> {
+fn ours_sync(ladder: &Ladder, own: bool) -> Result<f64> {
     let start = Instant::now();
-    let report = spawn_ours(ladder)?.close()?;
+    let report = spawn_ours(ladder, own)?.close()?;
     let took = us(start);
     check(&report)?;
     Ok(took)
@@ -237,7 +286,7 @@ fn ours_sync(ladder: &Ladder) -> Result<f64> {
 fn ours_async(rt: &Runtime, ladder: &Ladder) -> Result<f64> {
     rt.block_on(async {
         let start = Instant::now();
-        let report = spawn_ours(ladder)?.close_async().await?;
+        let report = spawn_ours(ladder, false)?.close_async().await?;
         let took = us(start);
         check(&report)?;
         Ok(took)

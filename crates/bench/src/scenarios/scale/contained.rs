@@ -373,6 +373,8 @@ fn spawn_one() -> Result<ChildHandle> {
         .socket(SocketMode::Stdio)
         .ladder(LADDER.parse::<Ladder>()?)
         .contain(Containment::Cgroup)
+        // Born in its cgroup (clone3): no cgroup.procs write, whose RCU wait grew with N.
+        .own_spawn(true)
         .capture(Capture::stderr())
         .ready(Ready::output(READY_TEXT))
         .ready_timeout(READY_TIMEOUT)
