@@ -134,7 +134,7 @@ if [ $# -eq 0 ]; then
         --test notify_main --test notify_watchdog --test detach --test launcher_gone \
         --test async_stdio
     CHILDGUARD_SPAWN=std cargo test -p childguard-tests \
-        --test cli --test ffi --test timeout --test with --test stdio_server
+        --test cli --test ffi --test timeout --test with --test stdio_server --test init
 fi
 
 # The Python package (crates/childguard-python): its abi3 wheel built with maturin, pip-installed

@@ -70,7 +70,8 @@ fn the_child_starts_with_no_signal_caught_blocked_or_sigpipe_ignored() {
     let _serial = serial();
     let mut cmd = Command::new("cat");
     cmd.arg("/proc/self/status").stdout(Stdio::piped());
-    // SAFETY (test): blocks SIGUSR2 in this thread only, restored below.
+    // SAFETY: sigemptyset/sigaddset fill a set we own; pthread_sigmask blocks SIGUSR2 in this
+    // thread only (restored below) and stores the old mask in `old`.
     let old = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
@@ -80,7 +81,7 @@ fn the_child_starts_with_no_signal_caught_blocked_or_sigpipe_ignored() {
         old
     };
     let spawned = ChildHandle::builder(cmd).own_spawn(true).spawn();
-    // SAFETY (test): restores this thread's mask.
+    // SAFETY: restores this thread's mask from `old`, a set pthread_sigmask filled.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     let mut handle = spawned.expect("spawn");
     let mut status = String::new();

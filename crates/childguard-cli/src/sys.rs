@@ -7,8 +7,6 @@
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 use std::ptr;
 
 /// The highest signal number (`SIGRTMAX`).
@@ -18,7 +16,7 @@ pub fn max_signal() -> i32 {
 
 /// The signal configuration a process was started with, as the engine (or a shell) left it:
 /// its blocked mask and which signals were ignored. [`SignalState::capture`] reads it before
-/// `init` changes anything; [`restore_in_child`] puts it back in CMD before it execs, as tini
+/// `init` changes anything; [`SignalState::for_cmd`] gives it to CMD's builder, which puts it back in CMD before it execs, as tini
 /// does (its `restore_signals`).
 #[derive(Clone, Copy)]
 pub struct SignalState {
@@ -60,6 +58,20 @@ impl SignalState {
         // library's ELF constructor recorded (`None`: unknown, take the default).
         ignored[libc::SIGPIPE as usize] = childguard::sigpipe_ignored_at_start().unwrap_or(false);
         Ok(SignalState { mask, ignored })
+    }
+
+    /// The signals that were ignored and those that were blocked, for CMD's
+    /// [`Builder::start_signals`](childguard::Builder::start_signals): CMD starts with them
+    /// (tini's `restore_signals`), every other signal at its default — which also undoes
+    /// `init`'s own ignoring of `SIGTTIN` and `SIGTTOU` and its handlers.
+    pub fn for_cmd(&self) -> (Vec<childguard::Signal>, Vec<childguard::Signal>) {
+        let set = |pick: &dyn Fn(i32) -> bool| -> Vec<childguard::Signal> {
+            (1..=64)
+                .filter(|&n| pick(n))
+                .filter_map(childguard::Signal::from_raw)
+                .collect()
+        };
+        (set(&|n| self.is_ignored(n)), set(&|n| self.is_blocked(n)))
     }
 
     /// Whether `signo` was blocked.
@@ -120,69 +132,6 @@ pub fn kill(pid: i32, signo: i32) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
-    }
-}
-
-/// Registers CMD's side of tini's `isolate_child` and `restore_signals` with
-/// `Command::pre_exec`, run after std's own reset (std empties the mask and sets `SIGPIPE` to
-/// its default before the hooks):
-///
-/// 1. every signal blocked (`sigprocmask(2)`), so that no handler inherited from `init`
-///    (signal-hook's, which write to `init`'s pipe) can run in the child;
-/// 2. `setpgid(2)` `(0, 0)`: CMD leads a process group of its own;
-/// 3. `tcsetpgrp(3)` on stdin to that group when stdin is a terminal (`ENOTTY` and `ENXIO`
-///    are no terminal, fine). `init` ignores `SIGTTOU`, and the child still does here, so a
-///    background group may take the terminal;
-/// 4. each signal's disposition (`sigaction(2)`): `SIG_IGN` if it was ignored when `init`
-///    started, else `SIG_DFL` — which also undoes `init`'s own ignoring of `SIGTTIN` and
-///    `SIGTTOU` and its handlers;
-/// 5. the mask `init` was started with.
-pub fn restore_in_child(cmd: &mut Command, state: SignalState, take_terminal: bool) {
-    let hook = move || -> io::Result<()> {
-        let mut all = MaybeUninit::<libc::sigset_t>::uninit();
-        // SAFETY: sigfillset initialises the set; sigprocmask reads it. Both are
-        // async-signal-safe.
-        unsafe {
-            libc::sigfillset(all.as_mut_ptr());
-            libc::sigprocmask(libc::SIG_SETMASK, all.as_ptr(), ptr::null_mut());
-        }
-        // SAFETY: setpgid(0, 0) changes only the calling process's group; no memory.
-        if unsafe { libc::setpgid(0, 0) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if take_terminal {
-            // SAFETY: getpgrp and tcsetpgrp take no memory arguments.
-            let rc = unsafe { libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpgrp()) };
-            if rc != 0 {
-                let e = io::Error::last_os_error();
-                if !matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::ENXIO)) {
-                    return Err(e);
-                }
-            }
-        }
-        for signo in 1..=libc::SIGRTMAX().min(64) {
-            if signo == libc::SIGKILL || signo == libc::SIGSTOP {
-                continue;
-            }
-            let handler = if state.ignored[signo as usize] {
-                libc::SIG_IGN
-            } else {
-                libc::SIG_DFL
-            };
-            // SAFETY: signal(2) with SIG_IGN or SIG_DFL is async-signal-safe; a number the C
-            // library keeps for itself fails with EINVAL, which is fine to drop.
-            unsafe { libc::signal(signo, handler) };
-        }
-        // SAFETY: `state.mask` is an initialised set copied into the closure.
-        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &state.mask, ptr::null_mut()) };
-        Ok(())
-    };
-    // SAFETY: the hook runs between fork and exec in the child of a multi-threaded process;
-    // it only calls sigfillset, sigprocmask, setpgid, getpgrp, tcsetpgrp and signal, which are
-    // async-signal-safe, takes no lock and does not allocate (io::Error from an OS code is not
-    // boxed).
-    unsafe {
-        cmd.pre_exec(hook);
     }
 }
 

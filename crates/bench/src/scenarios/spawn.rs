@@ -87,8 +87,9 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
         }
     }
     let [ours_blocking, std_base, ours_async, tokio_base, ours_own] = samples.map(|s| median(&s));
-    let (ours_forked, forked) =
-        paired(reps.div_ceil(2), &|| ours_sync(&ladder, false), &|| std_once(true))?;
+    let (ours_forked, forked) = paired(reps.div_ceil(2), &|| ours_sync(&ladder, false), &|| {
+        std_once(true)
+    })?;
     let big = big_parent(reps.div_ceil(2), &ladder)?;
     let (ours_leaky, std_leaky) = with_leaky_fd(reps.div_ceil(2), &ladder)?;
     let one_cpu = reps.div_ceil(2);

@@ -8,7 +8,7 @@ use crate::messages::say;
 /// Every signal `init` catches and forwards — tini's set: all but those that cannot be caught
 /// (`KILL`, `STOP`), `CHLD` (it means "reap"), the faults (`ILL`, `FPE`, `SEGV`, `BUS`, `TRAP`,
 /// `ABRT`, `SYS`: a real fault must end `init`; tini leaves them unblocked too), and `TTIN` /
-/// `TTOU`, which `init` ignores (CMD's group owns the terminal; see `sys::restore_in_child`).
+/// `TTOU`, which `init` ignores (CMD's group owns the terminal; see `Builder::foreground`).
 /// Real-time signals are included (glibc's own two below `SIGRTMIN` are not ours to catch).
 pub fn listened() -> Vec<i32> {
     use libc::*;

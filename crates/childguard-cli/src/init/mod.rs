@@ -196,13 +196,17 @@ fn reaper_check(o: &InitOptions, pid1: bool) {
 fn spawn(o: &InitOptions, state: SignalState) -> childguard::Result<ChildHandle> {
     let mut command = Command::new(&o.command[0]);
     command.args(&o.command[1..]);
-    sys::restore_in_child(&mut command, state, true);
+    let (ignored, blocked) = state.for_cmd();
     ChildHandle::builder(command)
-        // restore_in_child is a pre_exec hook, which only std's spawn runs: said explicitly,
-        // so that CHILDGUARD_SPAWN=clone3 cannot send CMD to our own spawn without it.
-        .own_spawn(false)
+        // CMD's Command is built here, without a pre_exec hook: our own spawn (clone3) takes
+        // it, the start-up `init` exists for.
+        .own_spawn(true)
+        // tini's restore_signals: CMD starts with the signal state init was started with.
+        .start_signals(&ignored, &blocked)
+        // tini's isolate_child: CMD leads a group of its own, the terminal's foreground one.
+        .foreground(true)
         .ladder(o.ladder.clone())
-        // CMD leads its group either way (restore_in_child); the rungs go to the group with -g.
+        // CMD leads its group either way (foreground); the rungs go to the group with -g.
         .process_group(o.kill_group)
         // A writable cgroup holds everything CMD starts; without one, a process group (and
         // the PID-namespace sweep afterwards).

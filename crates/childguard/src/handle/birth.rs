@@ -27,6 +27,7 @@ pub(super) struct Conception {
     pub(super) exit_with_parent: bool,
     pub(super) death_signal: Option<(crate::base::signal::Signal, u32)>,
     pub(super) ignore_sigpipe: bool,
+    pub(super) start_signals: sys::StartSignals,
     /// std's path must install the hook (an fd to sweep, a cgroup to join …).
     pub(super) sweep: bool,
     pub(super) own_exec: Option<PidExec>,
@@ -101,6 +102,7 @@ fn own(c: &mut Conception) -> Result<Born, NotBorn> {
         v1_procs,
         death_signal: c.death_signal,
         ignore_sigpipe: c.ignore_sigpipe,
+        start_signals: c.start_signals,
         exec: c.own_exec.take(),
     };
     if !c.exit_with_parent {
@@ -158,6 +160,7 @@ fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::
         exit_with_parent,
         death_signal,
         ignore_sigpipe,
+        start_signals,
         sweep,
         own_exec,
         cgroup,
@@ -192,7 +195,7 @@ fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::
     } else {
         3
     };
-    if sweep || own_exec.is_some() {
+    if sweep || own_exec.is_some() || start_signals.is_set() {
         if own_exec.is_none() {
             crate::spawn::exec_check::refuse_unknown_format(&command)
                 .map_err(|e| (ErrorKind::Spawn, e))?;
@@ -205,6 +208,7 @@ fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::
                 own_exec,
                 placement: placement.as_ref().map(Placing::fds),
                 ignore_sigpipe,
+                start_signals,
             },
         );
     }

@@ -88,6 +88,7 @@ pub struct Builder {
     pub(super) ignore_sigpipe: bool,
     /// `None`: not chosen (std's path, unless `CHILDGUARD_SPAWN=clone3`).
     pub(super) own_spawn: Option<bool>,
+    pub(super) start_signals: crate::sys::StartSignals,
     /// `None`: not chosen (`Reap::Blocking`, but `Background` on a drop in a tokio context).
     pub(super) reap: Option<Reap>,
     pub(super) portable: bool,
@@ -165,6 +166,35 @@ impl Builder {
     /// Costs a `fork` instead of a `posix_spawn` (the setting is made between them).
     pub fn ignore_sigpipe(mut self, on: bool) -> Builder {
         self.ignore_sigpipe = on;
+        self
+    }
+
+    /// The signal dispositions and mask the program starts with: each signal in `ignored`
+    /// starts ignored, every other at its default, and the mask is `blocked` (default: as std
+    /// leaves them — only `SIGPIPE` back at its default, nothing blocked, what this process
+    /// ignores still ignored). For a wrapper that passes on what it was started with, as tini's
+    /// `restore_signals` and `childguard init` do. [`ignore_sigpipe`](Builder::ignore_sigpipe)
+    /// keeps `SIGPIPE` ignored whatever `ignored` says. Made in the child right before its
+    /// exec, on both spawn paths (on std's it costs a `fork`).
+    pub fn start_signals(mut self, ignored: &[Signal], blocked: &[Signal]) -> Builder {
+        let mask = |set: &[Signal]| {
+            set.iter()
+                .map(|s| s.as_raw())
+                .filter(|n| (1..=64).contains(n))
+                .fold(0u64, |m, n| m | 1 << (n - 1))
+        };
+        self.start_signals.dispositions = Some((mask(ignored), mask(blocked)));
+        self
+    }
+
+    /// Start the program as the foreground job of the terminal on its stdin (default off): it
+    /// leads a process group of its own, which it makes the terminal's foreground group
+    /// (`tcsetpgrp(3)`; no terminal on stdin is fine), so that Ctrl-C and the terminal's other
+    /// signals reach it, as a shell does for a foreground job (and `childguard init`, as
+    /// tini's `isolate_child`). The ladder still targets the process, or its group with
+    /// [`process_group`](Builder::process_group). On both spawn paths.
+    pub fn foreground(mut self, on: bool) -> Builder {
+        self.start_signals.foreground = on;
         self
     }
 
@@ -440,6 +470,7 @@ impl ChildHandle {
             death_signal: Signal::KILL,
             ignore_sigpipe: false,
             own_spawn: None,
+            start_signals: crate::sys::StartSignals::default(),
             reap: None,
             portable: false,
             release_memory: true,

@@ -137,6 +137,7 @@ impl Builder {
             exit_with_parent: self.exit_with_parent,
             death_signal,
             ignore_sigpipe: self.ignore_sigpipe,
+            start_signals: self.start_signals,
             sweep,
             own_exec,
             cgroup,

@@ -38,6 +38,7 @@ pub(crate) struct OwnSetup {
     pub(crate) v1_procs: [i32; 3],
     pub(crate) death_signal: Option<(Signal, u32)>,
     pub(crate) ignore_sigpipe: bool,
+    pub(crate) start_signals: sys::StartSignals,
     /// The exec that writes `LISTEN_PID`/`WATCHDOG_PID` (activation, watchdog), if any.
     pub(crate) exec: Option<PidExec>,
 }
@@ -132,6 +133,7 @@ pub(crate) fn spawn(command: &Command, setup: OwnSetup) -> Result<Born, NotBorn>
     plan.v1_procs = setup.v1_procs;
     plan.ignore_sigpipe = setup.ignore_sigpipe;
     plan.death_signal = setup.death_signal;
+    plan.start_signals = setup.start_signals;
     plan.first_private_fd = if has_listener { 4 } else { 3 };
     let cloned = failpoint::check(Point::Clone3)
         .and_then(|()| sys::spawn_child(setup.cgroup.as_ref().map(AsFd::as_fd), &mut plan));

@@ -26,6 +26,8 @@ pub(crate) struct ChildSetup {
     pub placement: Option<Placement>,
     /// Start the program with `SIGPIPE` ignored (std has just reset it to the default).
     pub ignore_sigpipe: bool,
+    /// The signal state and foreground group the program starts with, if set.
+    pub start_signals: super::StartSignals,
 }
 
 /// The fds, opened before the fork and close-on-exec, through which the child joins its
@@ -89,6 +91,10 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
         if setup.ignore_sigpipe {
             // After std's reset to SIG_DFL, which runs before this hook.
             ignore_sigpipe()?;
+        }
+        if setup.start_signals.is_set() {
+            super::start_signals::apply(&setup.start_signals, setup.ignore_sigpipe)
+                .map_err(io::Error::from_raw_os_error)?;
         }
         mark_cloexec_from(setup.first_private_fd);
         match setup.own_exec.as_mut() {

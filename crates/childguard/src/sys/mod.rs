@@ -14,6 +14,7 @@ mod fd;
 mod own_child;
 mod proc;
 mod signal;
+mod start_signals;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests;
 
@@ -30,6 +31,7 @@ pub(crate) use fd::{async_fd, async_readable};
 pub(crate) use own_child::{spawn_child, ChildPlan, Step};
 pub(crate) use proc::{process_cpu_time, process_mrelease};
 pub(crate) use signal::{rustix_signal, sigchld_reaping, sigpipe_ignored_at_start, SigchldReaping};
+pub(crate) use start_signals::StartSignals;
 
 /// A value made once and never freed, published through an atomic pointer: readers get a
 /// `&'static T` without taking a lock. The one lock-free building block of

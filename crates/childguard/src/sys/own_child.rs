@@ -52,7 +52,7 @@ impl Step {
             Step::Chdir => "chdir to the Command's current_dir",
             Step::ProcessGroup => "setpgid",
             Step::JoinV1Cgroups => "joining the v1 cgroups (cgroup.procs)",
-            Step::Signals => "resetting the signal mask",
+            Step::Signals => "setting the signal mask and dispositions (and the foreground group)",
             Step::DeathSignal => "prctl(PR_SET_PDEATHSIG)",
             Step::ParentGone => "getppid (the parent died before the death signal was set)",
             Step::Exec => "execve",
@@ -74,6 +74,8 @@ pub(crate) struct ChildPlan {
     pub ignore_sigpipe: bool,
     /// `PR_SET_PDEATHSIG` signal and the pid the child must still have as parent afterwards.
     pub death_signal: Option<(Signal, u32)>,
+    /// The signal state and foreground group the program starts with, if set.
+    pub start_signals: super::StartSignals,
     /// Every fd from this one up is marked close-on-exec: 3, or 4 with an activation listener.
     pub first_private_fd: i32,
     pub exec: PidExec,
@@ -92,6 +94,7 @@ impl ChildPlan {
             v1_procs: [-1; 3],
             ignore_sigpipe: false,
             death_signal: None,
+            start_signals: super::StartSignals::default(),
             first_private_fd: 3,
             exec,
             reached: Step::NotStarted,
@@ -157,7 +160,11 @@ fn run(plan: &mut ChildPlan) -> Result<(), i32> {
         }
     }
     reach(plan, Step::Signals);
-    reset_signals(plan.ignore_sigpipe)?;
+    if plan.start_signals.is_set() {
+        super::start_signals::apply(&plan.start_signals, plan.ignore_sigpipe)?;
+    } else {
+        reset_signals(plan.ignore_sigpipe)?;
+    }
     if let Some((signal, parent)) = plan.death_signal {
         reach(plan, Step::DeathSignal);
         set_parent_death_signal(signal).map_err(os)?;
