@@ -383,9 +383,13 @@ fn limits_without_containment_or_with_a_bad_value_are_clear_errors() {
 #[test]
 fn the_v1_cgroups_of_a_sigkilled_supervisor_are_swept_by_the_next_contained_spawn() {
     let _serial = serial();
-    let pids_dir = v1_dir("pids").expect("this test needs the pids controller on cgroup v1 (CI)");
-    let mut sup = Command::new(bin("cg-childguard"))
-        .args(["run", "--tasks-max", "20", "--", "sleep", "1000"])
+    // A childguard elsewhere on the machine sweeps its own cgroups' children: were the
+    // supervisor and the sweeping run in ours, it could take the stale cgroup first (a flake
+    // hunt with a second suite running beside it saw it). They run in cgroups of their own.
+    let private = Private::new("v1-sweep");
+    let pids_dir = private.v1("pids");
+    let mut sup = private
+        .command(&["run", "--tasks-max", "20", "--", "sleep", "1000"])
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
@@ -417,9 +421,71 @@ fn the_v1_cgroups_of_a_sigkilled_supervisor_are_swept_by_the_next_contained_spaw
         "precondition: {} is left by the kill",
         dir.display()
     );
-    let o = childguard(&["run", "--contain", "--report", "json", "--", "true"]);
+    let o = private
+        .command(&["run", "--contain", "--report", "json", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{e}");
     assert!(!dir.exists(), "{} not swept: {e}", dir.display());
     assert!(e.contains("removed stale cgroup v1"), "{e}");
+}
+
+/// Cgroups of one test's own, under ours in v2 and in the v1 hierarchies of memory, pids and
+/// cpu, which the commands it makes start in: a childguard started elsewhere sweeps only the
+/// children of its own cgroups, never these (their names are not `childguard-…`), nor what
+/// is inside them. Removed on drop.
+struct Private {
+    v2: PathBuf,
+    v1: Vec<(&'static str, PathBuf)>,
+}
+
+impl Private {
+    fn new(name: &str) -> Private {
+        let leaf = format!("cg-test-{name}-{}", std::process::id());
+        let v2 = childguard_tests::cgroups::own_cgroup_dir().join(&leaf);
+        std::fs::create_dir(&v2).unwrap();
+        let mut v1 = Vec::new();
+        for controller in ["memory", "pids", "cpu"] {
+            let dir = v1_dir(controller)
+                .unwrap_or_else(|| panic!("this test needs {controller} on cgroup v1 (CI)"))
+                .join(&leaf);
+            if !v1.iter().any(|(_, d)| *d == dir) {
+                std::fs::create_dir(&dir).unwrap();
+            }
+            v1.push((controller, dir));
+        }
+        Private { v2, v1 }
+    }
+
+    /// Our private directory in the v1 hierarchy of `controller`.
+    fn v1(&self, controller: &str) -> PathBuf {
+        let found = self.v1.iter().find(|(c, _)| *c == controller);
+        found.expect("a v1 controller of Private::new").1.clone()
+    }
+
+    /// `cg-childguard ARGS`, moved into these cgroups before it execs (by the `sh` it starts
+    /// as, whose pid it keeps).
+    fn command(&self, args: &[&str]) -> Command {
+        let mut script = String::new();
+        for dir in std::iter::once(&self.v2).chain(self.v1.iter().map(|(_, d)| d)) {
+            script.push_str(&format!("echo $$ > '{}/cgroup.procs' && ", dir.display()));
+        }
+        script.push_str("exec \"$0\" \"$@\"");
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
+            .arg(bin("cg-childguard"))
+            .args(args);
+        cmd
+    }
+}
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        for dir in std::iter::once(&self.v2).chain(self.v1.iter().map(|(_, d)| d)) {
+            childguard_tests::cgroups::force_remove(dir);
+        }
+    }
 }
