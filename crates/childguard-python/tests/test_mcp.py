@@ -173,7 +173,9 @@ def test_server_everything_through_npx_ends_at_the_eof(mcp_sdk: Any, everything:
     assert report is not None
     print(f"server-everything via npx: {len(procs)} processes, close {report.total_ms:.0f} ms, "
           f"block exit {exit_s * 1000:.0f} ms\n{report}")
-    assert report.ended_by["kind"] == "eof", report
+    # The SDK's writer closes our end of stdin just before the native close starts: a server
+    # quick to exit may be gone by then ("before_close"). Either way the EOF ended it.
+    assert report.ended_by["kind"] in ("eof", "before_close"), report
     assert report.signals == [], report
     check_nothing_left(client, procs)
     # stderr: captured into the tail, and passed on to errlog.
@@ -210,7 +212,9 @@ def test_python_sdk_server_through_sh_c_ends_at_the_eof(mcp_sdk: Any) -> None:
     report = client.report
     assert report is not None
     print(f"python MCPServer via sh -c: {len(procs)} processes, close {report.total_ms:.0f} ms\n{report}")
-    assert report.ended_by["kind"] == "eof", report
+    # The SDK's writer closes our end of stdin just before the native close starts: a server
+    # quick to exit may be gone by then ("before_close"). Either way the EOF ended it.
+    assert report.ended_by["kind"] in ("eof", "before_close"), report
     assert report.signals == [], report
     check_nothing_left(client, procs)
 

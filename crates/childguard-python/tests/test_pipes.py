@@ -22,7 +22,11 @@ def test_piped_stdin_and_stdout_and_the_eof_at_the_close() -> None:
     assert server.stdout.read(6) == b"hello\n"
     report = server.close()
     # cat ends at its stdin's EOF: nothing signalled.
-    assert report.ended_by["kind"] == "eof" and report.signals == [], report
+    # Our end of the pipe is closed by the Python layer just before the native close starts:
+    # a fast server may have exited by then ("before_close") or exit during the EOF rung
+    # ("eof"). Either way the EOF ended it: no signal, exit 0.
+    assert report.ended_by["kind"] in ("eof", "before_close"), report
+    assert report.signals == [] and report.returncode == 0, report
     assert server.stdin.closed and server.stdout.closed
 
 
@@ -36,7 +40,9 @@ def test_taken_fds_are_the_callers() -> None:
     assert os.read(stdout, 2) == b"x\n"
     os.close(stdin)  # ours to close: the EOF
     report = server.close()
-    assert report.ended_by["kind"] == "eof", report
+    # cat may have exited at that EOF before the close started ("before_close").
+    assert report.ended_by["kind"] in ("eof", "before_close"), report
+    assert report.signals == [] and report.returncode == 0, report
     os.close(stdout)
 
 
