@@ -17,6 +17,7 @@
 use std::ffi::CString;
 
 use super::exec::{mark_cloexec_from, parent_pid, set_parent_death_signal, write_raw, PidExec};
+use super::start_signals::{check, last_errno};
 use crate::base::signal::Signal;
 
 /// How far the child got: each step is stored before it runs.
@@ -225,18 +226,4 @@ fn reset_signals(ignore_sigpipe: bool) -> Result<(), i32> {
             std::ptr::null_mut(),
         ))
     }
-}
-
-fn check(rc: libc::c_int) -> Result<(), i32> {
-    if rc == -1 {
-        Err(last_errno())
-    } else {
-        Ok(())
-    }
-}
-
-fn last_errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
 }

@@ -85,7 +85,8 @@ pub(super) fn apply(state: &StartSignals, ignore_sigpipe: bool) -> Result<(), i3
     }
 }
 
-fn check(rc: libc::c_int) -> Result<(), i32> {
+/// `Err(errno)` for a call that returned -1 (the child's steps report errnos, never boxed).
+pub(super) fn check(rc: libc::c_int) -> Result<(), i32> {
     if rc == -1 {
         Err(last_errno())
     } else {
@@ -93,7 +94,8 @@ fn check(rc: libc::c_int) -> Result<(), i32> {
     }
 }
 
-fn last_errno() -> i32 {
+/// This thread's errno (in a child of our spawn: its own, in the parent thread's TLS).
+pub(super) fn last_errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO)
