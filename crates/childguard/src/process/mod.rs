@@ -356,7 +356,7 @@ impl Process {
     pub(crate) fn cgroup_report(&self) -> Option<CgroupReport> {
         #[cfg(target_os = "linux")]
         if let Some((cgroup, mode)) = &self.cgroup {
-            let members_left = if cgroup.is_removed() {
+            let members_left = if cgroup.is_removed() || !cgroup.populated() {
                 0
             } else {
                 containment::members::pids(cgroup).map_or(0, |p| p.len())
@@ -422,7 +422,7 @@ impl Process {
     pub(crate) fn survivor_pids(&self) -> Vec<u32> {
         #[cfg(target_os = "linux")]
         if let Some((cgroup, _)) = &self.cgroup {
-            if cgroup.is_removed() {
+            if cgroup.is_removed() || !cgroup.populated() {
                 return Vec::new();
             }
             let leader = self.pid;

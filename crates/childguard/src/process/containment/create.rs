@@ -181,6 +181,12 @@ impl Cgroup {
         self.removed
     }
 
+    /// Whether anything is left in it or below, by `cgroup.events` (one small read, no
+    /// `cgroup.procs` listing; an unreadable file answers yes, and the caller lists).
+    pub(crate) fn populated(&self) -> bool {
+        self.watch.read().map_or(true, |e| e.populated)
+    }
+
     /// Removes the (empty) directory, and first every cgroup the server made inside it,
     /// deepest first ([`super::trim`]). `EBUSY` while it still has members; the error names
     /// the directory that stayed.
