@@ -11,8 +11,13 @@ use childguard::{ChildHandle, Containment, ErrorKind};
 use childguard_tests::driver::{driver_with, line, value};
 use childguard_tests::{bin, our_children, scratch};
 
-/// The tests here count this process's children: one at a time.
+/// The tests here count this process's children: one at a time. And they test our own spawn,
+/// which `CHILDGUARD_SPAWN=std` turns off: said loudly, not passed.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
+    assert!(
+        std::env::var_os("CHILDGUARD_SPAWN").is_none_or(|v| v == "clone3"),
+        "tests/own_spawn.rs tests our own spawn: run it without CHILDGUARD_SPAWN=std"
+    );
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

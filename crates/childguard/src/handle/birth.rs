@@ -28,7 +28,8 @@ pub(super) struct Conception {
     pub(super) death_signal: Option<(crate::base::signal::Signal, u32)>,
     pub(super) ignore_sigpipe: bool,
     pub(super) start_signals: sys::StartSignals,
-    /// std's path must install the hook (an fd to sweep, a cgroup to join …).
+    /// std's path must install the hook (an fd to sweep, a cgroup to join …). When our own
+    /// spawn was chosen, whether an fd is to be swept was not asked: std's path asks.
     pub(super) sweep: bool,
     pub(super) own_exec: Option<PidExec>,
     pub(super) cgroup: Option<ContainedIn>,
@@ -155,6 +156,7 @@ fn adopt_born(
 
 /// std's `Command::spawn`, with the `pre_exec` hook when it has work to do.
 fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::Error)> {
+    let c_own = c.own;
     let Conception {
         mut command,
         exit_with_parent,
@@ -195,6 +197,8 @@ fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::
     } else {
         3
     };
+    // Not asked when our own spawn was chosen (it marks every fd close-on-exec itself).
+    let sweep = sweep || (c_own && crate::spawn::inheritable::any_from(3));
     if sweep || own_exec.is_some() || start_signals.is_set() {
         if own_exec.is_none() {
             crate::spawn::exec_check::refuse_unknown_format(&command)

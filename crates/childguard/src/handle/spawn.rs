@@ -58,15 +58,23 @@ impl Builder {
         if containment_fallback.is_some() {
             self.process_group = true;
         }
+        #[cfg(target_os = "linux")]
+        let own =
+            crate::spawn::clone3::chosen(self.own_spawn).map_err(|e| fail(ErrorKind::Config, e))?;
+        // Our own spawn is Linux's (clone3); the choice is kept for the builder's sake only.
+        #[cfg(not(target_os = "linux"))]
+        let own = false;
         let activating = matches!(self.socket, SocketMode::Activation { .. });
         // A pre_exec hook forces std onto fork() (2-3x slower than posix_spawn): install it only
         // when it has work to do. Asked before this spawn creates its own (close-on-exec) fds,
         // which the check would only have to read past. See `inheritable` for the race left.
+        // Our own spawn always marks every fd close-on-exec (one close_range): no need to ask,
+        // unless it falls back to std's path (then `birth` asks).
         let sweep = self.exit_with_parent
             || activating
             || cgroup.is_some()
             || self.ignore_sigpipe
-            || crate::spawn::inheritable::any_from(3);
+            || (!own && crate::spawn::inheritable::any_from(3));
         let socket = self
             .connect_stdio()
             .map_err(|e| fail(ErrorKind::Socket, e))?;
@@ -124,12 +132,6 @@ impl Builder {
         let death_signal = self
             .exit_with_parent
             .then(|| (self.death_signal, std::process::id()));
-        #[cfg(target_os = "linux")]
-        let own =
-            crate::spawn::clone3::chosen(self.own_spawn).map_err(|e| fail(ErrorKind::Config, e))?;
-        // Our own spawn is Linux's (clone3); the choice is kept for the builder's sake only.
-        #[cfg(not(target_os = "linux"))]
-        let own = false;
         let may_fall_back = self.may_fall_back();
         let birth = birth::give(birth::Conception {
             command: self.command,

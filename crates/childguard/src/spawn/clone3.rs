@@ -110,12 +110,10 @@ pub(crate) fn spawn(command: &Command, setup: OwnSetup) -> Result<Born, NotBorn>
     };
     let exec = match setup.exec {
         Some(exec) => exec,
-        None => {
-            crate::spawn::exec_check::refuse_unknown_format(command)
-                .map_err(|e| NotBorn::Failed(ErrorKind::Spawn, e))?;
-            crate::spawn::own_exec::prepare(command, |_| {}, &[], None)
-                .map_err(|(kind, e)| NotBorn::Failed(kind, e))?
-        }
+        // `execve` itself, not glibc's `execvp`: a file the kernel refuses fails with ENOEXEC,
+        // as with posix_spawnp — no shell fallback to guard against (`exec_check`).
+        None => crate::spawn::own_exec::prepare(command, |_| {}, &[], None)
+            .map_err(|(kind, e)| NotBorn::Failed(kind, e))?,
     };
     let failed = |e: io::Error| NotBorn::Failed(ErrorKind::Spawn, e);
     let has_listener = exec.has_listener();
