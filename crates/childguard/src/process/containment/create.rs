@@ -53,13 +53,16 @@ impl Cgroup {
     /// cgroup v2 directory under the mount. Returns it with its path in the hierarchy (as
     /// `/proc/PID/cgroup` names it), for [`Cgroup::create_in`].
     pub(crate) fn resolve_parent(parent: Option<&Path>) -> io::Result<(PathBuf, String)> {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
-        let (root, mount_point) = mount::cgroup2_mount(&mountinfo).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                "no cgroup2 file system is mounted (none in /proc/self/mountinfo)",
-            )
-        })?;
+        Self::resolve_under_mount(parent).or_else(|_| {
+            // The kept mount may be stale (this process changed mount namespace): once more
+            // from a fresh read of mountinfo, whose answer stands.
+            mount::forget_cgroup2();
+            Self::resolve_under_mount(parent)
+        })
+    }
+
+    fn resolve_under_mount(parent: Option<&Path>) -> io::Result<(PathBuf, String)> {
+        let (root, mount_point) = mount::cgroup2()?;
         let parent = match parent {
             Some(p) => p.to_path_buf(),
             None => mount::own_cgroup_dir()?,
@@ -318,8 +321,29 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_kept_mount_is_found_out_and_read_again() {
+        let _planting = mount::TEST_LOCK.write();
+        let (parent, _) = Cgroup::resolve_parent(None).unwrap();
+        let right = mount::cgroup2().unwrap();
+        // As if this process had moved to a mount namespace where cgroup2 is elsewhere.
+        let stale = ("/".to_string(), PathBuf::from("/nonexistent-cgroup2-mount"));
+        mount::plant_cgroup2(Some(stale.clone()));
+        let again = Cgroup::resolve_parent(None);
+        let kept = mount::plant_cgroup2(Some(right.clone()));
+        assert_eq!(
+            again.unwrap().0,
+            parent,
+            "resolved from a fresh read of mountinfo"
+        );
+        assert_eq!(kept, Some(right), "the stale mount was replaced, not kept");
+    }
+
+    #[test]
     fn a_missing_parent_is_a_clear_error_and_nothing_is_made() {
-        let own = mount::own_cgroup_dir().unwrap();
+        let own = {
+            let _planting = mount::TEST_LOCK.read();
+            mount::own_cgroup_dir().unwrap()
+        };
         let missing = own.join("childguard-no-such-parent");
         let e = crate::process::containment::create_cgroup(Some(&missing), &Default::default())
             .unwrap_err();

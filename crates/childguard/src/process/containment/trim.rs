@@ -34,6 +34,13 @@ pub(crate) const MAX_CGROUPS: usize = 4096;
 /// Removes `dir` and all the (empty) cgroups below it, deepest first. `Ok` also when `dir` is
 /// already gone. The error names the first directory that stayed and why.
 pub(crate) fn remove_tree(dir: &Path) -> io::Result<()> {
+    // The common case first: the server made no cgroup inside, and one `rmdir` does it (the
+    // walk costs six more system calls per close). `EBUSY` says there are child cgroups; on it,
+    // or on any other error, the walk below removes them and names what stayed, and why.
+    match rustix::fs::rmdir(dir) {
+        Ok(()) | Err(Errno::NOENT) => return Ok(()),
+        Err(_) => {}
+    }
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => fd,
@@ -187,6 +194,7 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
+        let _planting = mount::TEST_LOCK.read();
         let dir = mount::own_cgroup_dir()
             .expect("cgroup2 with a writable cgroup of ours (CI: root)")
             .join(format!("cg-trim-{name}-{}", std::process::id()));
