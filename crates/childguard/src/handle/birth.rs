@@ -156,7 +156,6 @@ fn adopt_born(
 
 /// std's `Command::spawn`, with the `pre_exec` hook when it has work to do.
 fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::Error)> {
-    let c_own = c.own;
     let Conception {
         mut command,
         exit_with_parent,
@@ -169,6 +168,7 @@ fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::
         may_fall_back,
         mut process_group,
         portable,
+        own,
         ..
     } = c;
     let (mut cgroup, mut fell_back) = (cgroup, None);
@@ -198,7 +198,7 @@ fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::
         3
     };
     // Not asked when our own spawn was chosen (it marks every fd close-on-exec itself).
-    let sweep = sweep || (c_own && crate::spawn::inheritable::any_from(3));
+    let sweep = sweep || (own && crate::spawn::inheritable::any_from(3));
     if sweep || own_exec.is_some() || start_signals.is_set() {
         if own_exec.is_none() {
             crate::spawn::exec_check::refuse_unknown_format(&command)
