@@ -75,10 +75,11 @@ fn scratch_file(name: &str, content: &[u8], mode: u32) -> std::path::PathBuf {
 // ---------------------------------------------------------------------------------------------
 
 /// RLIMIT_NOFILE lowered to leave k = 0..=8 free fds (in the driver): each stage that needs an
-/// fd fails with its own clear error, and no attempt leaks an fd or a child. Run on both spawn
-/// paths: `plain` may take posix_spawn (no fd of its own, so it goes straight from the socket
-/// stage to success) or fork (when the environment left inheritable fds to sweep); `hooked`
-/// always forks, so its exec-error pipe must show up as a `Spawn` stage between the two.
+/// fd fails with its own clear error, and no attempt leaks an fd or a child. Run on every spawn
+/// path (the driver's `emfile`): tighter limits fail earlier — the socket first, then the
+/// exec-error pipe of a path that has one (`Spawn`), then the pidfd of a path that opens it
+/// after the spawn (`Pidfd`: std's posix_spawn, whose child is killed and reaped) — and once
+/// every fd fits, the spawn works.
 #[test]
 fn emfile_at_spawn_is_a_clear_error_and_leaks_nothing() {
     let _serial = serial();
@@ -110,20 +111,14 @@ fn emfile_at_spawn_is_a_clear_error_and_leaks_nothing() {
     }
     assert_eq!(
         kinds.keys().collect::<Vec<_>>(),
-        ["hooked", "plain"],
+        ["hooked", "own", "std", "std-inherited"],
         "{out}"
     );
-    // Tighter limits fail earlier: the socket first, then (forking) the exec pipe; then it works.
+    let stages = ["Socket", "Spawn", "Pidfd", "ok"];
     for (path, kinds) in &kinds {
         assert_eq!(kinds.len(), 9, "{path}: {out}");
-        let first_ok = kinds.iter().position(|k| k == "ok");
-        let first_ok = first_ok.unwrap_or_else(|| panic!("{path}: never spawned: {kinds:?}"));
-        assert!(
-            kinds[first_ok..].iter().all(|k| k == "ok"),
-            "{path}: {kinds:?}"
-        );
         assert_eq!(kinds[0], "Socket", "{path}: {kinds:?}");
-        let stages = ["Socket", "Spawn", "ok"];
+        assert_eq!(kinds[8], "ok", "{path}: never spawned: {kinds:?}");
         assert!(
             kinds.iter().all(|k| stages.contains(&k.as_str())),
             "{path}: {kinds:?}"
@@ -132,13 +127,18 @@ fn emfile_at_spawn_is_a_clear_error_and_leaks_nothing() {
             kinds.is_sorted_by_key(|k| stages.iter().position(|s| s == k)),
             "{path}: {kinds:?}"
         );
+        let has = |stage: &str| kinds.iter().any(|k| k == stage);
+        // CHILDGUARD_SPAWN=std sends even a builder that chose our spawn to std's.
+        let forced_std = std::env::var_os("CHILDGUARD_SPAWN").is_some_and(|v| v == "std");
+        match path.as_str() {
+            // posix_spawn takes no fd; the pidfd opened after it is the one stage past the socket.
+            "std" => assert!(!has("Spawn") && has("Pidfd"), "{path}: {kinds:?}"),
+            "own" if forced_std => assert!(!has("Spawn") && has("Pidfd"), "{path}: {kinds:?}"),
+            // A forking path needs its exec-error pipe; clone3 gives the pidfd with the child.
+            _ => assert!(has("Spawn") && !has("Pidfd"), "{path}: {kinds:?}"),
+        }
         eprintln!("EMFILE {path} by free fds 0..=8: {kinds:?}");
     }
-    assert!(
-        kinds["hooked"].iter().any(|k| k == "Spawn"),
-        "the forking path needs its exec-error pipe; no Spawn stage: {:?}",
-        kinds["hooked"]
-    );
 }
 
 #[test]

@@ -95,6 +95,8 @@ struct Opts {
     /// std's spawn whatever `CHILDGUARD_SPAWN` says: the child's `pidfd_open` is made only
     /// there (our own spawn gets the pidfd at birth, from clone3).
     std_spawn: bool,
+    /// Our own spawn (`Builder::own_spawn(true)`) whatever `CHILDGUARD_SPAWN` says.
+    own_spawn: bool,
 }
 
 fn build(cmd: Command, ladder: &str, o: Opts) -> Result<ChildHandle, Error> {
@@ -102,6 +104,9 @@ fn build(cmd: Command, ladder: &str, o: Opts) -> Result<ChildHandle, Error> {
     let mut builder = ChildHandle::builder(cmd);
     if o.std_spawn {
         builder = builder.own_spawn(false);
+    }
+    if o.own_spawn {
+        builder = builder.own_spawn(true);
     }
     builder
         .socket(SocketMode::Stdio)
@@ -393,23 +398,53 @@ fn strangers() {
     }
 }
 
-/// Spawns under `RLIMIT_NOFILE` = (open fds) + k.
-/// Both spawn paths: `plain` (std may use posix_spawn, which needs no fd of its own, unless
-/// this process inherited fds the sweep has to close) and `hooked` (`exit_with_parent` installs
-/// a pre_exec hook, so std forks and needs its exec-error pipe: a stage of its own).
+/// Spawns under `RLIMIT_NOFILE` = (open fds) + k, on each spawn path, named so the test can
+/// expect each one's stages:
+/// - `std`: std's spawn with nothing to sweep, so posix_spawn (no fd of its own; the pidfd is
+///   opened after it, by `pidfd_open`);
+/// - `std-inherited`: std's spawn while this process holds an inheritable fd, which the
+///   child must not get: std forks (its exec-error pipe is a stage of its own);
+/// - `hooked`: `exit_with_parent` installs a pre_exec hook, so std forks;
+/// - `own`: our clone3 spawn (the pidfd at birth, an exec-error pipe).
+///
+/// Fds this driver inherited are marked close-on-exec first: which path std takes must not
+/// depend on what the shell that started the tests left open (CI leaves nothing; a terminal
+/// or a job runner may leave several).
 fn emfile() {
-    for (path, opts) in [
-        ("plain", Opts::default()),
-        (
-            "hooked",
-            Opts {
-                exit_with_parent: true,
-                ..Opts::default()
-            },
-        ),
-    ] {
-        emfile_series(path, opts);
+    for fd in fds().into_iter().filter(|&fd| fd > 2) {
+        if let Ok(flags) = rustix::io::fcntl_getfd(borrowed(fd)) {
+            let _ = rustix::io::fcntl_setfd(borrowed(fd), flags | rustix::io::FdFlags::CLOEXEC);
+        }
     }
+    let std = Opts {
+        std_spawn: true,
+        ..Opts::default()
+    };
+    emfile_series("std", std);
+    // An fd without close-on-exec, held for the series: std must close it in the child.
+    let inheritable = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY,
+        rustix::fs::Mode::empty(),
+    )
+    .expect("/dev/null");
+    rustix::io::fcntl_setfd(&inheritable, rustix::io::FdFlags::empty()).expect("F_SETFD");
+    emfile_series("std-inherited", std);
+    drop(inheritable);
+    emfile_series(
+        "hooked",
+        Opts {
+            exit_with_parent: true,
+            ..std
+        },
+    );
+    emfile_series(
+        "own",
+        Opts {
+            own_spawn: true,
+            ..Opts::default()
+        },
+    );
 }
 
 fn emfile_series(path: &str, opts: Opts) {
