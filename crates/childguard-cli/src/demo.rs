@@ -49,6 +49,9 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
         .socket(SocketMode::Stdio)
         .ladder(ladder.clone())
         .process_group(true)
+        // Every signal at its default, whatever started us: under `nohup` the server would
+        // inherit an ignored SIGHUP and the timeline would show its rung skipped.
+        .start_signals(&[], &[])
         .spawn()?;
     let socket = handle.socket().ok_or("the handle has no socket")?;
     read_ready(socket)?;
