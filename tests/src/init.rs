@@ -49,6 +49,9 @@ impl Name {
         let argv = self.argv();
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).args(args).stdin(Stdio::null());
+        // init passes on the signal state it was started with (tini's restore_signals): a
+        // clean one, whatever started the tests.
+        crate::sys::clean_start(&mut cmd);
         // The tests choose the subreaper and the group themselves.
         for var in [
             "TINI_SUBREAPER",
@@ -73,6 +76,7 @@ impl Name {
             .arg(inner.get_program())
             .args(inner.get_args())
             .stdin(Stdio::null());
+        crate::sys::clean_start(&mut cmd);
         for (k, v) in inner.get_envs() {
             match v {
                 Some(v) => cmd.env(k, v),

@@ -151,3 +151,21 @@ pub fn execvp_raw(argv: &[std::ffi::OsString]) -> std::io::Error {
     unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
     std::io::Error::last_os_error()
 }
+
+/// A `pre_exec` hook on `cmd` that gives the program a clean start: every signal at its default
+/// (`signal(2)` `SIG_DFL`), whatever the tests were started with (a background job ignores
+/// `INT` and `QUIT`, `nohup` `HUP`; std already empties the mask and resets `SIGPIPE`).
+pub fn clean_start(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child before exec and calls only signal(2), which
+    // is async-signal-safe; it allocates nothing and takes no lock. Its failures (KILL, STOP,
+    // glibc's own real-time signals) are ignored: those keep what they have.
+    unsafe {
+        cmd.pre_exec(|| {
+            for signo in 1..=libc::SIGRTMAX() {
+                libc::signal(signo, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+}

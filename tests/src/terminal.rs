@@ -17,13 +17,22 @@ use crate::postgres::find_peer;
 /// The driver: `python3 -c DRIVER N CUE... -- ARGV...`. Prints the terminal's output, then a
 /// last line `DRIVER sent=K exit=CODE` (or `DRIVER timeout ...`).
 const DRIVER: &str = r#"
-import os, pty, select, sys, time
+import os, pty, select, signal, sys, time
 n = int(sys.argv[1])
 cues = [c.encode() for c in sys.argv[2:2 + n]]
 argv = sys.argv[3 + n:]
 pid, fd = pty.fork()
 if pid == 0:
     try:
+        # A clean start whatever started the tests (a background job ignores INT and QUIT,
+        # nohup HUP): every signal at its default, none blocked.
+        for signo in signal.valid_signals():
+            if signo not in (signal.SIGKILL, signal.SIGSTOP):
+                try:
+                    signal.signal(signo, signal.SIG_DFL)
+                except (OSError, ValueError):
+                    pass
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
         os.execvp(argv[0], argv)
     finally:
         os._exit(127)

@@ -1,8 +1,10 @@
 //! `cg-sigconf [--ignore SIG]... [--block SIG]... [--subreaper] -- PROG [ARG...]`: changes its
 //! own signal configuration (or registers as a child subreaper), then execs PROG as it is —
 //! what tini's `test/sigconf/sigconf-test.c` and `test/subreaper-proxy.py` do before they run
-//! tini (tests/init.rs). Signals are numbers. `SIGPIPE`, which the Rust runtime ignores, is
-//! reset to its default first, so PROG starts with only what was asked.
+//! tini (tests/init.rs). Signals are numbers. Every signal is reset to its default first —
+//! `SIGPIPE`, which the Rust runtime ignores, and whatever the tests' own start left ignored
+//! (a background job ignores `INT` and `QUIT`, `nohup` `HUP`) — so PROG starts with only what
+//! was asked.
 
 #![deny(unsafe_code)]
 
@@ -11,7 +13,12 @@ use childguard_tests::sys;
 fn main() {
     let mut args = std::env::args_os().skip(1);
     let mut block = Vec::new();
-    sys::default_signal(libc::SIGPIPE).expect("SIGPIPE to SIG_DFL");
+    for signo in 1..=libc::SIGRTMAX() {
+        // KILL and STOP cannot be changed; glibc keeps its own two real-time signals.
+        if signo != libc::SIGKILL && signo != libc::SIGSTOP {
+            let _ = sys::default_signal(signo);
+        }
+    }
     while let Some(arg) = args.next() {
         let arg = arg.into_string().expect("UTF-8 option");
         let mut number = || -> i32 {
