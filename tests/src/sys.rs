@@ -104,13 +104,16 @@ pub fn ignore_signal(signo: i32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `signal(2)` `SIG_DFL` for `signo` (`cg-sigconf`: undo the Rust runtime's `SIGPIPE` ignore).
-pub fn default_signal(signo: i32) -> std::io::Result<()> {
-    // SAFETY: SIG_DFL installs no handler code.
-    if unsafe { libc::signal(signo, libc::SIG_DFL) } == libc::SIG_ERR {
-        return Err(std::io::Error::last_os_error());
+/// `signal(2)` `SIG_DFL` for every signal: a clean start, whatever this process was started
+/// with (a background job ignores `INT` and `QUIT`, `nohup` `HUP`, the Rust runtime `PIPE`).
+/// Failures (`KILL`, `STOP`, glibc's own two real-time signals) are ignored: those keep what
+/// they have. Async-signal-safe (only `signal(2)`; no allocation, no lock), so a `pre_exec`
+/// hook may call it.
+pub fn default_all_signals() {
+    for signo in 1..=libc::SIGRTMAX() {
+        // SAFETY: SIG_DFL installs no handler code.
+        unsafe { libc::signal(signo, libc::SIG_DFL) };
     }
-    Ok(())
 }
 
 /// `sigprocmask(2)` `SIG_BLOCK` with `signals` (`cg-sigconf`, a single-threaded helper).
@@ -157,14 +160,11 @@ pub fn execvp_raw(argv: &[std::ffi::OsString]) -> std::io::Error {
 /// `INT` and `QUIT`, `nohup` `HUP`; std already empties the mask and resets `SIGPIPE`).
 pub fn clean_start(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the hook runs in the forked child before exec and calls only signal(2), which
-    // is async-signal-safe; it allocates nothing and takes no lock. Its failures (KILL, STOP,
-    // glibc's own real-time signals) are ignored: those keep what they have.
+    // SAFETY: the hook runs in the forked child before exec and calls only
+    // `default_all_signals`, which is async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {
-            for signo in 1..=libc::SIGRTMAX() {
-                libc::signal(signo, libc::SIG_DFL);
-            }
+            default_all_signals();
             Ok(())
         });
     }

@@ -13,12 +13,7 @@ use childguard_tests::sys;
 fn main() {
     let mut args = std::env::args_os().skip(1);
     let mut block = Vec::new();
-    for signo in 1..=libc::SIGRTMAX() {
-        // KILL and STOP cannot be changed; glibc keeps its own two real-time signals.
-        if signo != libc::SIGKILL && signo != libc::SIGSTOP {
-            let _ = sys::default_signal(signo);
-        }
-    }
+    sys::default_all_signals();
     while let Some(arg) = args.next() {
         let arg = arg.into_string().expect("UTF-8 option");
         let mut number = || -> i32 {

@@ -92,21 +92,17 @@ struct Opts {
     portable: bool,
     background: bool,
     exit_with_parent: bool,
-    /// std's spawn whatever `CHILDGUARD_SPAWN` says: the child's `pidfd_open` is made only
-    /// there (our own spawn gets the pidfd at birth, from clone3).
-    std_spawn: bool,
-    /// Our own spawn (`Builder::own_spawn(true)`) whatever `CHILDGUARD_SPAWN` says.
-    own_spawn: bool,
+    /// `Builder::own_spawn`, whatever `CHILDGUARD_SPAWN` says: `Some(false)` std's spawn (the
+    /// child's `pidfd_open` is made only there: our own spawn gets the pidfd at birth, from
+    /// clone3), `Some(true)` ours; `None` leaves the choice to the builder.
+    own_spawn: Option<bool>,
 }
 
 fn build(cmd: Command, ladder: &str, o: Opts) -> Result<ChildHandle, Error> {
     let ladder: Ladder = ladder.parse().expect("driver ladder");
     let mut builder = ChildHandle::builder(cmd);
-    if o.std_spawn {
-        builder = builder.own_spawn(false);
-    }
-    if o.own_spawn {
-        builder = builder.own_spawn(true);
+    if let Some(own) = o.own_spawn {
+        builder = builder.own_spawn(own);
     }
     builder
         .socket(SocketMode::Stdio)
@@ -417,7 +413,7 @@ fn emfile() {
         }
     }
     let std = Opts {
-        std_spawn: true,
+        own_spawn: Some(false),
         ..Opts::default()
     };
     emfile_series("std", std);
@@ -441,7 +437,7 @@ fn emfile() {
     emfile_series(
         "own",
         Opts {
-            own_spawn: true,
+            own_spawn: Some(true),
             ..Opts::default()
         },
     );
@@ -633,7 +629,7 @@ fn pidfd_fails(args: &[String]) {
     for (tag, background) in [("blocking", false), ("background", true)] {
         let o = Opts {
             background,
-            std_spawn: point == Point::PidfdOpen,
+            own_spawn: (point == Point::PidfdOpen).then_some(false),
             ..Opts::default()
         };
         match build(slowserver(&stubborn), "HUP:50ms,TERM:5s", o) {
