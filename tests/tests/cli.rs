@@ -864,3 +864,53 @@ fn outliving_the_ladder_briefly_is_waited_for() {
     assert_eq!(run.status.code(), Some(125), "{err}");
     assert!(!run.left, "CMD still ran when childguard exited: {err}");
 }
+
+/// Started with `HUP`, `INT` and `TERM` ignored (as under `nohup` in a background job),
+/// childguard still receives them — it reads its signals from a `signalfd`, where a blocked
+/// signal is queued whatever its disposition — and CMD starts with all three at their default,
+/// as when childguard's handlers replaced the inherited `SIG_IGN`: a `TERM` to childguard ends
+/// CMD through the ladder, and CMD's `SigIgn` names none of them.
+#[test]
+fn signals_ignored_at_start_still_reach_childguard_and_not_cmd() {
+    let script = "grep SigIgn /proc/self/status; echo READY; exec sleep 30";
+    let mut cmd = Command::new(bin("cg-sigconf"));
+    cmd.args(["--ignore", "1", "--ignore", "2", "--ignore", "15", "--"])
+        .arg(bin("cg-childguard"))
+        .args(["run", "--ladder", "TERM:5s,KILL", "--", "sh", "-c", script])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawning");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut sig_ign = String::new();
+    out.read_line(&mut sig_ign).expect("SigIgn line");
+    let mask = u64::from_str_radix(
+        sig_ign
+            .trim()
+            .strip_prefix("SigIgn:")
+            .unwrap_or_else(|| panic!("expected SigIgn, got {sig_ign:?}"))
+            .trim(),
+        16,
+    )
+    .unwrap();
+    for (name, signo) in [("HUP", 1), ("INT", 2), ("TERM", 15)] {
+        assert_eq!(
+            mask & (1 << (signo - 1)),
+            0,
+            "CMD starts with {name} ignored: {sig_ign}"
+        );
+    }
+    let mut ready = String::new();
+    out.read_line(&mut ready).expect("READY line");
+    assert_eq!(ready.trim(), "READY");
+    let sent = Instant::now();
+    send("TERM", &child);
+    let output = child.wait_with_output().unwrap();
+    // Generous: the ladder's TERM ends `sleep` at once; its 5 s grace is the bound's reason.
+    assert!(
+        sent.elapsed() < Duration::from_secs(4),
+        "childguard did not act on the TERM ignored at its start: {:?}\n{}",
+        sent.elapsed(),
+        stderr(&output)
+    );
+    assert_ne!(code(&output), Some(0), "{}", stderr(&output));
+}

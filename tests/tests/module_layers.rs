@@ -42,7 +42,7 @@ const LAYERS: &[(&str, usize)] = &[
     // Signal numbers, failpoints, tracing events: below `sys`, whose wrappers take a `Signal`.
     ("base", 0),
     ("sys", 1),
-    // The one event loop (with its one inotify instance), the one wait primitive, the SIGCHLD
+    // The one event loop (with its file watches), the one wait primitive, the SIGCHLD
     // notifier and the per-process globals: below the process, which waits through them and
     // whose cgroup watches are the loop's.
     ("core", 2),

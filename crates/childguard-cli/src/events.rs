@@ -19,9 +19,6 @@ use std::time::Instant;
 
 use childguard::{ChildHandle, Signal};
 use rustix::event::{PollFd, PollFlags};
-use signal_hook::consts::SIGCHLD;
-use signal_hook::iterator::exfiltrator::WithRawSiginfo;
-use signal_hook::iterator::SignalsInfo;
 
 use crate::host::{HostEvent, HostWatch};
 use crate::messages::say;
@@ -97,13 +94,13 @@ pub struct Events {
 
 /// The sending side of the channel: every event is sent, then the doorbell rung — in that
 /// order, so a readable doorbell always finds its event in the channel.
-struct Feed {
+pub(crate) struct Feed {
     tx: Sender<Event>,
     bell: UnixStream,
 }
 
 impl Feed {
-    fn send(&self, event: Event) -> bool {
+    pub(crate) fn send(&self, event: Event) -> bool {
         let sent = self.tx.send(event).is_ok();
         // Non-blocking: a full doorbell (nobody drained it yet) is rung already.
         let _ = (&self.bell).write(&[1]);
@@ -132,38 +129,8 @@ impl Events {
                 bell: ringer.try_clone()?,
             })
         };
-        // With each signal's siginfo, whose `si_code` says who sent it (see `received`): one
-        // per delivery (signal-hook queues up to 5 of each signal unread; past that the
-        // kernel's own merging of a pending signal applies, as for the plain iterator).
-        let mut signals = SignalsInfo::<WithRawSiginfo>::new(signals.iter().chain(&[SIGCHLD]))?;
-        let to_main = feed()?;
         let announce = Arc::new(AtomicBool::new(false));
-        let announcing = Arc::clone(&announce);
-        thread::Builder::new()
-            .name("childguard-signals".into())
-            .spawn(move || {
-                for info in signals.forever() {
-                    let event = match Received::from_siginfo(&info) {
-                        _ if info.si_signo == SIGCHLD => Event::ChildChanged,
-                        Some(received) => Event::Signal(received),
-                        None => continue,
-                    };
-                    let sent = to_main.send(event);
-                    // After the send: once the line is out, the event is in the channel.
-                    if let (Event::Signal(received), true) =
-                        (event, announcing.load(Ordering::SeqCst))
-                    {
-                        say!(
-                            "received SIG{} while starting the servers: CMD will not run; the \
-                             servers are closed once the one starting is up",
-                            received.signal
-                        );
-                    }
-                    if !sent {
-                        return;
-                    }
-                }
-            })?;
+        crate::signal_source::start(signals, feed()?, Arc::clone(&announce))?;
         if watch_stdin {
             let to_main = feed()?;
             thread::Builder::new()

@@ -30,6 +30,7 @@ pub mod procs;
 mod received;
 mod restarting;
 mod run;
+mod signal_source;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 mod sys;

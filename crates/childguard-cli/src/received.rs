@@ -54,10 +54,17 @@ impl Received {
     }
 
     /// From what the signal handler was given; `None` for a number [`Signal`] does not know.
+    #[cfg(not(target_os = "linux"))]
     pub fn from_siginfo(info: &libc::siginfo_t) -> Option<Received> {
+        Received::from_parts(info.si_signo, info.si_code)
+    }
+
+    /// From a signal's number and `si_code` (a `signalfd` record's, or a handler's siginfo);
+    /// `None` for a number [`Signal`] does not know.
+    pub fn from_parts(signo: libc::c_int, code: libc::c_int) -> Option<Received> {
         Some(Received {
-            signal: Signal::from_raw(info.si_signo)?,
-            sender: sender(info.si_code),
+            signal: Signal::from_raw(signo)?,
+            sender: sender(code),
         })
     }
 

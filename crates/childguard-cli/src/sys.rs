@@ -1,7 +1,8 @@
 //! Every `unsafe` block of the CLI, one thin wrapper per system call (as the library's `sys`),
-//! each named with its man page. Only `childguard init` needs them: it must read and restore
-//! the signal mask and the ignored signals it was started with, which neither std nor rustix
-//! exposes (rustix has no `sigaction`, and its `sigprocmask` is in the runtime feature).
+//! each named with its man page. `childguard init` must read and restore the signal mask and
+//! the ignored signals it was started with, and every command receives its signals through a
+//! `signalfd` ([`crate::signal_source`]): neither std nor rustix exposes those (rustix has no
+//! `sigaction` nor `signalfd`, and its `sigprocmask` is in the runtime feature).
 //!
 //! Linux only: `init` is.
 
@@ -140,6 +141,70 @@ pub fn kill(pid: i32, signo: i32) -> io::Result<()> {
 #[cfg(test)]
 pub fn is_ignored_now(signo: i32) -> bool {
     disposition_is_ignore(signo)
+}
+
+/// `sigaction(2)` `SIG_DFL` for each of `signals` that is `SIG_IGN` now (the others keep what
+/// they have). For signals about to be blocked and read from a `signalfd`: a program we spawn
+/// then starts with them at their default, as it did when a handler of ours replaced the
+/// inherited `SIG_IGN` (exec resets handled signals, not ignored ones).
+pub fn default_if_ignored(signals: &[i32]) {
+    for &signo in signals {
+        if disposition_is_ignore(signo) {
+            // SAFETY: SIG_DFL is a valid disposition; no handler code is involved.
+            unsafe { libc::signal(signo, libc::SIG_DFL) };
+        }
+    }
+}
+
+/// `pthread_sigmask(3)` `SIG_BLOCK` of `signals` in this thread (and the threads it starts
+/// later), then `signalfd(2)` for them (close-on-exec, blocking reads).
+pub fn block_into_signalfd(signals: &[i32]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set; sigaddset adds to the initialised set (a number
+    // it refuses, EINVAL, is left out: the caller lists only valid ones).
+    let set = unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        for &signo in signals {
+            libc::sigaddset(set.as_mut_ptr(), signo);
+        }
+        set.assume_init()
+    };
+    // SAFETY: `set` is initialised; the old mask is not asked for.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    // SAFETY: -1 asks for a new fd; `set` is a valid sigset_t for the call's duration.
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: signalfd returned a new fd that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// `read(2)` of a `signalfd`: the signals dequeued, each as (number, `si_code`), at most 16
+/// per call. Blocks until one is pending (the fd is blocking).
+pub fn read_signalfd(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<(i32, i32)>> {
+    use std::os::fd::AsRawFd;
+    const N: usize = 16;
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    let mut buf = [MaybeUninit::<libc::signalfd_siginfo>::uninit(); N];
+    // SAFETY: the buffer holds N records of the struct the kernel writes, and is that long.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), N * size) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let records = n as usize / size;
+    Ok(buf[..records]
+        .iter()
+        .map(|record| {
+            // SAFETY: the kernel wrote whole records into the first `records` entries.
+            let info = unsafe { record.assume_init_ref() };
+            (info.ssi_signo as i32, info.ssi_code)
+        })
+        .collect())
 }
 
 #[cfg(test)]

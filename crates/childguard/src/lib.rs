@@ -55,7 +55,7 @@
 // - `base/`: types and hooks every layer uses (signal numbers, failpoints, tracing events).
 // - `sys/`: every `unsafe` block and raw system call, one thin wrapper per call.
 // - `core/`: the one event loop per process (every background watch: pidfds, rung deadlines,
-//   captured pipes, the one inotify instance), the one wait primitive every blocking wait goes
+//   captured pipes, the `cgroup.events` watches), the one wait primitive every blocking wait goes
 //   through, the SIGCHLD notifier, the per-process globals.
 // - `process/`: one child and the processes it owns: pidfd, the portable mechanism, group,
 //   descendants, its cgroup (`containment/`: the kill used by every close sits here, below

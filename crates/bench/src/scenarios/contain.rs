@@ -10,7 +10,7 @@
 //!   hand-written way — walk `/proc` for the server's descendants (by ppid), `kill(SIGKILL)`
 //!   each and the server, reap the server, poll `/proc` until every one is gone.
 //! - `spawn_close_us`: spawn + close of a plain slowserver (exits on EOF), contained vs not:
-//!   what containment costs per spawn on std's path (mkdir, opens, inotify, the pre_exec
+//!   what containment costs per spawn on std's path (mkdir, opens, the `cgroup.events` watch, the pre_exec
 //!   hook's fork instead of posix_spawn and its `cgroup.procs` write, rmdir).
 //! - `spawn_close_own_us`: the same on our own spawn (`Builder::own_spawn`: `clone3` into the
 //!   cgroup at birth), contained vs not (both on our spawn).

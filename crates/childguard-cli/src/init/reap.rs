@@ -22,9 +22,29 @@ use std::fs;
 use rustix::process::{waitpid, Pid, WaitOptions};
 
 /// Our children now (alive or zombie), from every thread's `children` file, else from a scan
-/// of `/proc`.
+/// of `/proc` — unless we have none at all, which one `waitid` tells (the usual case once CMD
+/// is reaped: no file is read at the stop).
 pub fn children() -> BTreeSet<u32> {
+    if has_no_children() {
+        return BTreeSet::new();
+    }
     children_of_self().unwrap_or_else(|| scan_children(std::process::id()))
+}
+
+/// Whether this process has no child at all, running or not: `waitid(P_ALL, WNOHANG |
+/// WNOWAIT)` fails with `ECHILD` (it looks at the children of every thread of ours, and reaps
+/// nothing, so the library's claim on CMD's status is untouched). A child born just after is
+/// the race the module comment names: its `SIGCHLD` wakes the main loop.
+fn has_no_children() -> bool {
+    use rustix::process::{waitid, WaitId, WaitIdOptions};
+    let any_change = WaitIdOptions::EXITED | WaitIdOptions::STOPPED | WaitIdOptions::CONTINUED;
+    matches!(
+        waitid(
+            WaitId::All,
+            any_change | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT
+        ),
+        Err(rustix::io::Errno::CHILD)
+    )
 }
 
 /// `/proc/self/task/*/children`; `None` when the kernel has no such files.
@@ -174,6 +194,19 @@ mod tests {
         // The excluded one is still ours to reap.
         assert!(kept.wait().unwrap().success());
         std::mem::forget(other);
+    }
+
+    #[test]
+    fn a_child_is_listed_until_reaped_and_none_after() {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Running or a zombie, it is a child: listed, and `waitid` does not answer ECHILD.
+        assert!(!has_no_children());
+        assert!(children().contains(&pid));
+        child.wait().unwrap();
+        // Other tests of this binary may have children of their own meanwhile: only ours is
+        // asserted gone.
+        assert!(!children().contains(&pid));
     }
 
     #[test]

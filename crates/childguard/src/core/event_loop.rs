@@ -1,7 +1,7 @@
 //! The event loop: one thread per process that carries every watch the library keeps in the
 //! background — children's pidfds and their rung deadlines (the [reaper](crate::reaper)),
-//! captured pipes (the capture drain), the one inotify instance that holds every
-//! `cgroup.events` watch ([`super::inotify`]), notify sockets while a close in the
+//! captured pipes (the capture drain), every `cgroup.events` watch ([`super::file_watch`]),
+//! notify sockets while a close in the
 //! background listens to them, and `SIGCHLD` for children on the portable mechanism.
 //!
 //! Model: systemd's sd-event. One `epoll` set (Linux; `poll(2)` over the same sources
@@ -12,7 +12,8 @@
 //! - *io*: a readable fd runs its handler ([`Ops::add_io`]); the loop owns the fd and closes
 //!   it when the source is removed. Children's pidfds are io sources of the reaper.
 //! - *time*: a one-shot timer ([`Ops::add_timer`]).
-//! - *inotify*: one instance, each watch a wd whose changes ring an eventfd of its owner.
+//! - *file*: a kernfs file's fd for `EPOLLPRI`, edge-triggered, whose changes ring an eventfd
+//!   of its owner ([`super::file_watch`]).
 //! - *wake*: handlers run on every wake-up ([`Ops::on_wake`]): a capture sync, the portable
 //!   mechanism's `SIGCHLD`.
 //!
@@ -54,14 +55,14 @@ pub(crate) struct Loop {
     wake_tx: UnixStream,
     sigchld_hooked: OnceLock<()>,
     #[cfg(target_os = "linux")]
-    inotify: OnceLock<super::inotify::Instance>,
+    watches: super::file_watch::Watches,
 }
 
-/// Watches `path` for `IN_MODIFY` in the loop's one inotify instance, starting the loop (and
-/// the instance) if need be: a `cgroup.events` watch costs a wd and a bell, never an instance.
+/// Watches the kernfs file open at `file` (`cgroup.events`) for changes in the loop's epoll
+/// set, starting the loop if need be: a watch costs an epoll registration and a bell.
 #[cfg(target_os = "linux")]
-pub(crate) fn watch_modify(path: &std::path::Path) -> io::Result<super::inotify::FileWatch> {
-    super::inotify::FileWatch::modify(get()?.inotify()?, path)
+pub(crate) fn watch_file(file: OwnedFd) -> io::Result<super::file_watch::FileWatch> {
+    super::file_watch::FileWatch::new(&get()?.watches, file)
 }
 
 /// This process's loop, once its thread runs.
@@ -69,9 +70,6 @@ static LOOP: PerProcess<Loop> = PerProcess::new();
 
 /// The epoll user data of the wake socket.
 const WAKE: u64 = u64::MAX;
-/// The epoll user data of the inotify instance.
-#[cfg(target_os = "linux")]
-const INOTIFY: u64 = u64::MAX - 1;
 /// The longest single wait: a bound, not a poll interval (every change wakes us before).
 const MAX_WAIT: Duration = Duration::from_secs(3600);
 
@@ -91,7 +89,7 @@ pub(crate) fn get() -> io::Result<&'static Loop> {
                 wake_tx,
                 sigchld_hooked: OnceLock::new(),
                 #[cfg(target_os = "linux")]
-                inotify: OnceLock::new(),
+                watches: super::file_watch::Watches::new(std::sync::Arc::clone(&poller.epoll)),
             };
             Ok((fresh, (wake_rx, poller)))
         },
@@ -139,33 +137,11 @@ impl Loop {
         });
         now
     }
-
-    /// The loop's one inotify instance, made on first use (so a program that contains
-    /// nothing has none). `Err`: `inotify_init1` failed (`EMFILE`: the per-user
-    /// `fs.inotify.max_user_instances` is used up by other programs); the next call tries
-    /// again.
-    #[cfg(target_os = "linux")]
-    pub(crate) fn inotify(&'static self) -> io::Result<&'static super::inotify::Instance> {
-        if let Some(instance) = self.inotify.get() {
-            return Ok(instance);
-        }
-        let fresh = super::inotify::Instance::new()?;
-        // Two first uses at once: one instance is kept, the other closes here.
-        if self.inotify.set(fresh).is_ok() {
-            if let Some(instance) = self.inotify.get() {
-                // Watches added before the loop registers the instance are not missed: the
-                // instance is level-triggered readable with their events queued.
-                self.post(move |ops| ops.poller.add_inotify(instance));
-            }
-        }
-        self.inotify
-            .get()
-            .ok_or_else(|| io::Error::other("the inotify instance vanished"))
-    }
 }
 
 /// Names an io source (slot index and generation: a stale event for a removed source never
-/// reaches the source that reuses its slot). Also its epoll user data.
+/// reaches the source that reuses its slot). Also its epoll user data: the generation has 31
+/// bits, so the key never has [`super::file_watch::WATCH_BIT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct IoId(u64);
 
@@ -195,7 +171,7 @@ impl Ops {
         fd: OwnedFd,
         handler: IoHandler,
     ) -> Result<IoId, (OwnedFd, io::Error)> {
-        self.generation = self.generation.wrapping_add(1);
+        self.generation = self.generation.wrapping_add(1) & 0x7fff_ffff;
         let index = self.free.pop().unwrap_or_else(|| {
             self.io.push(None);
             self.io.len() - 1
@@ -303,11 +279,7 @@ fn run(lp: &'static Loop, (mut wake_rx, poller): (UnixStream, Poller)) {
             match key {
                 WAKE => woken = true,
                 #[cfg(target_os = "linux")]
-                INOTIFY => {
-                    if let Some(instance) = lp.inotify.get() {
-                        instance.dispatch();
-                    }
-                }
+                key if key & super::file_watch::WATCH_BIT != 0 => lp.watches.dispatch(key),
                 key => ops.fire(key),
             }
         }
@@ -340,8 +312,10 @@ fn timeout_until(deadline: Option<Instant>) -> rustix::event::Timespec {
 /// What the loop blocks in: an epoll set (Linux), or nothing kept (elsewhere: `poll(2)` over
 /// the wake socket and every io source, listed anew each round).
 struct Poller {
+    /// Shared with the file watches, which add and delete their fds from any thread
+    /// (`epoll_ctl` is thread-safe).
     #[cfg(target_os = "linux")]
-    epoll: OwnedFd,
+    epoll: std::sync::Arc<OwnedFd>,
 }
 
 #[cfg(target_os = "linux")]
@@ -355,21 +329,15 @@ impl Poller {
             epoll::EventData::new_u64(WAKE),
             epoll::EventFlags::IN,
         )?;
-        Ok(Poller { epoll })
+        Ok(Poller {
+            epoll: std::sync::Arc::new(epoll),
+        })
     }
 
     fn add(&self, fd: &OwnedFd, key: u64) -> io::Result<()> {
         use rustix::event::epoll;
         let data = epoll::EventData::new_u64(key);
         Ok(epoll::add(&self.epoll, fd, data, epoll::EventFlags::IN)?)
-    }
-
-    fn add_inotify(&self, instance: &'static super::inotify::Instance) {
-        use rustix::event::epoll;
-        let data = epoll::EventData::new_u64(INOTIFY);
-        // Cannot fail but for ENOMEM; the watches then still work for blocking waits that
-        // read `cgroup.events` on their own deadlines, only without wake-ups.
-        let _ = epoll::add(&self.epoll, instance.fd(), data, epoll::EventFlags::IN);
     }
 
     fn remove(&self, fd: &OwnedFd) {

@@ -391,7 +391,7 @@ impl Builder {
     ///   `cgroup.kill`, which kills every member atomically (no pid read, no fork escapes).
     ///   [`CloseReport::signals`] says how many processes each rung reached.
     /// - **the end**: the close is over when the cgroup is empty (`cgroup.events` says
-    ///   `populated 0`, woken by inotify), not when the child exits; the child is reaped and
+    ///   `populated 0`, woken by its `POLLPRI`), not when the child exits; the child is reaped and
     ///   the directory removed, bottom-up: cgroups the server made inside its own (a nested
     ///   contained run, a container runtime) first; one that stays is named in
     ///   [`CloseReport::notes`]. Members that outlive the last rung (uninterruptible sleep) are

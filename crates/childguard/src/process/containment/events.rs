@@ -1,13 +1,12 @@
 //! `cgroup.events` (`populated 0|1`, `frozen 0|1`) and a watch on it.
 //!
-//! The kernel notifies `cgroup.events` (`kernfs_notify`: inotify `IN_MODIFY`, and `POLLPRI`
-//! on an open copy) each time one of its values changes. We wait on a plainly *readable* fd
-//! rather than on `POLLPRI`, so that every driver that waits for readable fds — `poll` in the
-//! blocking close, the event loop's epoll set, tokio's `AsyncFd` — can wait on it unchanged (a
-//! kernfs file is always `POLLIN`-ready, which would make an epoll `EPOLLIN` registration
-//! spin). That fd is the watch's bell in the event loop's one inotify instance
-//! ([`crate::core::inotify`]): a wd per cgroup, never an instance per cgroup (spawn #129 used
-//! to fail with `EMFILE` on `fs.inotify.max_user_instances`).
+//! The kernel notifies `cgroup.events` (`kernfs_notify`: `POLLPRI` on every open copy, and
+//! inotify `IN_MODIFY`) each time one of its values changes. We wait on a plainly *readable*
+//! fd rather than on `POLLPRI`, so that every driver that waits for readable fds — `poll` in
+//! the blocking close, the event loop's epoll set, tokio's `AsyncFd` — can wait on it
+//! unchanged (a kernfs file is always `POLLIN`-ready, which would make them spin). That fd is
+//! the watch's bell, rung by the event loop, which holds our open `cgroup.events` in its epoll
+//! set for `EPOLLPRI` ([`crate::core::file_watch`]: why not inotify).
 //!
 //! Race avoided (lost wake-up): the bell is emptied *before* the file is read, so a change
 //! after the read rings it again and wakes the next wait; a change between emptying and read
@@ -19,14 +18,13 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::core::inotify::FileWatch;
+use crate::core::file_watch::FileWatch;
 
 use super::explain::explain;
 
-/// `cgroup.events`, opened, and a watch on it in the loop's inotify instance.
+/// `cgroup.events`, opened and watched in the loop's epoll set.
 #[derive(Debug)]
 pub(crate) struct Watch {
-    events: OwnedFd,
     watch: FileWatch,
 }
 
@@ -44,11 +42,12 @@ impl Watch {
     /// event loop if need be.
     pub(crate) fn open(dir: &Path) -> io::Result<Watch> {
         let path = dir.join("cgroup.events");
-        let events = rustix::fs::open(&path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| explain(&path, "opening", e.into()))?;
-        let watch = crate::core::event_loop::watch_modify(&path)
-            .map_err(|e| explain(&path, "watching with inotify", e))?;
-        Ok(Watch { events, watch })
+        let events: OwnedFd =
+            rustix::fs::open(&path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                .map_err(|e| explain(&path, "opening", e.into()))?;
+        let watch = crate::core::event_loop::watch_file(events)
+            .map_err(|e| explain(&path, "watching (epoll)", e))?;
+        Ok(Watch { watch })
     }
 
     /// The fd that turns readable when `cgroup.events` changes.
@@ -75,7 +74,7 @@ impl Watch {
     pub(crate) fn read(&self) -> io::Result<Events> {
         self.watch.clear()?;
         let mut text = [0u8; 128];
-        let n = rustix::io::pread(&self.events, &mut text[..], 0)?;
+        let n = rustix::io::pread(self.watch.file(), &mut text[..], 0)?;
         parse(&text[..n]).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,

@@ -50,7 +50,7 @@ pub(crate) fn kill_by_freezing(cgroup: &Cgroup) -> io::Result<usize> {
     Ok(killed)
 }
 
-/// Waits (on the inotify watch, no sleeping) until the cgroup is frozen or empty, at most
+/// Waits (on the `cgroup.events` watch, no sleeping) until the cgroup is frozen or empty, at most
 /// [`FREEZE_WAIT`]; a member stuck in the kernel may never report frozen, so after that the
 /// members are signalled anyway.
 fn wait_frozen(cgroup: &Cgroup) -> io::Result<()> {

@@ -12,7 +12,7 @@
 //! - [`stale`]: on first use of a parent, killing and removing the cgroups of dead
 //!   supervisors in it; [`judge`] tells from a name whether its supervisor is dead;
 //!   [`notes`] keeps what the sweeps did for the next close report.
-//! - [`events`]: `cgroup.events` (`populated`, `frozen`) and the inotify watch that wakes a
+//! - [`events`]: `cgroup.events` (`populated`, `frozen`) and the watch that wakes a
 //!   wait when it changes.
 //! - [`members`]: the cgroup's processes as pidfds, each checked to be in the cgroup after
 //!   it was opened, for a signal to every member.

@@ -15,6 +15,10 @@ use std::sync::{Mutex, PoisonError};
 /// and a contained spawn read it twice.
 static KEPT: Mutex<Option<(String, PathBuf)>> = Mutex::new(None);
 
+/// The text of the read that found [`KEPT`], until the v1 sweep of the same first contained
+/// spawn takes it ([`take_mountinfo`]): one read of mountinfo per process, not two.
+static TEXT: Mutex<Option<String>> = Mutex::new(None);
+
 /// The cgroup2 mount: (root within the hierarchy, mount point). Found in
 /// `/proc/self/mountinfo` the first time and kept for the process; a caller that finds the
 /// kept answer wrong (a directory under it is not cgroup v2, or its own cgroup is outside it:
@@ -32,12 +36,23 @@ pub(crate) fn cgroup2() -> io::Result<(String, PathBuf)> {
         )
     })?;
     *kept = Some(found.clone());
+    *TEXT.lock().unwrap_or_else(PoisonError::into_inner) = Some(mountinfo);
     Ok(found)
+}
+
+/// `/proc/self/mountinfo`: the text [`cgroup2`] read last, if nobody took it yet (it is given
+/// once, then dropped: a host with thousands of mounts has a large one), else a fresh read.
+pub(crate) fn take_mountinfo() -> io::Result<String> {
+    match TEXT.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        Some(text) => Ok(text),
+        None => std::fs::read_to_string("/proc/self/mountinfo"),
+    }
 }
 
 /// Drops the kept mount: the next [`cgroup2`] reads `/proc/self/mountinfo` again.
 pub(crate) fn forget_cgroup2() {
     *KEPT.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    *TEXT.lock().unwrap_or_else(PoisonError::into_inner) = None;
 }
 
 /// Plants a kept mount (tests of a stale one), returning the one it replaced.
@@ -69,14 +84,14 @@ pub(crate) fn own_cgroup_dir() -> io::Result<PathBuf> {
 pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
     mounts(mountinfo)
         .find(|m| m.fstype == "cgroup2")
-        .map(|m| (m.root, PathBuf::from(m.mount_point)))
+        .map(|m| (m.root().into_owned(), PathBuf::from(&*m.mount_point())))
 }
 
-/// One line of `/proc/self/mountinfo`, the fields we use (paths unescaped).
+/// One line of `/proc/self/mountinfo`, the fields we use (paths as written: see
+/// [`Mount::root`] and [`Mount::mount_point`] for them unescaped).
 pub(crate) struct Mount<'a> {
-    /// The root of the mount within its file system.
-    pub(crate) root: String,
-    pub(crate) mount_point: String,
+    root: &'a str,
+    mount_point: &'a str,
     pub(crate) fstype: &'a str,
     /// The file system's own options (`rw,hidepid=invisible`), after the source.
     pub(crate) super_options: &'a str,
@@ -88,8 +103,8 @@ pub(crate) fn mounts(mountinfo: &str) -> impl Iterator<Item = Mount<'_>> {
         // id parent major:minor root mount-point options [optional…] - fstype source super
         let (before, after) = line.split_once(" - ")?;
         let mut fields = before.split(' ');
-        let root = unescape(fields.nth(3)?);
-        let mount_point = unescape(fields.next()?);
+        let root = fields.nth(3)?;
+        let mount_point = fields.next()?;
         let mut after = after.split(' ');
         let fstype = after.next()?;
         let super_options = after.nth(1).unwrap_or("");
@@ -100,6 +115,18 @@ pub(crate) fn mounts(mountinfo: &str) -> impl Iterator<Item = Mount<'_>> {
             super_options,
         })
     })
+}
+
+impl Mount<'_> {
+    /// The root of the mount within its file system, unescaped.
+    pub(crate) fn root(&self) -> std::borrow::Cow<'_, str> {
+        unescape(self.root)
+    }
+
+    /// Where it is mounted, unescaped.
+    pub(crate) fn mount_point(&self) -> std::borrow::Cow<'_, str> {
+        unescape(self.mount_point)
+    }
 }
 
 /// The path after `0::` in a `/proc/self/cgroup` text (the v2 hierarchy's line).
@@ -140,7 +167,10 @@ fn dir_in_mount(mount_point: &Path, root: &str, path: &str) -> io::Result<PathBu
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
-fn unescape(field: &str) -> String {
+fn unescape(field: &str) -> std::borrow::Cow<'_, str> {
+    if !field.contains('\\') {
+        return std::borrow::Cow::Borrowed(field);
+    }
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -160,7 +190,7 @@ fn unescape(field: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 #[cfg(test)]
@@ -229,5 +259,39 @@ mod tests {
         let _planting = TEST_LOCK.read();
         let dir = own_cgroup_dir().expect("this host mounts cgroup2 (CI does)");
         assert!(dir.join("cgroup.procs").exists(), "{}", dir.display());
+    }
+
+    #[test]
+    fn the_text_that_found_the_mount_is_given_once_then_read_afresh() {
+        let _planting = TEST_LOCK.write();
+        forget_cgroup2();
+        let (_, point) = cgroup2().expect("this host mounts cgroup2 (CI does)");
+        let first = take_mountinfo().unwrap();
+        assert!(
+            cgroup2_mount(&first).is_some_and(|(_, p)| p == point),
+            "{first}"
+        );
+        // Given once: the kept copy is gone, and the next take is a read of its own.
+        assert!(TEXT.lock().unwrap().is_none());
+        let again = take_mountinfo().unwrap();
+        assert!(
+            cgroup2_mount(&again).is_some_and(|(_, p)| p == point),
+            "{again}"
+        );
+        // A forgotten mount drops an untaken text too.
+        forget_cgroup2();
+        cgroup2().unwrap();
+        assert!(TEXT.lock().unwrap().is_some());
+        forget_cgroup2();
+        assert!(TEXT.lock().unwrap().is_none());
+    }
+
+    #[test]
+    fn paths_without_escapes_are_not_copied() {
+        assert!(matches!(
+            unescape("/sys/fs/cgroup"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(unescape("/a\\040b"), "/a b");
     }
 }

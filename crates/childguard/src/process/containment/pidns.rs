@@ -111,7 +111,7 @@ fn nspid_levels(pid: &str) -> io::Result<usize> {
 /// than `0`/`off`. No `/proc` mount found: it might.
 fn hides_processes(mountinfo: &str) -> bool {
     let Some(proc) = mounts(mountinfo)
-        .filter(|m| m.mount_point == "/proc" && m.fstype == "proc")
+        .filter(|m| m.fstype == "proc" && m.mount_point() == "/proc")
         .last()
     else {
         return true;

@@ -178,8 +178,9 @@ pub(crate) fn sweep_v1_hierarchies() {
 }
 
 fn sweep_v1_now() {
+    // The text the cgroup2 mount was found in, at this same first spawn: not read twice.
     let (Ok(mountinfo), Ok(proc_cgroup)) = (
-        std::fs::read_to_string("/proc/self/mountinfo"),
+        crate::process::containment::mount::take_mountinfo(),
         std::fs::read_to_string("/proc/self/cgroup"),
     ) else {
         return;

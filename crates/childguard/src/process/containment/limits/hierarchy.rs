@@ -84,17 +84,18 @@ pub(crate) fn v1_dir(name: &str, mountinfo: &str, proc_cgroup: &str) -> Option<P
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         controllers.split(',').any(|c| c == name).then_some(path)
     })?;
-    let relative = if m.root == "/" {
+    let root = m.root();
+    let relative = if root == "/" {
         ours
     } else {
-        ours.strip_prefix(m.root.as_str())
+        ours.strip_prefix(&*root)
             .filter(|rest| rest.is_empty() || rest.starts_with('/'))?
     };
     let relative = relative.trim_start_matches('/');
     if relative.split('/').any(|c| c == "..") {
         return None;
     }
-    let mount_point = PathBuf::from(&m.mount_point);
+    let mount_point = PathBuf::from(&*m.mount_point());
     Some(if relative.is_empty() {
         mount_point
     } else {
