@@ -870,6 +870,44 @@ fn outliving_the_ladder_briefly_is_waited_for() {
 /// signal is queued whatever its disposition — and CMD starts with all three at their default,
 /// as when childguard's handlers replaced the inherited `SIG_IGN`: a `TERM` to childguard ends
 /// CMD through the ladder, and CMD's `SigIgn` names none of them.
+/// Linux: `run` reads its signals on the thread that waits (a `signalfd` in its `poll`), with
+/// no thread of its own for them; the signal still starts the ladder at once.
+#[cfg(target_os = "linux")]
+#[test]
+fn signals_are_read_by_the_waiting_thread_not_a_thread_of_their_own() {
+    let mut child = childguard(&["run", "--ladder", "TERM:5s,KILL", "--"])
+        .args(["sh", "-c", "echo READY; exec sleep 30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut ready = String::new();
+    out.read_line(&mut ready).expect("READY line");
+    assert_eq!(ready.trim(), "READY");
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).expect("its tasks");
+    let names: Vec<String> = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with("childguard-sig")),
+        "a signal thread runs: {names:?}"
+    );
+    let sent = Instant::now();
+    send("TERM", &child);
+    let output = child.wait_with_output().unwrap();
+    // Generous: the ladder's TERM ends `sleep` at once; its 5 s grace is the bound's reason.
+    assert!(
+        sent.elapsed() < Duration::from_secs(4),
+        "the TERM did not start the ladder: {:?}\n{}",
+        sent.elapsed(),
+        stderr(&output)
+    );
+    assert_ne!(code(&output), Some(0), "{}", stderr(&output));
+}
+
 #[test]
 fn signals_ignored_at_start_still_reach_childguard_and_not_cmd() {
     let script = "grep SigIgn /proc/self/status; echo READY; exec sleep 30";

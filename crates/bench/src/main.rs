@@ -40,15 +40,6 @@ struct Cli {
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1).peekable();
-    // `childguard-bench __init ARGS…`: this binary as `childguard init` (the `init` scenario).
-    if args
-        .peek()
-        .is_some_and(|a| a == scenarios::init::SUBCOMMAND)
-    {
-        let rest = args.skip(1);
-        let code = childguard_cli::main_with(std::iter::once(OsString::from("init")).chain(rest));
-        std::process::exit(code);
-    }
     // `childguard ARGS…`: the CLI (the probe scenario), and the hidden subcommand it re-executes
     // itself with for its own fixture.
     if args.peek().is_some_and(|a| a == "childguard") {

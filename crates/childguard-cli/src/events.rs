@@ -5,8 +5,11 @@
 //! Each event also rings a doorbell (one byte on a socket pair). The main thread's wait
 //! ([`Events::next`]) is a `poll` of that doorbell, with a timeout for the deadline, and of the
 //! host's lifeline with `--stdio-server` (fd 0's hangup and the parent's pidfd: see
-//! [`HostWatch`]). The library's close, which waits in `poll` on the child's pidfd, watches
-//! the channel the same way ([`Events::doorbell`], [`Events::signals_arrived`]).
+//! [`HostWatch`]). On Linux the doorbell polled is an epoll set of the bell and the signals'
+//! own fds ([`crate::signal_source::Pump::fds`]), so a signal wakes the wait itself, which
+//! reads it into the channel ([`crate::signal_source::Pump::pump`]) — no thread relays it.
+//! The library's close, which waits in `poll` on the child's pidfd, watches the channel the
+//! same way ([`Events::doorbell`], [`Events::signals_arrived`]).
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -23,6 +26,7 @@ use rustix::event::{PollFd, PollFlags};
 use crate::host::{HostEvent, HostWatch};
 use crate::messages::say;
 use crate::received::Received;
+use crate::signal_source::Pump;
 
 /// Every signal whose default action would end childguard and that can be caught, so that
 /// none of them can leave CMD unsupervised: each either is forwarded or starts the ladder
@@ -77,19 +81,32 @@ pub enum Woke {
     ParentExited(u32),
 }
 
-/// The event channel and the threads feeding it (which live as long as the process).
-#[derive(Debug)]
+/// The event channel and what feeds it (the signals' pump, the stdin thread).
 pub struct Events {
     rx: Receiver<Event>,
     /// Kept so the channel never disconnects, even if a feeding thread ends.
     _tx: Sender<Event>,
     /// Readable once an event was sent (non-blocking; drained by [`Events::signals_arrived`]).
     bell: UnixStream,
-    /// While set, the signal thread says on stderr that a signal came (see
+    /// Reads the signals that arrived into the channel.
+    pump: Arc<Pump>,
+    /// Linux: the epoll set of `bell` and the pump's fds — the doorbell that is polled.
+    #[cfg(target_os = "linux")]
+    pollset: std::os::fd::OwnedFd,
+    /// While set, each signal pumped is also said on stderr (see
     /// [`Events::announce_signals`]).
     announce: Arc<AtomicBool>,
     /// `--stdio-server`'s watch of the host, polled with the doorbell.
     host: Option<HostWatch>,
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events")
+            .field("bell", &self.bell)
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The sending side of the channel: every event is sent, then the doorbell rung — in that
@@ -130,7 +147,21 @@ impl Events {
             })
         };
         let announce = Arc::new(AtomicBool::new(false));
-        crate::signal_source::start(signals, feed()?, Arc::clone(&announce))?;
+        let pump = Arc::new(Pump::start(signals, feed()?, Arc::clone(&announce))?);
+        #[cfg(target_os = "linux")]
+        let pollset = {
+            use rustix::event::epoll;
+            let set = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+            for fd in std::iter::once(bell.as_fd()).chain(pump.fds()) {
+                epoll::add(
+                    &set,
+                    fd,
+                    epoll::EventData::new_u64(0),
+                    epoll::EventFlags::IN,
+                )?;
+            }
+            set
+        };
         if watch_stdin {
             let to_main = feed()?;
             thread::Builder::new()
@@ -145,17 +176,25 @@ impl Events {
             rx,
             _tx: tx,
             bell,
+            pump,
+            #[cfg(target_os = "linux")]
+            pollset,
             announce,
             host: None,
         })
     }
 
-    /// While `on`, each signal received is also announced on stderr by the signal thread, at
-    /// once: `with` starts its servers with the main thread blocked in a readiness wait, and
-    /// acts on the signal only when that wait ends. The line comes after the event is queued,
+    /// While `on`, each signal received is also announced on stderr, at once: `with` starts
+    /// its servers with the main thread blocked in a readiness wait, and acts on the signal
+    /// only when that wait ends — so turning this on starts a thread that reads the signals
+    /// as they come ([`Pump::pump_in_background`]). The line comes after the event is queued,
     /// so whoever reads it knows the next [`Events::signals_arrived`] will see the signal.
-    pub fn announce_signals(&self, on: bool) {
+    pub fn announce_signals(&self, on: bool) -> io::Result<()> {
         self.announce.store(on, Ordering::SeqCst);
+        if on {
+            self.pump.pump_in_background()?;
+        }
+        Ok(())
     }
 
     /// Also waits for the host to close childguard's stdin or exit (`--stdio-server`): see
@@ -174,6 +213,7 @@ impl Events {
             return Some(event.into());
         }
         loop {
+            self.pump.pump();
             self.drain_doorbell();
             if let Ok(event) = self.rx.try_recv() {
                 return Some(event);
@@ -185,13 +225,14 @@ impl Events {
                     _ => return None,
                 },
             };
-            let mut fds = vec![PollFd::new(&self.bell, PollFlags::IN)];
+            let doorbell = self.doorbell();
+            let mut fds = vec![PollFd::new(&doorbell, PollFlags::IN)];
             if let Some(host) = &self.host {
                 host.poll_fds(&mut fds);
             }
             match poll(&mut fds, timeout) {
                 Ok(_) => {}
-                // A signal's handler ran on this thread: its event is in the channel.
+                // A signal's handler ran on this thread (SIGCHLD's: the pump reads its byte).
                 Err(rustix::io::Errno::INTR) => continue,
                 // Anything else (ENOMEM): wait on the channel alone a moment, then poll again.
                 Err(e) => {
@@ -242,9 +283,12 @@ impl Events {
     }
 
     /// Readable when an event may be waiting: for a `poll` that also waits on something
-    /// else (the library's close, see `run`).
+    /// else (the library's close, see `run`). Then [`Events::signals_arrived`] reads it.
     pub fn doorbell(&self) -> BorrowedFd<'_> {
-        self.bell.as_fd()
+        #[cfg(target_os = "linux")]
+        return self.pollset.as_fd();
+        #[cfg(not(target_os = "linux"))]
+        return self.bell.as_fd();
     }
 
     /// Drains the doorbell and the events waiting, without blocking; returns the signals
@@ -252,6 +296,7 @@ impl Events {
     /// watches the child itself, and stdin closing only ever triggers the ladder; the host's
     /// lifeline is not polled during a close).
     pub fn signals_arrived(&self) -> Vec<Signal> {
+        self.pump.pump();
         self.drain_doorbell();
         self.rx
             .try_iter()

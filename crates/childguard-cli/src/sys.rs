@@ -157,7 +157,7 @@ pub fn default_if_ignored(signals: &[i32]) {
 }
 
 /// `pthread_sigmask(3)` `SIG_BLOCK` of `signals` in this thread (and the threads it starts
-/// later), then `signalfd(2)` for them (close-on-exec, blocking reads).
+/// later), then `signalfd(2)` for them (close-on-exec, non-blocking reads).
 pub fn block_into_signalfd(signals: &[i32]) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     let mut set = MaybeUninit::<libc::sigset_t>::uninit();
@@ -176,7 +176,7 @@ pub fn block_into_signalfd(signals: &[i32]) -> io::Result<std::os::fd::OwnedFd> 
         return Err(io::Error::from_raw_os_error(rc));
     }
     // SAFETY: -1 asks for a new fd; `set` is a valid sigset_t for the call's duration.
-    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -185,7 +185,7 @@ pub fn block_into_signalfd(signals: &[i32]) -> io::Result<std::os::fd::OwnedFd> 
 }
 
 /// `read(2)` of a `signalfd`: the signals dequeued, each as (number, `si_code`), at most 16
-/// per call. Blocks until one is pending (the fd is blocking).
+/// per call; none when none is pending (the fd does not block).
 pub fn read_signalfd(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<(i32, i32)>> {
     use std::os::fd::AsRawFd;
     const N: usize = 16;
@@ -194,7 +194,11 @@ pub fn read_signalfd(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<(i32, i3
     // SAFETY: the buffer holds N records of the struct the kernel writes, and is that long.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), N * size) };
     if n < 0 {
-        return Err(io::Error::last_os_error());
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock => Ok(Vec::new()),
+            _ => Err(e),
+        };
     }
     let records = n as usize / size;
     Ok(buf[..records]

@@ -335,7 +335,10 @@ pub fn run(options: WithOptions) -> i32 {
         }
     };
     let mut started: Vec<Started> = Vec::new();
-    events.announce_signals(true);
+    if let Err(e) = events.announce_signals(true) {
+        say!("cannot start the signal thread: {e}");
+        return exit_code::FAILED;
+    }
     for server in options.servers {
         match start(server) {
             Ok(handle) => started.push(handle),
@@ -355,7 +358,8 @@ pub fn run(options: WithOptions) -> i32 {
             return 128 + signal.as_raw();
         }
     }
-    events.announce_signals(false);
+    // Turning it off starts nothing: it cannot fail.
+    let _ = events.announce_signals(false);
     let code = run_command(&options.command, &events, &mut started);
     close_all(started);
     code

@@ -17,6 +17,9 @@
 //!   zombies reaped per second).
 //! - `startup_ms`: `INIT -- true`, spawn to exit, not as PID 1 (stderr to /dev/null: ours
 //!   warns there that it is no subreaper).
+//!
+//! Ours is the `childguard` binary built beside this bench ([`pid1::Init::ours`]); the
+//! scenario fails, saying how to build it, when it is not there.
 
 mod pid1;
 
@@ -29,9 +32,6 @@ use super::Settings;
 use crate::row::Row;
 use crate::stats::median;
 use crate::Result;
-
-/// The subcommand that makes this binary `childguard init`.
-pub const SUBCOMMAND: &str = "__init";
 
 /// The engine's grace before its `SIGKILL` (docker's default is 10 s; shortened, see above).
 const ENGINE_GRACE: Duration = Duration::from_secs(3);

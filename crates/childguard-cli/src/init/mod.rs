@@ -233,10 +233,12 @@ fn wait(
     cmd: Option<u32>,
 ) -> childguard::Result<Ended> {
     loop {
-        reap_and_warn(o, cmd);
+        // CMD first: once it exited, the zombies beside it are reaped after its close (the
+        // last `reap_and_warn` of `run`), and `init -- true` reads no `children` file.
         if handle.try_wait()?.is_some() {
             return Ok(Ended::Exited);
         }
+        reap_and_warn(o, cmd);
         match events.next(None) {
             Some(Event::Signal(received)) if forward::is_stop(received.signal) => {
                 return Ok(Ended::Stop(received.signal))

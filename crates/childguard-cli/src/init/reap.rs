@@ -147,14 +147,18 @@ fn probe_children() -> BTreeSet<u32> {
 /// Our descendants now, children first (a walk of the `children` files, else of `/proc`).
 pub fn descendants() -> Vec<u32> {
     let me = std::process::id();
-    let by_children = children_of_self().is_some();
+    // Asked once, and only when a child of ours is found: at an ordinary stop (CMD reaped,
+    // nothing left) [`children`] answers from one `waitid` and no `/proc` file is read.
+    let mut by_children = None;
     let mut found = Vec::new();
     let mut frontier = vec![me];
     let mut seen = BTreeSet::new();
     while let Some(parent) = frontier.pop() {
         let kids = if parent == me {
             children()
-        } else if by_children {
+        } else if *by_children
+            .get_or_insert_with(|| std::path::Path::new("/proc/thread-self/children").exists())
+        {
             crate::procs::children_of(parent).into_iter().collect()
         } else {
             scan_children(parent)

@@ -17,10 +17,22 @@ pub struct Init {
 }
 
 impl Init {
-    /// Ours: this binary's `__init` subcommand (`childguard init`), with `extra` options.
+    /// Ours: the `childguard` binary users run, from the same `target` directory as this
+    /// bench (`cargo build --release -p childguard-cli -p childguard-bench`, as `just bench`
+    /// does), with `extra` options. Not this bench binary posing as it: the bench carries every
+    /// scenario's code and peers (twice the size, more relocations), which would be timed as
+    /// `init`'s start-up.
     pub fn ours(extra: &[&str]) -> Result<Init> {
-        let exe = std::env::current_exe()?.to_string_lossy().into_owned();
-        let mut argv = vec![exe, super::SUBCOMMAND.to_string()];
+        let bench = std::env::current_exe()?;
+        let exe = bench.with_file_name("childguard");
+        if !exe.is_file() {
+            return Err(format!(
+                "init: {} not found: build it beside the bench (cargo build --release -p childguard-cli -p childguard-bench, or just bench)",
+                exe.display()
+            )
+            .into());
+        }
+        let mut argv = vec![exe.to_string_lossy().into_owned(), "init".to_string()];
         argv.extend(extra.iter().map(|s| s.to_string()));
         argv.push("--".into());
         Ok(Init {
