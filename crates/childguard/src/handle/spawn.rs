@@ -162,6 +162,7 @@ impl Builder {
         #[cfg(target_os = "linux")]
         if let Some(cgroup) = cgroup {
             process.contain(cgroup, self.kill_mode);
+            crate::process::containment::after_first_birth();
         }
         #[cfg(not(target_os = "linux"))]
         let _ = cgroup; // containment is Linux-only: elsewhere there is never a cgroup

@@ -238,10 +238,12 @@ impl Cgroup {
 }
 
 impl Cgroup {
-    /// Notes for the close report: what the sweep of stale cgroups did before this cgroup was
-    /// made (given once), and why the cgroup could not be removed, if it could not.
+    /// Notes for the close report: what the sweeps of stale cgroups did before this cgroup was
+    /// made, or since (the v1 sweep runs once the first contained child is born) — given
+    /// once — and why the cgroup could not be removed, if it could not.
     pub(crate) fn take_notes(&mut self) -> Vec<String> {
         let mut notes = std::mem::take(&mut self.notes);
+        notes.extend(take_pending());
         if let (false, Some(e)) = (self.removed, &self.remove_error) {
             notes.push(format!("the cgroup stays: {e}"));
         }

@@ -168,7 +168,8 @@ impl Applied {
     }
 }
 
-/// Once per process, at its first contained spawn: the sweep of stale v1 cgroups in our own
+/// Once per process, at its first contained spawn (once the child is born: see
+/// [`crate::process::containment::after_first_birth`]): the sweep of stale v1 cgroups in our own
 /// cgroup of each v1 hierarchy that has a controller we limit — so that the v1 cgroups of a
 /// supervisor that was SIGKILLed are collected even by a later run that sets no limit.
 pub(crate) fn sweep_v1_hierarchies() {
