@@ -65,50 +65,60 @@ fn a_contained_run_is_born_in_its_cgroup_and_opens_no_cgroup_procs() {
     assert!(opened.is_empty(), "cgroup.procs opened: {opened:?}");
 }
 
-/// The signal state std gives a child: nothing caught, nothing blocked, SIGPIPE at its
-/// default — although this thread blocks SIGUSR2 and this process ignores SIGPIPE (Rust's
-/// runtime) while it spawns.
+/// The signal state a child starts with, on both spawn paths: nothing caught, nothing blocked,
+/// SIGPIPE at its default — although this thread blocks SIGUSR2 and this process ignores
+/// SIGPIPE (Rust's runtime) while it spawns. std's own spawn passes the forking thread's mask
+/// on; ours clears it, and on std's path our hook does (a CLI reading its signals from a
+/// signalfd blocks them: its CMD got them blocked under `CHILDGUARD_SPAWN=std`).
 #[test]
 fn the_child_starts_with_no_signal_caught_blocked_or_sigpipe_ignored() {
     let _serial = serial();
-    let mut cmd = Command::new("cat");
-    cmd.arg("/proc/self/status").stdout(Stdio::piped());
-    // SAFETY: sigemptyset/sigaddset fill a set we own; pthread_sigmask blocks SIGUSR2 in this
-    // thread only (restored below) and stores the old mask in `old`.
-    let old = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGUSR2);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-        old
-    };
-    let spawned = ChildHandle::builder(cmd).own_spawn(true).spawn();
-    // SAFETY: restores this thread's mask from `old`, a set pthread_sigmask filled.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    let mut handle = spawned.expect("spawn");
-    let mut status = String::new();
-    use std::io::Read;
-    handle
-        .stdout()
-        .expect("stdout piped")
-        .read_to_string(&mut status)
-        .unwrap();
-    let report = handle.close().expect("close");
-    assert!(
-        report.notes.iter().all(|n| !n.contains("std's path")),
-        "{report:?}"
-    );
-    let mask = |key: &str| {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .unwrap_or_else(|| panic!("{key} in {status}"));
-        u64::from_str_radix(line[key.len()..].trim(), 16).unwrap()
-    };
-    assert_eq!(mask("SigBlk:"), 0, "{status}");
-    assert_eq!(mask("SigCgt:"), 0, "{status}");
-    assert_eq!(mask("SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "{status}");
+    for own in [true, false] {
+        let mut cmd = Command::new("cat");
+        cmd.arg("/proc/self/status").stdout(Stdio::piped());
+        // SAFETY: sigemptyset/sigaddset fill a set we own; pthread_sigmask blocks SIGUSR2 in
+        // this thread only (restored below) and stores the old mask in `old`.
+        let old = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGUSR2);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            old
+        };
+        let spawned = ChildHandle::builder(cmd).own_spawn(own).spawn();
+        // SAFETY: restores this thread's mask from `old`, a set pthread_sigmask filled.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        let mut handle = spawned.expect("spawn");
+        let mut status = String::new();
+        use std::io::Read;
+        handle
+            .stdout()
+            .expect("stdout piped")
+            .read_to_string(&mut status)
+            .unwrap();
+        let report = handle.close().expect("close");
+        if own {
+            assert!(
+                report.notes.iter().all(|n| !n.contains("std's path")),
+                "{report:?}"
+            );
+        }
+        let mask = |key: &str| {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(key))
+                .unwrap_or_else(|| panic!("{key} in {status}"));
+            u64::from_str_radix(line[key.len()..].trim(), 16).unwrap()
+        };
+        assert_eq!(mask("SigBlk:"), 0, "own spawn {own}: {status}");
+        assert_eq!(mask("SigCgt:"), 0, "own spawn {own}: {status}");
+        assert_eq!(
+            mask("SigIgn:") & (1 << (libc::SIGPIPE - 1)),
+            0,
+            "own spawn {own}: {status}"
+        );
+    }
 }
 
 /// A step that fails in the child is a spawn error naming it, the program's missing file is

@@ -198,7 +198,11 @@ fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::
         3
     };
     // Not asked when our own spawn was chosen (it marks every fd close-on-exec itself).
-    let sweep = sweep || (own && crate::spawn::inheritable::any_from(3));
+    // A blocked signal also needs the hook: std passes the forking thread's mask on, and a
+    // program starts with nothing blocked on both paths (see `Builder::start_signals`).
+    let sweep = sweep
+        || (own && crate::spawn::inheritable::any_from(3))
+        || crate::sys::thread_blocks_signals();
     if sweep || own_exec.is_some() || start_signals.is_set() {
         if own_exec.is_none() {
             crate::spawn::exec_check::refuse_unknown_format(&command)

@@ -175,7 +175,9 @@ impl Builder {
     /// ignores still ignored). For a wrapper that passes on what it was started with, as tini's
     /// `restore_signals` and `childguard init` do. [`ignore_sigpipe`](Builder::ignore_sigpipe)
     /// keeps `SIGPIPE` ignored whatever `ignored` says. Made in the child right before its
-    /// exec, on both spawn paths (on std's it costs a `fork`).
+    /// exec, on both spawn paths (on std's it costs a `fork`). Without it the mask is still
+    /// cleared on both: std would pass the spawning thread's on, so on std's path a thread
+    /// that blocks signals (one reading them from a `signalfd`) costs that `fork` too.
     pub fn start_signals(mut self, ignored: &[Signal], blocked: &[Signal]) -> Builder {
         let mask = |set: &[Signal]| {
             set.iter()

@@ -95,6 +95,10 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
         if setup.start_signals.is_set() {
             super::start_signals::apply(&setup.start_signals, setup.ignore_sigpipe)
                 .map_err(io::Error::from_raw_os_error)?;
+        } else {
+            // Nothing blocked, as our own spawn starts a program (std leaves the forking
+            // thread's mask: a caller that reads its signals from a signalfd blocks them).
+            super::start_signals::unblock_all().map_err(io::Error::from_raw_os_error)?;
         }
         mark_cloexec_from(setup.first_private_fd);
         match setup.own_exec.as_mut() {
@@ -105,7 +109,7 @@ pub(crate) fn install_child_setup(cmd: &mut Command, mut setup: ChildSetup) {
     };
     // SAFETY: the hook runs between fork and exec in a possibly multi-threaded parent's child:
     // it only calls write (to fds the parent opened and keeps open until spawn returns), setpgid, prctl,
-    // getppid, signal, close_range/fcntl, getrlimit and (own exec) getpid, dup2,
+    // getppid, signal, sigprocmask, close_range/fcntl, getrlimit and (own exec) getpid, dup2,
     // execve and close, which are async-signal-safe; it takes no lock and does not allocate
     // (io::Error from an OS code is not boxed; PidExec writes into buffers it owns).
     unsafe {

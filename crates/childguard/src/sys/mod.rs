@@ -30,7 +30,9 @@ pub(crate) use fd::{async_fd, async_readable};
 #[cfg(target_os = "linux")]
 pub(crate) use own_child::{spawn_child, ChildPlan, Step};
 pub(crate) use proc::{process_cpu_time, process_mrelease};
-pub(crate) use signal::{rustix_signal, sigchld_reaping, sigpipe_ignored_at_start, SigchldReaping};
+pub(crate) use signal::{
+    rustix_signal, sigchld_reaping, sigpipe_ignored_at_start, thread_blocks_signals, SigchldReaping,
+};
 pub(crate) use start_signals::StartSignals;
 
 /// A value made once and never freed, published through an atomic pointer: readers get a

@@ -131,6 +131,20 @@ pub(crate) fn sigpipe_ignored_at_start() -> Option<bool> {
     }
 }
 
+/// `pthread_sigmask(3)` with a null set: whether this thread blocks any signal. A child made
+/// by std's `posix_spawn` or `fork` inherits that mask (std leaves it alone); ours starts with
+/// nothing blocked, so std's path then needs the hook that clears it.
+pub(crate) fn thread_blocks_signals() -> bool {
+    let mut mask = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: a null `set` only reads the mask into `mask`, a valid out-pointer.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), mask.as_mut_ptr()) };
+    if rc != 0 {
+        return false;
+    }
+    // SAFETY: pthread_sigmask returned 0, so it filled `mask`; sigismember only reads it.
+    (1..=64).any(|signo| unsafe { libc::sigismember(mask.as_ptr(), signo) } == 1)
+}
+
 /// `signal(2)` `SIGPIPE`, `SIG_IGN`: for the child, between fork and exec (async-signal-safe).
 pub(super) fn ignore_sigpipe() -> io::Result<()> {
     // SAFETY: SIG_IGN installs no handler; the call only changes this process's disposition.

@@ -85,6 +85,22 @@ pub(super) fn apply(state: &StartSignals, ignore_sigpipe: bool) -> Result<(), i3
     }
 }
 
+/// Unblocks every signal in the child (`sigprocmask(2)` with an empty set): the mask a program
+/// starts with when the builder sets none. Returns the errno if it failed.
+pub(super) fn unblock_all() -> Result<(), i32> {
+    // SAFETY: sigemptyset fills a set we own; sigprocmask(2) changes this (one-thread)
+    // child's mask.
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        check(libc::sigprocmask(
+            libc::SIG_SETMASK,
+            &none,
+            std::ptr::null_mut(),
+        ))
+    }
+}
+
 /// `Err(errno)` for a call that returned -1 (the child's steps report errnos, never boxed).
 pub(super) fn check(rc: libc::c_int) -> Result<(), i32> {
     if rc == -1 {
