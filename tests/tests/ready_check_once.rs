@@ -3,13 +3,24 @@
 //! need the spawn refused with the reason.
 
 use std::os::unix::net::UnixListener;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use childguard::{ExecCheck, Ready};
 use childguard_tests::*;
 
+/// One test at a time. A probe the exec test spawns is a copy of this process until its exec:
+/// it holds every fd of ours — the connect test's listener among them — until the exec closes
+/// them (close-on-exec). The connect test dropping its listener in that window still found it
+/// accepting ("the listener is gone" failed once in a flake hunt: a race with the scheduler).
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 #[test]
 fn connect_holds_exactly_while_something_listens() {
+    let _serial = serial();
     let dir = fresh_dir("check-once-connect");
     let path = dir.join("s");
     let ready = Ready::connect(path.as_path());
@@ -23,6 +34,7 @@ fn connect_holds_exactly_while_something_listens() {
 
 #[test]
 fn exec_holds_when_the_probe_exits_0_and_an_overrunning_probe_is_killed() {
+    let _serial = serial();
     assert!(Ready::exec(["true"]).unwrap().check_once().unwrap());
     assert!(!Ready::exec(["false"]).unwrap().check_once().unwrap());
     let slow = Ready::Exec(
