@@ -17,7 +17,7 @@
 use std::ffi::CString;
 
 use super::exec::{mark_cloexec_from, parent_pid, set_parent_death_signal, write_raw, PidExec};
-use super::start_signals::{check, last_errno};
+use super::start_signals::{check, last_errno, unblock_all};
 use crate::base::signal::Signal;
 
 /// How far the child got: each step is stored before it runs.
@@ -203,8 +203,8 @@ fn put_on(fd: i32, target: i32) -> Result<(), i32> {
     }
 }
 
-/// `SIGPIPE` to its default (or ignored) and an empty signal mask: what std leaves a child
-/// (every caught signal is already back at its default: `CLONE_CLEAR_SIGHAND`).
+/// `SIGPIPE` to its default (or ignored) and an empty signal mask: what a child of std's path
+/// gets too (every caught signal is already back at its default: `CLONE_CLEAR_SIGHAND`).
 fn reset_signals(ignore_sigpipe: bool) -> Result<(), i32> {
     let disposition = if ignore_sigpipe {
         libc::SIG_IGN
@@ -216,14 +216,5 @@ fn reset_signals(ignore_sigpipe: bool) -> Result<(), i32> {
     if unsafe { libc::signal(libc::SIGPIPE, disposition) } == libc::SIG_ERR {
         return Err(last_errno());
     }
-    // SAFETY: sigemptyset on a set we own, then sigprocmask(2) of this (one-thread) process.
-    unsafe {
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        check(libc::sigprocmask(
-            libc::SIG_SETMASK,
-            &none,
-            std::ptr::null_mut(),
-        ))
-    }
+    unblock_all()
 }
