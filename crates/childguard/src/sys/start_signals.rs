@@ -68,7 +68,20 @@ pub(super) fn apply(state: &StartSignals, ignore_sigpipe: bool) -> Result<(), i3
         }
         None => 0,
     };
-    // SAFETY: as above: a set we own, then this child's mask.
+    set_mask(blocked)
+}
+
+/// Unblocks every signal in the child: the mask a program starts with when the builder sets
+/// none. Returns the errno if it failed.
+pub(super) fn unblock_all() -> Result<(), i32> {
+    set_mask(0)
+}
+
+/// `sigprocmask(2)` `SIG_SETMASK` to the signals of `blocked` (bit `n - 1`: signal `n`), in
+/// the (one-thread) child. Returns the errno if it failed.
+fn set_mask(blocked: u64) -> Result<(), i32> {
+    // SAFETY: sigemptyset/sigaddset fill a set we own, then sigprocmask(2) changes this
+    // (one-thread) child's mask.
     unsafe {
         let mut mask: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut mask);
@@ -80,22 +93,6 @@ pub(super) fn apply(state: &StartSignals, ignore_sigpipe: bool) -> Result<(), i3
         check(libc::sigprocmask(
             libc::SIG_SETMASK,
             &mask,
-            std::ptr::null_mut(),
-        ))
-    }
-}
-
-/// Unblocks every signal in the child (`sigprocmask(2)` with an empty set): the mask a program
-/// starts with when the builder sets none. Returns the errno if it failed.
-pub(super) fn unblock_all() -> Result<(), i32> {
-    // SAFETY: sigemptyset fills a set we own; sigprocmask(2) changes this (one-thread)
-    // child's mask.
-    unsafe {
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        check(libc::sigprocmask(
-            libc::SIG_SETMASK,
-            &none,
             std::ptr::null_mut(),
         ))
     }
