@@ -129,7 +129,7 @@ pub fn sigpipe_ignored_at_start() -> Option<bool> {
 ///
 /// | thread (`/proc/self/task/*/comm`) | what it does | when it starts |
 /// |---|---|---|
-/// | `childguard-loop` | the event loop: every pidfd, rung deadline, captured pipe, `cgroup.events` watch, notify socket of a background close | first spawn that captures or contains, first hand-off to the reaper |
+/// | `childguard-loop` | the event loop: every pidfd, rung deadline, captured pipe, `cgroup.events` watch, notify socket of a background close | first spawn that captures, first wait on a contained child's cgroup (a contained child that exits with its cgroup empty never needs it), first hand-off to the reaper |
 /// | `childguard-call` (`childguard-callbacks`) | every handle's `on_line` and passthrough | first spawn with either |
 /// | `childguard-spawner` (`childguard-spaw`) | forks the children that die with us (`exit_with_parent`: `PR_SET_PDEATHSIG` follows the forking thread) | first such spawn |
 /// | `childguard-sigchld` (`childguard-sigc`) | wakes blocking waits on the portable mechanism (no pidfds: other Unixes, old kernels) | first portable spawn |

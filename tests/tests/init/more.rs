@@ -132,3 +132,33 @@ fn version_help_and_license_exit_0() {
         }
     }
 }
+
+/// Contained, a CMD that exits with its cgroup empty is closed without the event loop's
+/// thread: nothing waits on the cgroup, and the loop starts its thread on the first wait
+/// (`core/event_loop.rs`), so `init -- true` runs one thread. CMD prints its own cgroup (the
+/// precondition: it was contained) and its parent's threads.
+#[test]
+fn a_contained_cmd_that_exits_alone_costs_no_loop_thread() {
+    for name in NAMES {
+        let o = name
+            .command(&[
+                "--",
+                "sh",
+                "-c",
+                "grep '^0::' /proc/self/cgroup; cat /proc/$PPID/task/*/comm",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name:?}: {}", err(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let mut lines = out.lines();
+        let cgroup = lines.next().unwrap_or_default();
+        assert!(
+            cgroup.contains("/childguard-"),
+            "{name:?}: precondition: CMD in a cgroup of its own, got {out:?}: {}",
+            err(&o)
+        );
+        let threads: Vec<&str> = lines.collect();
+        assert_eq!(threads.len(), 1, "{name:?}: init's threads: {threads:?}");
+    }
+}

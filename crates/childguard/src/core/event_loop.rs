@@ -25,12 +25,20 @@
 //! Per process ([`crate::core::per_process`]): a child made by `fork()` without `exec` inherits
 //! the parent's loop but not its thread, and starts its own; the sources of the parent (its
 //! jobs, its pipes) live on the parent's loop thread only, so the child never touches them.
-//! Started lazily by the first client; a start that fails (no fd or thread left) leaves
-//! nothing behind and is tried again by the next use (the reaper parks its jobs meanwhile).
+//! Made by the first client and its thread started by the first that needs it to run
+//! ([`get`]): a `cgroup.events` watch only registers in the epoll set ([`watch_file`]), and the
+//! thread starts when someone waits on a watch's bell ([`ensure_running`]), posts a task, or
+//! needs any other source. So a contained child that exits and is closed with its cgroup
+//! already empty (`childguard init -- true`) costs no thread at all. Events that come before
+//! the thread runs wait in the epoll set (`EPOLLET` queues the readiness change) and are
+//! delivered at its first wait. A start that fails (no fd or thread left) is tried again by the
+//! next use (the reaper parks its jobs meanwhile); a loop made but not started keeps its epoll
+//! set and wake socket.
 
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -56,16 +64,23 @@ pub(crate) struct Loop {
     sigchld_hooked: OnceLock<()>,
     #[cfg(target_os = "linux")]
     watches: super::file_watch::Watches,
+    /// What the thread runs on, until it is started (taken then; put back if no thread could
+    /// be made).
+    dormant: Mutex<Option<(UnixStream, Poller)>>,
+    /// Set once the thread runs (never unset).
+    started: AtomicBool,
 }
 
 /// Watches the kernfs file open at `file` (`cgroup.events`) for changes in the loop's epoll
-/// set, starting the loop if need be: a watch costs an epoll registration and a bell.
+/// set, making the loop if need be — without starting its thread: a watch costs an epoll
+/// registration and a bell, and whoever waits on the bell starts the thread first
+/// ([`ensure_running`]).
 #[cfg(target_os = "linux")]
 pub(crate) fn watch_file(file: OwnedFd) -> io::Result<super::file_watch::FileWatch> {
-    super::file_watch::FileWatch::new(&get()?.watches, file)
+    super::file_watch::FileWatch::new(&made()?.watches, file)
 }
 
-/// This process's loop, once its thread runs.
+/// This process's loop, made (its thread perhaps not started yet).
 static LOOP: PerProcess<Loop> = PerProcess::new();
 
 /// The epoll user data of the wake socket.
@@ -73,33 +88,42 @@ const WAKE: u64 = u64::MAX;
 /// The longest single wait: a bound, not a poll interval (every change wakes us before).
 const MAX_WAIT: Duration = Duration::from_secs(3600);
 
-/// This process's loop, started on first use. `Err`: no thread or fd for it (`EMFILE`,
-/// `pids.max`, `RLIMIT_NPROC`); nothing is left behind and the next call tries again.
+/// This process's loop, its thread started. `Err`: no thread or fd for it (`EMFILE`,
+/// `pids.max`, `RLIMIT_NPROC`); the next call tries again.
 pub(crate) fn get() -> io::Result<&'static Loop> {
-    LOOP.get_or_start(
-        THREAD_NAME,
-        || {
-            crate::failpoint::check(crate::failpoint::Point::ReaperStart)?;
-            let (wake_tx, wake_rx) = UnixStream::pair()?;
-            wake_tx.set_nonblocking(true)?;
-            wake_rx.set_nonblocking(true)?;
-            let poller = Poller::new(&wake_rx)?;
-            let fresh = Loop {
-                inbox: Mutex::new(Vec::new()),
-                wake_tx,
-                sigchld_hooked: OnceLock::new(),
-                #[cfg(target_os = "linux")]
-                watches: super::file_watch::Watches::new(std::sync::Arc::clone(&poller.epoll)),
-            };
-            Ok((fresh, (wake_rx, poller)))
-        },
-        run,
-    )
+    let lp = made()?;
+    lp.ensure_running()?;
+    Ok(lp)
 }
 
-/// This process's loop if it runs already (never starts it).
+/// Starts this process's loop thread if it does not run yet (see the module docs).
+pub(crate) fn ensure_running() -> io::Result<()> {
+    get().map(drop)
+}
+
+/// This process's loop, made if need be, its thread not started.
+fn made() -> io::Result<&'static Loop> {
+    LOOP.get_or_publish(|| {
+        crate::failpoint::check(crate::failpoint::Point::ReaperStart)?;
+        let (wake_tx, wake_rx) = UnixStream::pair()?;
+        wake_tx.set_nonblocking(true)?;
+        wake_rx.set_nonblocking(true)?;
+        let poller = Poller::new(&wake_rx)?;
+        Ok(Loop {
+            inbox: Mutex::new(Vec::new()),
+            wake_tx,
+            sigchld_hooked: OnceLock::new(),
+            #[cfg(target_os = "linux")]
+            watches: super::file_watch::Watches::new(std::sync::Arc::clone(&poller.epoll)),
+            dormant: Mutex::new(Some((wake_rx, poller))),
+            started: AtomicBool::new(false),
+        })
+    })
+}
+
+/// This process's loop if its thread runs already (never starts it).
 pub(crate) fn running() -> Option<&'static Loop> {
-    LOOP.get()
+    LOOP.get().filter(|lp| lp.started.load(Ordering::Acquire))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -107,6 +131,40 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Loop {
+    /// Starts the thread unless it runs.
+    ///
+    /// Race avoided (two first needs at once): the thread's state is taken under the lock,
+    /// so one thread is started; the other finds the state gone and the flag set (both are
+    /// changed under the lock). A start that fails puts the state back.
+    fn ensure_running(&'static self) -> io::Result<()> {
+        if self.started.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut dormant = lock(&self.dormant);
+        let Some(state) = dormant.take() else {
+            return Ok(());
+        };
+        let (go, start) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            .spawn(move || {
+                if let Ok(state) = start.recv() {
+                    run(self, state);
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                let _ = go.send(state);
+                self.started.store(true, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                *dormant = Some(state);
+                Err(e)
+            }
+        }
+    }
+
     /// Runs `task` on the loop thread, soon. Tasks run in the order posted.
     ///
     /// Race avoided (lost wake-up): the task is queued before the wake byte is written, and

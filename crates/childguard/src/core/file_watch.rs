@@ -103,7 +103,8 @@ pub(crate) struct FileWatch {
 
 impl FileWatch {
     /// Watches the kernfs file open at `file` for changes (`EPOLLPRI`) in `watches`, the
-    /// loop's ([`super::event_loop::watch_file`] finds it, starting the loop if need be). The
+    /// loop's ([`super::event_loop::watch_file`] finds it, making the loop if need be; its
+    /// thread, which rings the bell, is started by the first waiter). The
     /// bell is close-on-exec and non-blocking. `Err` (`ENOMEM`, `ENOSPC`: the per-user
     /// `fs.epoll.max_user_watches`): nothing is left registered, and `file` is closed.
     pub(crate) fn new(watches: &'static Watches, file: OwnedFd) -> io::Result<FileWatch> {

@@ -104,6 +104,23 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
         }
     }
 
+    /// This process's value, published if it has none, with no thread: `make` builds it; a
+    /// value that lost the race to another thread's first use is dropped, and the winner's
+    /// returned. For a value whose thread starts later, on first need (the event loop: see
+    /// `event_loop::Loop::ensure_running`). `Err`: `make` failed, nothing is published.
+    pub(crate) fn get_or_publish(
+        &self,
+        make: impl FnOnce() -> io::Result<T>,
+    ) -> io::Result<&'static T> {
+        if let Some(value) = self.get() {
+            return Ok(value);
+        }
+        match self.publish(make()?) {
+            Ok(ours) => Ok(ours),
+            Err((_ours, theirs)) => Ok(theirs),
+        }
+    }
+
     /// Publishes `value` as this process's, unless another thread of this process published
     /// one first: then `value` comes back with the winner, for the caller to undo what it
     /// started for it.

@@ -38,8 +38,9 @@ pub(crate) struct Events {
 }
 
 impl Watch {
-    /// Opens `dir/cgroup.events` and watches it (close-on-exec, non-blocking), starting the
-    /// event loop if need be.
+    /// Opens `dir/cgroup.events` and watches it (close-on-exec, non-blocking): an epoll
+    /// registration in the event loop's set, whose thread starts only when someone waits
+    /// ([`Watch::fd`]).
     pub(crate) fn open(dir: &Path) -> io::Result<Watch> {
         let path = dir.join("cgroup.events");
         let events: OwnedFd =
@@ -50,9 +51,16 @@ impl Watch {
         Ok(Watch { watch })
     }
 
-    /// The fd that turns readable when `cgroup.events` changes.
+    /// The fd that turns readable when `cgroup.events` changes: the watch's bell, which the
+    /// event loop rings — so this starts the loop's thread if it does not run yet. If no
+    /// thread can be started (`pids.max`, `RLIMIT_NPROC`), the file itself, which is always
+    /// readable: a waiter then reads the values at each round until its deadline, a busy wait
+    /// instead of a hang.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.watch.fd()
+        match crate::core::event_loop::ensure_running() {
+            Ok(()) => self.watch.fd(),
+            Err(_) => self.watch.file(),
+        }
     }
 
     /// Waits until `cgroup.events` may have changed since the last [`Watch::read`], or
