@@ -13,7 +13,7 @@ pub fn children_of(pid: u32) -> Vec<u32> {
         return Vec::new();
     };
     for task in tasks.flatten() {
-        if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+        if let Ok(text) = childguard::read_kernel_text(task.path().join("children")) {
             found.extend(
                 text.split_ascii_whitespace()
                     .filter_map(|p| p.parse::<u32>().ok()),

@@ -165,7 +165,7 @@ impl Pump {
 /// This process's threads, from `/proc/self/stat` (its 20th field).
 #[cfg(target_os = "linux")]
 fn own_threads() -> io::Result<usize> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let stat = childguard::read_kernel_text("/proc/self/stat")?;
     stat.rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().nth(17)?.parse().ok())
         .ok_or_else(|| io::Error::other(format!("/proc/self/stat: unexpected contents {stat:?}")))

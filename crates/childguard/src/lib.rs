@@ -84,6 +84,10 @@ pub mod tokio;
 // Public module paths from before the layering: `childguard::failpoint`, `childguard::reaper`.
 #[doc(hidden)]
 pub use base::failpoint;
+/// `/proc` and cgroupfs files read whole in one `read(2)` (the CLI's reads of its own `stat`
+/// and of `children` files); not part of the API.
+#[doc(hidden)]
+pub use base::kernel_text::read as read_kernel_text;
 pub use close::reaper;
 
 pub use crate::core::wait::{Interrupt, INTERRUPT_CHECK_EVERY};

@@ -52,7 +52,7 @@ fn children_of_self() -> Option<BTreeSet<u32>> {
     let mut found = BTreeSet::new();
     let mut any = false;
     for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let Ok(text) = fs::read_to_string(task.path().join("children")) else {
+        let Ok(text) = childguard::read_kernel_text(task.path().join("children")) else {
             continue;
         };
         any = true;
@@ -95,7 +95,7 @@ pub struct Stat {
 
 /// `/proc/PID/stat`, if the process exists.
 pub fn stat(pid: u32) -> Option<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text = childguard::read_kernel_text(format!("/proc/{pid}/stat")).ok()?;
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_string();
@@ -135,7 +135,7 @@ fn probe_children() -> BTreeSet<u32> {
     if tid == 0 {
         return BTreeSet::new();
     }
-    fs::read_to_string(format!("/proc/self/task/{tid}/children"))
+    childguard::read_kernel_text(format!("/proc/self/task/{tid}/children"))
         .map(|text| {
             text.split_ascii_whitespace()
                 .filter_map(|p| p.parse().ok())

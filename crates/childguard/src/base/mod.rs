@@ -3,6 +3,7 @@
 
 #[doc(hidden)]
 pub mod failpoint;
+pub(crate) mod kernel_text;
 pub(crate) mod signal;
 pub(crate) mod socket_dir;
 pub(crate) mod trace;

@@ -172,7 +172,7 @@ pub(crate) fn plan(wanted: bool, process: &Process) -> Plan {
     if cpu.is_ok_and(|used| used < RELEASE_MIN_CPU) {
         return Plan::Nothing;
     }
-    let statm = std::fs::read_to_string(format!("/proc/{}/statm", process.pid()));
+    let statm = crate::base::kernel_text::read(format!("/proc/{}/statm", process.pid()));
     let resident_pages = statm
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok());
@@ -186,7 +186,7 @@ pub(crate) fn plan(wanted: bool, process: &Process) -> Plan {
     if crate::failpoint::ignores_system_huge_pages() {
         return Plan::Release;
     }
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let meminfo = crate::base::kernel_text::read("/proc/meminfo").unwrap_or_default();
     match anon_huge_bytes(&meminfo) {
         Some(huge) if huge.saturating_mul(2) >= resident => Plan::Skip(format!(
             "the system holds {} MiB of transparent huge pages, at least half the child's {} MiB \
@@ -213,7 +213,7 @@ fn anon_huge_bytes(meminfo: &str) -> Option<u64> {
 fn possible_cpus() -> Option<u32> {
     static CPUS: OnceLock<Option<u32>> = OnceLock::new();
     *CPUS.get_or_init(|| {
-        let list = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
+        let list = crate::base::kernel_text::read("/sys/devices/system/cpu/possible").ok()?;
         highest_cpu_in_list(&list)?.checked_add(1)
     })
 }
@@ -432,7 +432,7 @@ mod tests {
         assert_eq!(anon_huge_bytes("AnonHugePages: x kB\n"), None);
         #[cfg(target_os = "linux")]
         {
-            let ours = std::fs::read_to_string("/proc/meminfo").unwrap();
+            let ours = crate::base::kernel_text::read("/proc/meminfo").unwrap();
             assert!(anon_huge_bytes(&ours).is_some(), "{ours}");
         }
     }

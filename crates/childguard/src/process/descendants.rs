@@ -73,7 +73,7 @@ fn children_of(pid: u32) -> io::Result<Vec<u32>> {
     let mut found = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let Ok(task) = task else { continue };
-        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+        let Ok(text) = crate::base::kernel_text::read(task.path().join("children")) else {
             continue;
         };
         found.extend(

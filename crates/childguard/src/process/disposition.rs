@@ -132,7 +132,7 @@ pub(crate) fn of_pid(pid: u32, signal: Signal) -> Option<Disposition> {
 
 #[cfg(target_os = "linux")]
 fn read(pid: u32) -> Option<Masks> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let text = crate::base::kernel_text::read(format!("/proc/{pid}/status")).ok()?;
     Masks::parse(&text)
 }
 

@@ -309,7 +309,7 @@ impl Stat {
 /// `/proc/PID/stat` of `pid`, parsed; `None` once the pid is free.
 #[cfg(target_os = "linux")]
 pub(crate) fn stat(pid: u32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text = crate::base::kernel_text::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&text)
 }
 

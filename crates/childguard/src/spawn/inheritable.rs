@@ -175,7 +175,7 @@ mod linux {
     /// The size of our fd table (`FDSize` in `/proc/self/status`): every open fd is below it.
     /// An fd opened after this read may be above it; that is the race any check leaves open.
     fn table_slots() -> io::Result<i32> {
-        let status = std::fs::read_to_string("/proc/self/status")?;
+        let status = crate::base::kernel_text::read("/proc/self/status")?;
         status
             .lines()
             .find_map(|line| line.strip_prefix("FDSize:"))

@@ -132,7 +132,7 @@ impl Access {
             Info::Reaped => return Err(reaped("its cgroup")),
             Info::Unknown => {}
         }
-        let path = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        let path = crate::base::kernel_text::read(format!("/proc/{pid}/cgroup"))
             .ok()
             .and_then(|text| {
                 crate::process::containment::mount::unified_path(&text).map(str::to_owned)

@@ -366,7 +366,7 @@ mod tests {
     #[test]
     fn the_hierarchy_path_is_what_proc_shows_for_a_member() {
         let cgroup = crate::process::containment::create_cgroup(None, &Default::default()).unwrap();
-        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = crate::base::kernel_text::read("/proc/self/cgroup").unwrap();
         let ours = mount::unified_path(&own).unwrap().trim_end_matches('/');
         let name = cgroup.dir().file_name().unwrap().to_str().unwrap();
         assert_eq!(cgroup.hierarchy_path(), format!("{ours}/{name}"));

@@ -33,7 +33,7 @@ pub(crate) fn pids(cgroup: &Cgroup) -> io::Result<Vec<u32>> {
 
 fn collect(dir: &Path, depth: usize, budget: &mut usize, pids: &mut Vec<u32>) -> io::Result<()> {
     let path = dir.join("cgroup.procs");
-    match std::fs::read_to_string(&path) {
+    match crate::base::kernel_text::read(&path) {
         Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
         // A child cgroup removed while we listed: its members went with it.
         Err(e) if depth > 0 && e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -90,7 +90,7 @@ pub(crate) fn signal_each(cgroup: &Cgroup, signal: Signal) -> io::Result<usize> 
 /// Whether `/proc/PID/cgroup` puts `pid` in `cgroup` or in a cgroup below it.
 fn is_member(pid: u32, cgroup: &Cgroup) -> bool {
     let ours = cgroup.hierarchy_path();
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+    crate::base::kernel_text::read(format!("/proc/{pid}/cgroup"))
         .ok()
         .is_some_and(|text| {
             super::mount::unified_path(&text)

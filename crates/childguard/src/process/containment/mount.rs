@@ -28,7 +28,7 @@ pub(crate) fn cgroup2() -> io::Result<(String, PathBuf)> {
     if let Some(found) = kept.as_ref() {
         return Ok(found.clone());
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let mountinfo = crate::base::kernel_text::read("/proc/self/mountinfo")?;
     let found = cgroup2_mount(&mountinfo).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
@@ -45,7 +45,7 @@ pub(crate) fn cgroup2() -> io::Result<(String, PathBuf)> {
 pub(crate) fn take_mountinfo() -> io::Result<String> {
     match TEXT.lock().unwrap_or_else(PoisonError::into_inner).take() {
         Some(text) => Ok(text),
-        None => std::fs::read_to_string("/proc/self/mountinfo"),
+        None => crate::base::kernel_text::read("/proc/self/mountinfo"),
     }
 }
 
@@ -70,7 +70,7 @@ pub(crate) static TEST_LOCK: std::sync::RwLock<()> = std::sync::RwLock::new(());
 /// hierarchy (relative to the mount's root).
 pub(crate) fn own_cgroup_dir() -> io::Result<PathBuf> {
     let (root, mount_point) = cgroup2()?;
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup")?;
+    let cgroup = crate::base::kernel_text::read("/proc/self/cgroup")?;
     let ours = unified_path(&cgroup).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,

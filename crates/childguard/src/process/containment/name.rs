@@ -44,7 +44,7 @@ pub(crate) fn own_tags() -> &'static str {
 /// `/proc/PID/stat`'s state (field 3) and start time (field 22), read after the last `)` (the
 /// command name may contain spaces and parentheses).
 pub(crate) fn proc_stat(pid: &str) -> Option<(char, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text = crate::base::kernel_text::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&text)
 }
 

@@ -52,7 +52,7 @@ fn scan(wanted: &BTreeSet<u64>) -> io::Result<BTreeSet<u64>> {
             "not in the initial pid namespace: /proc does not list every process",
         ));
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let mountinfo = crate::base::kernel_text::read("/proc/self/mountinfo")?;
     if hides_processes(&mountinfo) {
         return Err(io::Error::other("/proc is mounted with hidepid="));
     }
@@ -93,7 +93,7 @@ fn exited(e: &io::Error) -> bool {
 /// How many pid namespaces process `pid` is seen in, from `/proc`'s down to its own (the
 /// fields of the `NSpid:` line of `/proc/PID/status`, Linux 4.1).
 fn nspid_levels(pid: &str) -> io::Result<usize> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let status = crate::base::kernel_text::read(format!("/proc/{pid}/status"))?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("NSpid:"))

@@ -52,7 +52,8 @@ pub(crate) fn locate(
     proc_cgroup: &str,
 ) -> Result<Place, String> {
     let name = controller.name();
-    let read = |file: &str| std::fs::read_to_string(v2_parent.join(file)).unwrap_or_default();
+    let read =
+        |file: &str| crate::base::kernel_text::read(v2_parent.join(file)).unwrap_or_default();
     let available = read("cgroup.controllers");
     if available.split_whitespace().any(|c| c == name) {
         let enabled = read("cgroup.subtree_control")

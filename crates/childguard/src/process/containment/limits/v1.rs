@@ -83,7 +83,7 @@ impl V1Cgroup {
     /// What the kernel counted here (OOM kills, peak usage, task limit hits).
     pub(crate) fn counts(&self) -> Counts {
         files::counts(self.controller, Version::V1, |f| {
-            std::fs::read_to_string(self.dir.join(f)).ok()
+            crate::base::kernel_text::read(self.dir.join(f)).ok()
         })
     }
 
