@@ -161,8 +161,8 @@ impl Builder {
         let mut process = process;
         #[cfg(target_os = "linux")]
         if let Some(cgroup) = cgroup {
+            crate::process::containment::after_birth(&cgroup);
             process.contain(cgroup, self.kill_mode);
-            crate::process::containment::after_first_birth();
         }
         #[cfg(not(target_os = "linux"))]
         let _ = cgroup; // containment is Linux-only: elsewhere there is never a cgroup

@@ -58,18 +58,14 @@ pub(crate) mod trim;
 use std::path::PathBuf;
 
 /// Makes a new cgroup `childguard-<pid>-<n>-t<start>-ns<pidns>` (mode 0755) under `parent`,
-/// or under the cgroup this process runs in. On error nothing is left behind. The first time
-/// in this process that `parent` is used, the stale cgroups of dead supervisors in it are
-/// killed and removed first ([`stale`]); their v1 twins are removed once the child is born
-/// ([`after_first_birth`]). Here, above `create` and `stale`: the sweep opens and kills
-/// cgroups itself, so `create` cannot call it without a circle (issue 21 item 5).
+/// or under the cgroup this process runs in. On error nothing is left behind. The stale
+/// cgroups of dead supervisors beside it are taken once its child is born ([`after_birth`]).
 #[cfg(target_os = "linux")]
 pub(crate) fn create_cgroup(
     parent: Option<&std::path::Path>,
     limits: &limits::Limits,
 ) -> std::io::Result<create::Cgroup> {
     let (parent, hierarchy) = create::Cgroup::resolve_parent(parent)?;
-    stale::sweep_once(&parent, &hierarchy);
     let mut cgroup = create::Cgroup::create_in(&parent, &hierarchy)?;
     if !limits.is_empty() {
         cgroup.limit(limits, &parent)?;
@@ -78,13 +74,27 @@ pub(crate) fn create_cgroup(
 }
 
 /// Once a contained child is born (its `clone3` returned: with `CLONE_VFORK`, once it has
-/// `exec`'d): the sweep of stale v1 cgroups, once per process. After the v2 sweep, which
-/// killed the stale cgroups' processes, so their v1 twins are empty; after the birth, so it
-/// runs while the child's program starts on another CPU instead of before it (a `readdir` of
-/// each v1 hierarchy and a `mountinfo` parse, ~0.1 ms of `init -- true` here). The child's own
-/// v1 cgroups, when it has limits, are made before: a sweep takes only dead supervisors'.
+/// `exec`'d; on std's path, once it has joined `cgroup`), the sweeps of stale cgroups, each
+/// once per process: the v2 one of `cgroup`'s parent the first time that parent is used
+/// ([`stale`]), then the v1 hierarchies' (after the v2 sweep, which killed the stale cgroups'
+/// processes, so their v1 twins are empty). After the birth, so they run while the child's
+/// program starts on another CPU instead of before it: a `readdir` of the parent and of each
+/// v1 hierarchy, a `/proc` scan when a name needs one, and a bounded wait when a stale cgroup
+/// had members (~0.1 ms of `init -- true` here, before it was moved, for the v1 sweep
+/// alone). Their notes reach this child's close report
+/// ([`Cgroup::take_notes`](create::Cgroup::take_notes) takes the pending ones). The child's
+/// own v1 cgroups, when it has limits, are made before: a sweep takes only dead supervisors'
+/// cgroups, never ours, whose names carry our pid and start time.
 #[cfg(target_os = "linux")]
-pub(crate) fn after_first_birth() {
+pub(crate) fn after_birth(cgroup: &create::Cgroup) {
+    if let Some(parent) = cgroup.dir().parent() {
+        // `hierarchy_path` is the parent's path in the hierarchy plus `/name`.
+        let hierarchy = match cgroup.hierarchy_path().rsplit_once('/') {
+            Some(("", _)) | None => "/",
+            Some((above, _)) => above,
+        };
+        stale::sweep_once(parent, hierarchy);
+    }
     limits::apply::sweep_v1_hierarchies();
 }
 

@@ -45,8 +45,8 @@ pub(crate) fn apply(
     v2_dir: &Path,
     name: &str,
 ) -> io::Result<Applied> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
-    let proc_cgroup = std::fs::read_to_string("/proc/self/cgroup")?;
+    let mountinfo = crate::base::kernel_text::read("/proc/self/mountinfo")?;
+    let proc_cgroup = crate::base::kernel_text::read("/proc/self/cgroup")?;
     let mut applied = Applied {
         limits: limits.clone(),
         v2_dir: v2_dir.to_path_buf(),
@@ -134,7 +134,7 @@ impl Applied {
         let mut hierarchies = Vec::new();
         for &c in &self.v2 {
             counts.merge(files::counts(c, Version::V2, |f| {
-                std::fs::read_to_string(self.v2_dir.join(f)).ok()
+                crate::base::kernel_text::read(self.v2_dir.join(f)).ok()
             }));
             hierarchies.push(format!("{}: cgroup v2 {}", c.name(), self.v2_dir.display()));
         }
@@ -169,7 +169,7 @@ impl Applied {
 }
 
 /// Once per process, at its first contained spawn (once the child is born: see
-/// [`crate::process::containment::after_first_birth`]): the sweep of stale v1 cgroups in our own
+/// [`crate::process::containment::after_birth`]): the sweep of stale v1 cgroups in our own
 /// cgroup of each v1 hierarchy that has a controller we limit — so that the v1 cgroups of a
 /// supervisor that was SIGKILLed are collected even by a later run that sets no limit.
 pub(crate) fn sweep_v1_hierarchies() {
@@ -182,7 +182,7 @@ fn sweep_v1_now() {
     // The text the cgroup2 mount was found in, at this same first spawn: not read twice.
     let (Ok(mountinfo), Ok(proc_cgroup)) = (
         crate::process::containment::mount::take_mountinfo(),
-        std::fs::read_to_string("/proc/self/cgroup"),
+        crate::base::kernel_text::read("/proc/self/cgroup"),
     ) else {
         return;
     };
