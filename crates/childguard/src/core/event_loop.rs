@@ -96,7 +96,9 @@ pub(crate) fn get() -> io::Result<&'static Loop> {
     Ok(lp)
 }
 
-/// Starts this process's loop thread if it does not run yet (see the module docs).
+/// Starts this process's loop thread if it does not run yet (see the module docs). For the
+/// `cgroup.events` watches, which are Linux-only.
+#[cfg(target_os = "linux")]
 pub(crate) fn ensure_running() -> io::Result<()> {
     get().map(drop)
 }
