@@ -133,8 +133,7 @@ pub(crate) fn spawn(command: &Command, setup: OwnSetup) -> Result<Born, NotBorn>
     plan.death_signal = setup.death_signal;
     plan.start_signals = setup.start_signals;
     plan.first_private_fd = if has_listener { 4 } else { 3 };
-    let cloned = failpoint::check(Point::Clone3)
-        .and_then(|()| sys::spawn_child(setup.cgroup.as_ref().map(AsFd::as_fd), &mut plan));
+    let (plan, cloned) = clone_child(setup.cgroup.as_ref().map(AsFd::as_fd), plan)?;
     drop(theirs);
     let (pid, pidfd) = match cloned {
         Ok(born) => born,
@@ -160,6 +159,27 @@ pub(crate) fn spawn(command: &Command, setup: OwnSetup) -> Result<Born, NotBorn>
         stdout,
         stderr,
     })
+}
+
+/// The `clone3` and the child's steps: from the small-table thread when this process holds
+/// many fds (`small_table.rs`), else from this thread.
+fn clone_child(
+    cgroup: Option<std::os::fd::BorrowedFd<'_>>,
+    mut plan: ChildPlan,
+) -> Result<(ChildPlan, io::Result<(u32, OwnedFd)>), NotBorn> {
+    if let Err(e) = failpoint::check(Point::Clone3) {
+        return Ok((plan, Err(e)));
+    }
+    if crate::spawn::small_table::worth_it(&plan, cgroup) {
+        use crate::spawn::small_table::{spawn_child, Outcome};
+        match spawn_child(cgroup, plan) {
+            Outcome::Made(plan, cloned) => return Ok((plan, cloned)),
+            Outcome::NoThread(back) => plan = back,
+            Outcome::Lost(e) => return Err(NotBorn::Failed(ErrorKind::Spawn, e)),
+        }
+    }
+    let cloned = sys::spawn_child(cgroup, &mut plan);
+    Ok((plan, cloned))
 }
 
 /// What a failed `clone3` means: std's path for this process (the errnos of the module's

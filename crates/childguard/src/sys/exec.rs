@@ -332,6 +332,18 @@ impl PidExec {
         })
     }
 
+    /// The activation listener's fd number, if any.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn listener(&self) -> Option<i32> {
+        self.listener
+    }
+
+    /// Renumbers the activation listener (the small-table spawner received a copy of it).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn set_listener(&mut self, fd: i32) {
+        self.listener = Some(fd);
+    }
+
     /// Whether fd 3 is taken by the activation listener.
     pub(crate) fn has_listener(&self) -> bool {
         self.listener.is_some()

@@ -13,6 +13,20 @@ fn fd_flags(fd: i32) -> Option<libc::c_int> {
     (flags >= 0).then_some(flags)
 }
 
+/// A close-on-exec copy (`fcntl(2)` `F_DUPFD_CLOEXEC`) of the fd number `fd`, if it is open
+/// (`None` for -1 or a closed number).
+#[cfg(target_os = "linux")]
+pub(crate) fn dup_open_fd(fd: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC makes a new fd; a number that is not open fails with EBADF.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    // SAFETY: `copy` was just made by the call above and is owned by nothing else.
+    (copy >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(copy) })
+}
+
 /// Whether fd `fd` is open and without close-on-exec, i.e. a spawned program would inherit
 /// it. Used by [`crate::spawn::inheritable`].
 #[cfg(any(target_os = "linux", target_os = "android"))]

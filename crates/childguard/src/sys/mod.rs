@@ -11,6 +11,8 @@ mod clone3;
 mod exec;
 mod fd;
 #[cfg(target_os = "linux")]
+mod fd_table;
+#[cfg(target_os = "linux")]
 mod own_child;
 mod proc;
 mod signal;
@@ -21,12 +23,16 @@ mod tests;
 #[cfg(target_os = "linux")]
 pub(crate) use clone3::SUPPORTED as CLONE3_SUPPORTED;
 pub(crate) use exec::{install_child_setup, ChildSetup, PidExec, Placement};
+#[cfg(target_os = "linux")]
+pub(crate) use fd::dup_open_fd;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) use fd::is_inheritable;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 pub(crate) use fd::own_raw_fd_for_test;
 #[cfg(feature = "tokio")]
 pub(crate) use fd::{async_fd, async_readable};
+#[cfg(target_os = "linux")]
+pub(crate) use fd_table::unshare_keeping;
 #[cfg(target_os = "linux")]
 pub(crate) use own_child::{spawn_child, ChildPlan, Step};
 pub(crate) use proc::{process_cpu_time, process_mrelease};
