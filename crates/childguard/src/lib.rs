@@ -136,10 +136,11 @@ pub fn sigpipe_ignored_at_start() -> Option<bool> {
 /// | `childguard-loop` | the event loop: every pidfd, rung deadline, captured pipe, `cgroup.events` watch, notify socket of a background close | first spawn that captures, first wait on a contained child's cgroup (a contained child that exits with its cgroup empty never needs it), first hand-off to the reaper |
 /// | `childguard-call` (`childguard-callbacks`) | every handle's `on_line` and passthrough | first spawn with either |
 /// | `childguard-spawner` (`childguard-spaw`) | forks the children that die with us (`exit_with_parent`: `PR_SET_PDEATHSIG` follows the forking thread) | first such spawn |
+/// | `childguard-small-table` (`childguard-smal`) | makes our own spawn from an fd table of its own, holding only the child's fds, when this process holds many (a child's copy of the table and its exec's closing of each entry cost ~0.1 µs per fd) | first spawn on our own spawn with its fds numbered from 512 up |
 /// | `childguard-sigchld` (`childguard-sigc`) | wakes blocking waits on the portable mechanism (no pidfds: other Unixes, old kernels) | first portable spawn |
 /// | `childguard-mrelease` (`childguard-mrel`), at most 2 at once | `process_mrelease(2)` beside a `SIGKILL` rung of a big child | such a rung; ends with it |
 ///
 /// Each is per process: a child made by `fork()` without `exec` starts its own on first use.
 /// Not counted: the threads of a tokio runtime the caller runs, and the guardian, which is a
 /// process.
-pub const MAX_BACKGROUND_THREADS: usize = 4 + close::release::MAX_RELEASE_HELPERS;
+pub const MAX_BACKGROUND_THREADS: usize = 5 + close::release::MAX_RELEASE_HELPERS;
