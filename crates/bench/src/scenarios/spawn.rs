@@ -22,7 +22,10 @@
 //! - Ours on our own spawn (`Builder::own_spawn`: clone3, the pidfd at birth): the blocking
 //!   side again, against the same std baseline; and, with 512 MiB of this process resident,
 //!   against std with a `pre_exec` hook (a `fork`, whose cost grows with the parent's memory:
-//!   what std's path costs when it needs a hook) and against std without one.
+//!   what std's path costs when it needs a hook) and against std without one; and, while this
+//!   process holds 5,000 close-on-exec fds (a supervisor of 1,000 servers), against std: a
+//!   child copies the fd table and its exec closes every entry, ~0.1 µs each; ours spawns from
+//!   a thread with a table of its own (`spawn/small_table.rs`).
 //!
 //! The five main sides are interleaved within each repetition, in a fresh random order each
 //! time, so drift hits all and no side always follows the same other side. The two diagnostic rows run afterwards, each in its own phase of ours and its
@@ -92,6 +95,7 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     })?;
     let big = big_parent(reps.div_ceil(2), &ladder)?;
     let (ours_leaky, std_leaky) = with_leaky_fd(reps.div_ceil(2), &ladder)?;
+    let (ours_many, std_many) = with_many_fds(reps.div_ceil(2), &ladder)?;
     let one_cpu = reps.div_ceil(2);
     let (ours_one_cpu, std_one_cpu) = on_one_cpu(one_cpu, &|| ours_sync(&ladder, false))?;
     let fd_dir = floor::FdDir::open()?;
@@ -169,6 +173,18 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
         },
         Row {
             scenario: "spawn",
+            metric: "spawn_close_own_many_fds_us",
+            ours: ours_many,
+            baseline: std_many,
+            baseline_name: format!(
+                "diagnostic: with {MANY_FDS} close-on-exec fds open (a supervisor of 1,000 \
+                 servers): ours on our own spawn (from its small-table thread) vs std::process \
+                 spawn + kill + wait (the child copies and its exec closes every one)"
+            ),
+            unit: "us",
+        },
+        Row {
+            scenario: "spawn",
             metric: "spawn_close_one_cpu_us",
             ours: ours_one_cpu,
             baseline: std_one_cpu,
@@ -212,6 +228,38 @@ fn with_leaky_fd(reps: usize, ladder: &Ladder) -> Result<(f64, f64)> {
     let leaky = rustix::io::dup(std::io::stdin())?; // dup(2): no close-on-exec
     let medians = paired(reps, &|| ours_sync(ladder, false), &|| std_once(false));
     drop(leaky);
+    medians
+}
+
+/// The fds [`with_many_fds`] holds: what a supervisor of 1,000 servers holds (each one's
+/// socket, pidfd, pipes, `cgroup.events`).
+const MANY_FDS: usize = 5_000;
+
+/// Ours on our own spawn vs std while this process holds [`MANY_FDS`] close-on-exec fds
+/// (`/dev/null` opened, the soft fd limit raised to the hard one if it is lower): a child
+/// copies the table and its exec closes each entry; ours spawns from a thread with a small
+/// table (`spawn/small_table.rs`).
+fn with_many_fds(reps: usize, ladder: &Ladder) -> Result<(f64, f64)> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    let wanted = (MANY_FDS + 256) as u64;
+    if limit.current.is_some_and(|cur| cur < wanted) {
+        let raised = rustix::process::Rlimit {
+            current: Some(limit.maximum.map_or(wanted, |max| max.min(wanted))),
+            maximum: limit.maximum,
+        };
+        setrlimit(Resource::Nofile, raised)?;
+    }
+    let mut held = Vec::with_capacity(MANY_FDS);
+    for _ in 0..MANY_FDS {
+        held.push(
+            std::fs::File::open("/dev/null")
+                .map_err(|e| format!("spawn: holding {MANY_FDS} fds (raise `ulimit -n`): {e}"))?,
+        );
+    }
+    let medians = paired(reps, &|| ours_sync(ladder, true), &|| std_once(false));
+    drop(held);
+    setrlimit(Resource::Nofile, limit)?;
     medians
 }
 
