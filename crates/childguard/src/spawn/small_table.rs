@@ -84,6 +84,9 @@ struct Exchange {
     socket: OwnedFd,
     jobs: mpsc::Sender<Job>,
     replies: mpsc::Receiver<Reply>,
+    /// Set when an exchange went wrong half-way (a reply's pidfd not received): what is left
+    /// in the socket could be taken for the next spawn's answer, so no spawn uses it again.
+    broken: bool,
 }
 
 /// The thread of this process, once started.
@@ -119,7 +122,10 @@ pub(crate) fn spawn_child(cgroup: Option<BorrowedFd<'_>>, plan: ChildPlan) -> Ou
         return Outcome::NoThread(plan);
     };
     let (slots, fds) = what_to_send(cgroup, &plan);
-    let exchange = exchange.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut exchange = exchange.lock().unwrap_or_else(PoisonError::into_inner);
+    if exchange.broken {
+        return Outcome::NoThread(plan);
+    }
     let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|fd| fd.as_fd()).collect();
     // The fds first: a thread that is gone refuses them (EPIPE) while the plan is still ours.
     if send_fds(&exchange.socket, &borrowed).is_err() {
@@ -136,10 +142,26 @@ pub(crate) fn spawn_child(cgroup: Option<BorrowedFd<'_>>, plan: ChildPlan) -> Ou
     };
     let cloned = match (reply.cloned, pidfd) {
         (Ok(pid), Ok(Some(pidfd))) => Ok((pid, pidfd)),
-        (Ok(_), Ok(None)) => Err(io::Error::other("the small-table spawner sent no pidfd")),
-        (Ok(_), Err(e)) | (Err(e), _) => Err(e),
+        (Err(e), _) => Err(e),
+        // Unreachable but for a failed `recvmsg`: the child exists and its pidfd did not come.
+        // It is our child and not reaped, so its pid is still its own: a pidfd by pid names it
+        // (never dropped unreaped). The exchange is not used again.
+        (Ok(pid), _) => {
+            exchange.broken = true;
+            pidfd_by_pid(pid).map(|pidfd| (pid, pidfd))
+        }
     };
     Outcome::Made(reply.plan, cloned)
+}
+
+/// `pidfd_open(2)` of our unreaped child `pid`.
+fn pidfd_by_pid(pid: u32) -> io::Result<OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(pid as i32)
+        .ok_or_else(|| io::Error::other(format!("the small-table spawner sent pid {pid}")))?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
 }
 
 /// The fds the child needs (copies, close-on-exec), with their slots. Inherited stdio is sent
@@ -221,6 +243,7 @@ fn thread() -> Option<&'static Mutex<Exchange>> {
         socket: ours,
         jobs,
         replies,
+        broken: false,
     });
     // Lost a race with another first use: ours ends (its socket closes, its recvmsg ends).
     Some(
