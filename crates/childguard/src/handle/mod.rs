@@ -152,6 +152,15 @@ impl ChildHandle {
         self.capture.as_ref().map(Captured::tail_text)
     }
 
+    /// On the event loop's thread, once the child has exited: reads what its captured pipes
+    /// hold into the tail now, so that [`output_tail`](ChildHandle::output_tail) ends with its
+    /// last output (see `spawn/capture/drain.rs`, `read_now`).
+    pub(crate) fn read_output_now_on_loop(&self, ops: &mut crate::core::event_loop::Ops) {
+        if let Some(capture) = &self.capture {
+            capture.read_now_on_loop(ops);
+        }
+    }
+
     /// The capture, lent to a readiness wait ([`put_capture`](ChildHandle::put_capture) gives
     /// it back).
     pub(crate) fn take_capture(&mut self) -> Option<Captured> {

@@ -106,6 +106,8 @@ fn on_exit(shared: &Arc<Shared>, generation: u64, ops: &mut Ops) {
         return;
     };
     let status = handle.try_wait().ok().flatten();
+    // Its last output before its exit, which this round may have handed us first.
+    handle.read_output_now_on_loop(ops);
     let now = Instant::now();
     let exit = GenerationExit {
         generation,

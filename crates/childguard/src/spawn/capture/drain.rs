@@ -163,6 +163,27 @@ fn serve_syncs(ops: &mut Ops) {
     }
 }
 
+/// On the loop thread: reads each pipe of one handle (`shared`) to empty now, as a sync
+/// does — for a caller that runs on the loop itself (the supervisor at a child's exit) and so
+/// cannot wait for a sync, which the loop serves in a later round.
+///
+/// Race avoided (an exit seen before the last output): the child's pidfd and its pipes are
+/// sources of the same loop, and one round may hand us the exit before the pipe's data; what
+/// the child wrote before it exited is in the pipe by then, so reading it now puts it in the
+/// tail before the exit is reported.
+pub(super) fn read_now(ops: &mut Ops, shared: &Arc<Shared>) {
+    let ids: Vec<IoId> = ENTRIES.with(|e| {
+        e.borrow()
+            .iter()
+            .filter(|(_, entry)| Arc::ptr_eq(&entry.shared, shared))
+            .map(|(id, _)| *id)
+            .collect()
+    });
+    for id in ids {
+        read_from(ops, id, SYNC_MAX / CHUNK);
+    }
+}
+
 /// Up to `limit` non-blocking reads of `fd`, fed to its handle. Returns whether it hit EOF
 /// (or an error that ends it: the pipe is then dropped like one at EOF); the caller closes the
 /// pipe, then marks the stream's EOF.

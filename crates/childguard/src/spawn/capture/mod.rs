@@ -306,6 +306,11 @@ impl Captured {
         String::from_utf8_lossy(&text).into_owned()
     }
 
+    /// On the loop thread: reads what the pipes hold now into the tail ([`drain::read_now`]).
+    pub(crate) fn read_now_on_loop(&self, ops: &mut crate::core::event_loop::Ops) {
+        drain::read_now(ops, &self.shared);
+    }
+
     /// Into the close report: the tail ([`Captured::tail_text`]) and, in its notes, the
     /// lines cut at [`MAX_LINE_BYTES`] and those not passed on because the callback fell
     /// behind.
