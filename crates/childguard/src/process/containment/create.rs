@@ -37,7 +37,8 @@ pub(crate) struct Cgroup {
     /// With `exit_with_parent`: its entry in this process's guardian, which kills the cgroup
     /// if this process dies first.
     guardian: Option<Registration>,
-    /// For the close report: what the sweep of stale cgroups did before this one was made.
+    /// For the close report: what earlier sweeps of stale cgroups left pending when this one was
+    /// made (the sweeps run once a child is born: `containment::after_birth`).
     notes: Vec<String>,
     /// Why the last removal failed (the directory that stayed), for the close report.
     remove_error: Option<String>,
@@ -239,8 +240,8 @@ impl Cgroup {
 
 impl Cgroup {
     /// Notes for the close report: what the sweeps of stale cgroups did before this cgroup was
-    /// made, or since (the v1 sweep runs once the first contained child is born) — given
-    /// once — and why the cgroup could not be removed, if it could not.
+    /// made, or since (the v2 and v1 sweeps run once a contained child is born) — given once —
+    /// and why the cgroup could not be removed, if it could not.
     pub(crate) fn take_notes(&mut self) -> Vec<String> {
         let mut notes = std::mem::take(&mut self.notes);
         notes.extend(take_pending());

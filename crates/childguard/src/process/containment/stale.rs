@@ -3,8 +3,9 @@
 //! A supervisor that crashed without [`exit_with_parent`](crate::Builder::exit_with_parent)
 //! (so without a guardian) leaves its `childguard-<pid>-…` cgroups behind, with whatever was
 //! still running in them. Nobody else would ever collect them, so the first time a process
-//! makes a cgroup under a given parent, it looks at that parent's `childguard-*` directories
-//! first and takes those whose supervisor is dead: `cgroup.kill` (or the freeze fallback of
+//! makes a cgroup under a given parent, once the child it made it for is born
+//! ([`super::after_birth`]: the sweep overlaps that child's exec instead of delaying it), it
+//! looks at that parent's `childguard-*` directories and takes those whose supervisor is dead: `cgroup.kill` (or the freeze fallback of
 //! [`super::kill`]), a bounded wait for `populated 0`, then the bottom-up removal of
 //! [`super::trim`]. What was done is said in a note of the first close report of a contained
 //! child ([`CloseReport::notes`](crate::CloseReport::notes)).
@@ -77,8 +78,10 @@ pub(crate) fn sweep_once(parent: &Path, hierarchy: &str) {
         return;
     }
     swept.push(parent.to_path_buf());
-    // Held while sweeping: a second thread's first spawn under `parent` waits, so it never
-    // makes its cgroup beside one that is being killed.
+    // Held while sweeping: a second thread's first spawn under `parent` waits here, after its
+    // own child's birth, so no spawn under `parent` returns before the sweep is done (and its
+    // notes are pending for a close report). Our own cgroups are never taken: their names
+    // carry our pid and start time.
     put_back(sweep(parent, hierarchy));
 }
 
