@@ -15,10 +15,16 @@ lint:
     cargo deny check bans licenses sources
 
 # Benchmarks, JSON rows (ratio = ours / baseline, lower is better).
-# The `childguard` binary is built too: the init scenario times it, not the bench posing as it.
+# The `childguard` binary is built too, as users install it (static on Linux with glibc): the
+# init scenario times it, not the bench posing as it.
 bench *SCENARIOS:
     cargo build --release -p childguard-cli -p childguard-bench
-    ./target/release/childguard-bench --json {{SCENARIOS}}
+    bash crates/childguard-cli/install.sh target/cli-release
+    CHILDGUARD_BENCH_CLI=target/cli-release/bin/childguard ./target/release/childguard-bench --json {{SCENARIOS}}
+
+# Installs the `childguard` command into PREFIX/bin (static-pie on Linux with glibc).
+install-cli PREFIX="/usr/local":
+    bash crates/childguard-cli/install.sh {{PREFIX}}
 
 # Everything CI does (installs peers with apt when missing).
 ci:

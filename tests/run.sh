@@ -135,6 +135,12 @@ if [ $# -eq 0 ]; then
         --test async_stdio
     CHILDGUARD_SPAWN=std cargo test -p childguard-tests \
         --test cli --test ffi --test timeout --test with --test stdio_server --test init
+    # The CLI as users install it (crates/childguard-cli/install.sh): static-pie on Linux with
+    # glibc, no dynamic loader. Its tests once more on that binary (CHILDGUARD_TEST_CLI).
+    cli_prefix="$PWD/target/cli-static"
+    CHILDGUARD_CLI_PROFILE=dev bash crates/childguard-cli/install.sh "$cli_prefix"
+    CHILDGUARD_TEST_CLI="$cli_prefix/bin/childguard" cargo test -p childguard-tests \
+        --test cli --test init --test timeout --test with --test ctrl_c --test skip_ignored
 fi
 
 # The Python package (crates/childguard-python): its abi3 wheel built with maturin, pip-installed

@@ -27,7 +27,23 @@ use childguard::{ChildHandle, Ending, Ladder, Signal, SocketMode};
 
 /// A binary built from this package (`cg-slowserver`, `cg-supervisor`), next to the test
 /// executable's `deps/` directory.
+///
+/// `cg-childguard`, the CLI, is the path in `CHILDGUARD_TEST_CLI` when that is set: tests/run.sh
+/// runs the CLI's tests a second time on the static build `crates/childguard-cli/install.sh`
+/// makes, the one users install.
 pub fn bin(name: &str) -> PathBuf {
+    if name == "cg-childguard" {
+        if let Some(cli) = std::env::var_os("CHILDGUARD_TEST_CLI") {
+            let path = PathBuf::from(cli);
+            assert!(
+                path.is_file(),
+                "CHILDGUARD_TEST_CLI={} is not a file (crates/childguard-cli/install.sh PREFIX \
+                 makes PREFIX/bin/childguard)",
+                path.display()
+            );
+            return path;
+        }
+    }
     let exe = std::env::current_exe().expect("current_exe");
     let dir = exe.parent().and_then(|d| {
         if d.ends_with("deps") {

@@ -1,4 +1,5 @@
-//! `init`: `childguard init` as a container's PID 1 against tini, dumb-init and catatonit,
+//! `init`: `childguard init` as a container's PID 1 against tini (and `tini-static`), dumb-init
+//! and catatonit,
 //! each as PID 1 of a new PID namespace (`unshare --pid --fork --mount-proc`, so root), in
 //! one run with their repetitions interleaved. Each metric gives one row per peer (the
 //! baseline), ours in every one; a peer that is not installed gives rows with no baseline
@@ -16,10 +17,12 @@
 //!   from outside; the time until none of them is left unreaped, per zombie (the inverse of
 //!   zombies reaped per second).
 //! - `startup_ms`: `INIT -- true`, spawn to exit, not as PID 1 (stderr to /dev/null: ours
-//!   warns there that it is no subreaper).
+//!   warns there that it is no subreaper). Its note says how each binary is linked: a static
+//!   one starts without the dynamic loader's work (`just bench` times our static build).
 //!
-//! Ours is the `childguard` binary built beside this bench ([`pid1::Init::ours`]); the
-//! scenario fails, saying how to build it, when it is not there.
+//! Ours is the `childguard` binary named by `CHILDGUARD_BENCH_CLI`, else the one built beside
+//! this bench ([`pid1::Init::ours`]); the scenario fails, saying how to build it, when it is
+//! not there.
 
 mod pid1;
 
@@ -37,7 +40,9 @@ use crate::Result;
 const ENGINE_GRACE: Duration = Duration::from_secs(3);
 
 /// The peers, by their Debian package (= command) name.
-const PEERS: [&str; 3] = ["tini", "dumb-init", "catatonit"];
+/// `tini-static` (in Debian's `tini`) is tini linked statically: the peer to compare the start-up
+/// of our static build with, linking for linking.
+const PEERS: [&str; 4] = ["tini", "tini-static", "dumb-init", "catatonit"];
 
 /// The TERM-ignoring server: a `setsid` daemon, and a shell waiting for a `sleep`, all with
 /// `TERM` ignored.
@@ -139,8 +144,10 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
             ours: median(&ours.startup_ms),
             baseline: pick(|f| &f.startup_ms),
             baseline_name: note(&format!(
-                "INIT -- true, spawn to exit, median of {}",
-                reps * 5
+                "INIT -- true, spawn to exit, median of {}; ours linked {}, {peer} {}",
+                reps * 5,
+                all[0].0.linking(),
+                found.as_ref().map_or("not found", Init::linking),
             )),
             unit: "ms",
         });

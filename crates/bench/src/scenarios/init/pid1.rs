@@ -17,17 +17,20 @@ pub struct Init {
 }
 
 impl Init {
-    /// Ours: the `childguard` binary users run, from the same `target` directory as this
-    /// bench (`cargo build --release -p childguard-cli -p childguard-bench`, as `just bench`
-    /// does), with `extra` options. Not this bench binary posing as it: the bench carries every
-    /// scenario's code and peers (twice the size, more relocations), which would be timed as
-    /// `init`'s start-up.
+    /// Ours: the `childguard` binary users run, with `extra` options: the one named by
+    /// `CHILDGUARD_BENCH_CLI` (`just bench` sets it to the static build
+    /// `crates/childguard-cli/install.sh` makes), else the one in the same `target` directory
+    /// as this bench (`cargo build --release -p childguard-cli -p childguard-bench`). Not this
+    /// bench binary posing as it: the bench carries every scenario's code and peers (twice
+    /// the size, more relocations), which would be timed as `init`'s start-up.
     pub fn ours(extra: &[&str]) -> Result<Init> {
-        let bench = std::env::current_exe()?;
-        let exe = bench.with_file_name("childguard");
+        let exe = match std::env::var_os("CHILDGUARD_BENCH_CLI") {
+            Some(path) => std::path::PathBuf::from(path),
+            None => std::env::current_exe()?.with_file_name("childguard"),
+        };
         if !exe.is_file() {
             return Err(format!(
-                "init: {} not found: build it beside the bench (cargo build --release -p childguard-cli -p childguard-bench, or just bench)",
+                "init: {} not found: build it beside the bench (cargo build --release -p childguard-cli -p childguard-bench), or run just bench",
                 exe.display()
             )
             .into());
@@ -39,6 +42,16 @@ impl Init {
             name: "childguard init",
             argv,
         })
+    }
+
+    /// How the init's binary is linked, for the rows' notes: `static` when its ELF asks for
+    /// no program interpreter (`PT_INTERP`), `dynamic` when it does.
+    pub fn linking(&self) -> &'static str {
+        match std::fs::read(&self.argv[0]).map(|elf| asks_for_interpreter(&elf)) {
+            Ok(Some(true)) => "dynamic",
+            Ok(Some(false)) => "static",
+            _ => "linking unknown",
+        }
     }
 
     /// A peer found on PATH (`tini`, `dumb-init`, `catatonit`), or the error row's text.
@@ -152,4 +165,43 @@ fn named(pid: u32, comm: &str) -> usize {
         .into_iter()
         .filter(|&d| stat(d).is_some_and(|(c, s)| c == comm && s != 'Z'))
         .count()
+}
+
+/// Whether a 64-bit little-endian ELF file has a `PT_INTERP` program header (`elf(5)`); `None`
+/// when it is not one.
+fn asks_for_interpreter(elf: &[u8]) -> Option<bool> {
+    const PT_INTERP: u32 = 3;
+    let word = |at: usize, n: usize| -> Option<u64> {
+        let bytes = elf.get(at..at + n)?;
+        Some(bytes.iter().rev().fold(0, |v, &b| (v << 8) | u64::from(b)))
+    };
+    // e_ident: magic, ELFCLASS64, ELFDATA2LSB.
+    if elf.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let phoff = usize::try_from(word(0x20, 8)?).ok()?;
+    let phentsize = usize::try_from(word(0x36, 2)?).ok()?;
+    let phnum = usize::try_from(word(0x38, 2)?).ok()?;
+    (0..phnum)
+        .map(|i| word(phoff.checked_add(i.checked_mul(phentsize)?)?, 4))
+        .try_fold(false, |found, kind| {
+            Some(found || kind? == u64::from(PT_INTERP))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asks_for_interpreter;
+
+    #[test]
+    fn a_dynamic_executable_asks_for_its_interpreter_and_text_is_no_elf() {
+        // This test binary is linked as cargo links it on Linux: dynamically.
+        let me = std::fs::read("/proc/self/exe").expect("reading /proc/self/exe");
+        assert_eq!(asks_for_interpreter(&me), Some(true));
+        assert_eq!(asks_for_interpreter(b"#!/bin/sh\n"), None);
+        // A header whose program headers lie past the end: not an answer, no panic.
+        let mut cut = me[..0x40].to_vec();
+        cut[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(asks_for_interpreter(&cut), None);
+    }
 }
