@@ -177,9 +177,23 @@ pub fn descendants() -> Vec<u32> {
 mod tests {
     use super::*;
     use std::process::Command;
+    use std::sync::{Mutex, MutexGuard};
+
+    /// Held by every test here that has children. Race avoided: the tests of this binary run
+    /// on threads of one process, and `reap_others` reaps every child of the process but the
+    /// one excluded — another test's `true` too, which that test then lists no more and whose
+    /// `wait` fails with `ECHILD` (seen once in a flake hunt).
+    static CHILDREN: Mutex<()> = Mutex::new(());
+
+    fn own_the_children() -> MutexGuard<'static, ()> {
+        CHILDREN
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 
     #[test]
     fn reaps_a_zombie_child_but_not_the_excluded_one() {
+        let _children = own_the_children();
         let mut kept = Command::new("true").spawn().unwrap();
         let other = Command::new("true").spawn().unwrap();
         let (kept_pid, other_pid) = (kept.id(), other.id());
@@ -202,14 +216,15 @@ mod tests {
 
     #[test]
     fn a_child_is_listed_until_reaped_and_none_after() {
+        let _children = own_the_children();
         let mut child = Command::new("true").spawn().unwrap();
         let pid = child.id();
         // Running or a zombie, it is a child: listed, and `waitid` does not answer ECHILD.
         assert!(!has_no_children());
         assert!(children().contains(&pid));
         child.wait().unwrap();
-        // Other tests of this binary may have children of their own meanwhile: only ours is
-        // asserted gone.
+        // Other tests of this binary may have children of their own meanwhile (ones that do
+        // not reap others'): only ours is asserted gone.
         assert!(!children().contains(&pid));
     }
 
