@@ -172,7 +172,7 @@ fn named(pid: u32, comm: &str) -> usize {
 fn asks_for_interpreter(elf: &[u8]) -> Option<bool> {
     const PT_INTERP: u32 = 3;
     let word = |at: usize, n: usize| -> Option<u64> {
-        let bytes = elf.get(at..at + n)?;
+        let bytes = elf.get(at..at.checked_add(n)?)?;
         Some(bytes.iter().rev().fold(0, |v, &b| (v << 8) | u64::from(b)))
     };
     // e_ident: magic, ELFCLASS64, ELFDATA2LSB.
