@@ -15,10 +15,11 @@ lint:
     cargo deny check bans licenses sources
 
 # Benchmarks, JSON rows (ratio = ours / baseline, lower is better).
-# The `childguard` binary is built too, as users install it (static on Linux with glibc): the
-# init scenario times it, not the bench posing as it.
+# The `childguard` binary is built too, as users install it (static on Linux with glibc, by
+# install.sh; not the dynamic one beside the bench): the init scenario times it, not the bench
+# posing as it.
 bench *SCENARIOS:
-    cargo build --release -p childguard-cli -p childguard-bench
+    cargo build --release -p childguard-bench
     bash crates/childguard-cli/install.sh target/cli-release
     CHILDGUARD_BENCH_CLI=target/cli-release/bin/childguard ./target/release/childguard-bench --json {{SCENARIOS}}
 

@@ -29,7 +29,7 @@ use childguard::{ChildHandle, Ending, Ladder, Signal, SocketMode};
 /// executable's `deps/` directory.
 ///
 /// `cg-childguard`, the CLI, is the path in `CHILDGUARD_TEST_CLI` when that is set: tests/run.sh
-/// runs the CLI's tests a second time on the static build `crates/childguard-cli/install.sh`
+/// runs the CLI's tests once more on the static build `crates/childguard-cli/install.sh`
 /// makes, the one users install.
 pub fn bin(name: &str) -> PathBuf {
     if name == "cg-childguard" {
