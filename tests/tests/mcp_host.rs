@@ -40,8 +40,11 @@ const KILLED_LADDER: &str = "EOF:100ms,TERM:100ms,KILL:1s";
 /// session.
 const SESSION: Duration = Duration::from_secs(60);
 
-/// The bound for "nothing left" after a SIGKILL.
-const GONE: Duration = Duration::from_secs(2);
+/// The bound for "nothing left" after a SIGKILL. Generous: alone it takes 0.01–0.3 s (the
+/// ladder above is 0.2 s before its KILL), but a flake hunt runs the suite beside two CPU hogs
+/// and once failed here with a second suite on the same 2 CPUs. The speed is the bench's claim;
+/// this test asserts that nothing is left.
+const GONE: Duration = Duration::from_secs(10);
 
 /// A running `mcp_host.py`: its stdout lines as they come, its stderr (childguard's and the
 /// server's too: the SDK passes its own stderr down) so far.
