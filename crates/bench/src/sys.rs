@@ -61,3 +61,120 @@ pub fn install_noop_pre_exec(cmd: &mut std::process::Command) {
         cmd.pre_exec(|| Ok(()));
     }
 }
+
+/// A program to `execve(2)`, with its argv and envp as the NUL-terminated pointer arrays the
+/// call takes, built before any spawn (a forked child must not allocate).
+pub struct Exec {
+    program: std::ffi::CString,
+    _strings: Vec<std::ffi::CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+impl Exec {
+    pub fn new(
+        program: std::ffi::CString,
+        argv: Vec<std::ffi::CString>,
+        envp: Vec<std::ffi::CString>,
+    ) -> Exec {
+        let pointers = |v: &[std::ffi::CString]| {
+            let mut p: Vec<*const libc::c_char> = v.iter().map(|s| s.as_ptr()).collect();
+            p.push(std::ptr::null());
+            p
+        };
+        let (argv_p, envp_p) = (pointers(&argv), pointers(&envp));
+        // The pointers point into the CStrings' heap buffers, which do not move when the
+        // CStrings are moved into `_strings`.
+        let mut strings = argv;
+        strings.extend(envp);
+        Exec {
+            program,
+            _strings: strings,
+            argv: argv_p,
+            envp: envp_p,
+        }
+    }
+}
+
+/// `struct clone_args` of `clone3(2)` (`linux/sched.h`, size 88: `CLONE_ARGS_SIZE_VER2`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_VFORK: u64 = 0x4000;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `clone3(2)` with `CLONE_PIDFD | CLONE_VFORK` (and `CLONE_INTO_CGROUP` into `cgroup`), no
+/// `CLONE_VM`: the child is a copy of this process, which `dup2`s `stdio` onto fds 0 and 1 and
+/// `execve`s `exec` (`_exit(127)` if that fails); this thread resumes once it has. Returns the
+/// child's pidfd. The bench's contained-spawn floor: no childguard code on the way.
+pub fn clone3_exec(
+    exec: &Exec,
+    stdio: std::os::fd::RawFd,
+    cgroup: Option<std::os::fd::BorrowedFd<'_>>,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut pidfd: libc::c_int = -1;
+    let mut args = CloneArgs {
+        flags: CLONE_PIDFD | CLONE_VFORK,
+        pidfd: std::ptr::addr_of_mut!(pidfd) as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..CloneArgs::default()
+    };
+    if let Some(dir) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = dir.as_raw_fd() as u64;
+    }
+    // SAFETY: `args` is a valid clone_args of the size passed, whose `pidfd` points at a live
+    // int. Without CLONE_VM the child runs in a copy of this address space (as after fork):
+    // it only makes the async-signal-safe calls dup2, execve and _exit, on pointers prepared
+    // before the call (`exec`'s arrays are NUL-terminated and point into live CStrings), and
+    // never returns into Rust code.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            std::ptr::addr_of_mut!(args),
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if ret == 0 {
+        // SAFETY: see above: the child of the clone, in its own copy of memory.
+        unsafe {
+            libc::dup2(stdio, 0);
+            libc::dup2(stdio, 1);
+            libc::execve(
+                exec.program.as_ptr(),
+                exec.argv.as_ptr(),
+                exec.envp.as_ptr(),
+            );
+            libc::_exit(127);
+        }
+    }
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: clone3 returned a pid, so it wrote a new pidfd, ours alone, into `pidfd`.
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd) })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clone_args_is_the_kernels_version_2_size() {
+        assert_eq!(std::mem::size_of::<super::CloneArgs>(), 88);
+        assert_eq!(super::CLONE_INTO_CGROUP, 1 << 33);
+    }
+}

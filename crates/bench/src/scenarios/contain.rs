@@ -15,8 +15,14 @@
 //! - `spawn_close_own_us`: the same on our own spawn (`Builder::own_spawn`: `clone3` into the
 //!   cgroup at birth), contained vs not (both on our spawn).
 //!
+//! - `spawn_close_floor_us`: the kernel's floor under that row, with no childguard code
+//!   (`contain/floor.rs`): the same server spawned with `clone3` (`CLONE_INTO_CGROUP` into a
+//!   cgroup just made, and not) and closed with `shutdown`, `poll` on the pidfd, `waitid`,
+//!   `rmdir`. If the floor's ratio is near the goal, so is any containment's.
+//!
 //! The tree scenarios run fewer repetitions (10 by default: each starts 65 processes that burn
-//! CPU); the spawn row 40. Ours and the baseline alternate.
+//! CPU); the spawn rows 100, their four sides (ours contained and not, the floor contained and
+//! not) in a fresh random order in each repetition. Elsewhere ours and the baseline alternate.
 
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
@@ -26,15 +32,17 @@ use childguard::{ChildHandle, Containment, Ladder, SocketMode};
 use super::Settings;
 use crate::fixture::{self, ms};
 use crate::row::Row;
-use crate::stats::median;
+use crate::stats::{median, Shuffle};
 use crate::Result;
+
+mod floor;
 
 const WORKERS: &str = "64";
 const TREE_ARGS: &[&str] = &["--workers", WORKERS, "--setsid", "--ignore-eof"];
 
 pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     let reps = settings.reps_or(10);
-    let spawn_reps = settings.reps_or(40);
+    let spawn_reps = settings.reps_or(100);
     let (mut surv_ours, mut surv_base) = (Vec::new(), Vec::new());
     let (mut close_ours, mut close_base) = (Vec::new(), Vec::new());
     for rep in 0..reps {
@@ -51,7 +59,7 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
         }
     }
     let (spawn_ours, spawn_base) = contained_vs_not(spawn_reps, false)?;
-    let (own_ours, own_base) = contained_vs_not(spawn_reps, true)?;
+    let [own_ours, own_base, floor_ours, floor_base] = own_and_floor(spawn_reps)?;
     Ok(vec![
         Row {
             scenario: "contain",
@@ -91,6 +99,18 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
                 .into(),
             unit: "us",
         },
+        Row {
+            scenario: "contain",
+            metric: "spawn_close_floor_us",
+            ours: floor_ours,
+            baseline: floor_base,
+            baseline_name: "diagnostic, no childguard code: the same server by clone3 into a \
+                            cgroup just made (mkdir, open, rmdir) vs clone3 without, closed by \
+                            shutdown + poll(pidfd) + waitid — the kernel's floor under \
+                            spawn_close_own_us"
+                .into(),
+            unit: "us",
+        },
     ])
 }
 
@@ -111,6 +131,31 @@ fn contained_vs_not(reps: usize, own: bool) -> Result<(f64, f64)> {
         }
     }
     Ok((median(&contained), median(&plain)))
+}
+
+/// Medians of the four sides of the own-spawn rows — ours contained, ours not, the floor
+/// contained, the floor not — each repetition in a fresh random order.
+fn own_and_floor(reps: usize) -> Result<[f64; 4]> {
+    let floor = floor::Floor::new()?;
+    let sides: [&dyn Fn() -> Result<f64>; 4] = [
+        &|| spawn_close(true, true),
+        &|| spawn_close(false, true),
+        &|| floor.once(true),
+        &|| floor.once(false),
+    ];
+    for _ in 0..2 {
+        for side in &sides {
+            side()?;
+        }
+    }
+    let mut samples: [Vec<f64>; 4] = Default::default();
+    let mut shuffle = Shuffle::new(0xf100);
+    for _ in 0..reps {
+        for i in shuffle.order(sides.len()) {
+            samples[i].push(sides[i]()?);
+        }
+    }
+    Ok(samples.map(|s| median(&s)))
 }
 
 /// The pids of the tree from a READY line: the server and its `workers=`.

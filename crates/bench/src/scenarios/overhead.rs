@@ -3,48 +3,70 @@
 //! Plain slowserver exits on EOF. Ours: [`ChildHandle::close`](childguard::ChildHandle::close)
 //! with the ladder `EOF:1s,KILL:1s`, so no signal is needed. Baseline: `shutdown(Both)` on a
 //! std `UnixStream`, close it, `child.wait()`. Only the close is timed (from just before it to
-//! its return), not the spawn. Repetitions alternate ours-first and baseline-first.
+//! its return), not the spawn.
+//!
+//! A second row is the floor under the first, with no childguard code: the same std baseline's
+//! child closed with the system calls a close *bounded in time* needs at the least —
+//! `shutdown`, close, `poll` on a pidfd (opened before the timing starts, as ours is at the
+//! spawn) with the grace as its timeout, `waitid(P_PIDFD)` to reap. An unbounded `wait()`
+//! sleeps once and reaps in the same call; a bounded wait sleeps in `poll`, then reaps. What
+//! that costs here, against `wait()`, is what no bounded close can go under. The three sides
+//! run in a fresh random order in each repetition.
 
 use std::net::Shutdown;
-use std::time::Instant;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
 
 use childguard::{Ending, Ladder};
 
 use super::Settings;
 use crate::fixture::{self, ms};
 use crate::row::Row;
-use crate::stats::median;
+use crate::stats::{median, Shuffle};
 use crate::Result;
 
 const LADDER: &str = "EOF:1s,KILL:1s";
 const WARM_UP: usize = 2;
 
 pub fn run(settings: &Settings) -> Result<Vec<Row>> {
-    let reps = settings.reps_or(20);
+    let reps = settings.reps_or(100);
     let ladder: Ladder = LADDER.parse()?;
+    let sides: [&dyn Fn() -> Result<f64>; 3] =
+        [&|| ours_once(&ladder), &baseline_once, &floor_once];
     for _ in 0..WARM_UP {
-        ours_once(&ladder)?;
-        baseline_once()?;
-    }
-    let mut ours = Vec::with_capacity(reps);
-    let mut baseline = Vec::with_capacity(reps);
-    for rep in 0..reps {
-        if rep % 2 == 0 {
-            ours.push(ours_once(&ladder)?);
-            baseline.push(baseline_once()?);
-        } else {
-            baseline.push(baseline_once()?);
-            ours.push(ours_once(&ladder)?);
+        for side in &sides {
+            side()?;
         }
     }
-    Ok(vec![Row {
-        scenario: "overhead",
-        metric: "close_ms",
-        ours: median(&ours),
-        baseline: median(&baseline),
-        baseline_name: "shutdown(Both) + child.wait()".into(),
-        unit: "ms",
-    }])
+    let mut samples: [Vec<f64>; 3] = Default::default();
+    let mut shuffle = Shuffle::new(0x0c105e);
+    for _ in 0..reps {
+        for i in shuffle.order(sides.len()) {
+            samples[i].push(sides[i]()?);
+        }
+    }
+    let [ours, baseline, floor] = samples.map(|s| median(&s));
+    Ok(vec![
+        Row {
+            scenario: "overhead",
+            metric: "close_ms",
+            ours,
+            baseline,
+            baseline_name: format!("shutdown(Both) + child.wait() ({reps} reps)"),
+            unit: "ms",
+        },
+        Row {
+            scenario: "overhead",
+            metric: "close_floor_ms",
+            ours: floor,
+            baseline,
+            baseline_name: "diagnostic, no childguard code: 'ours' is the least a bounded \
+                            close does (shutdown, close, poll on a pidfd with a timeout, \
+                            waitid) vs shutdown(Both) + child.wait()"
+                .into(),
+            unit: "ms",
+        },
+    ])
 }
 
 /// Ours: the whole `close()`, in milliseconds.
@@ -72,5 +94,32 @@ fn baseline_once() -> Result<f64> {
     if !status.success() {
         return Err(format!("overhead: the baseline server exited with {status}").into());
     }
+    Ok(ms(took))
+}
+
+/// The floor: the baseline's child closed with a bounded wait made directly — `shutdown`,
+/// close, `poll(2)` on a pidfd with the grace (1 s) as timeout, `waitid(P_PIDFD)` — in ms.
+fn floor_once() -> Result<f64> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    use rustix::process::{pidfd_open, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions};
+    let (child, socket) = fixture::spawn_plain(&[])?;
+    let pid = Pid::from_raw(child.id() as i32).ok_or("spawned pid 0")?;
+    let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
+    let grace = rustix::time::Timespec::try_from(Duration::from_secs(1))?;
+    let start = Instant::now();
+    let shut = socket.shutdown(Shutdown::Both);
+    drop(socket);
+    let polled = poll(&mut [PollFd::new(&pidfd, PollFlags::IN)], Some(&grace));
+    let status = waitid(WaitId::PidFd(pidfd.as_fd()), WaitIdOptions::EXITED);
+    let took = start.elapsed();
+    shut?;
+    if polled? == 0 {
+        return Err("overhead: the floor's server did not exit within 1 s of EOF".into());
+    }
+    let status = status?.ok_or("overhead: waitid returned no status")?;
+    if status.exit_status() != Some(0) {
+        return Err("overhead: the floor's server did not exit with 0".into());
+    }
+    drop(child); // reaped above; dropping a std Child neither waits nor kills
     Ok(ms(took))
 }
