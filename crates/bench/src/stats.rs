@@ -29,6 +29,29 @@ fn sorted(samples: &[f64]) -> Vec<f64> {
     sorted
 }
 
+/// Medians of `sides`: each runs `warm_up` times uncounted, then `reps` times, the sides in a
+/// fresh random order in each repetition ([`Shuffle`] from `seed`). The first error ends it.
+pub fn shuffled_medians<const N: usize>(
+    sides: [&dyn Fn() -> crate::Result<f64>; N],
+    warm_up: usize,
+    reps: usize,
+    seed: u64,
+) -> crate::Result<[f64; N]> {
+    for _ in 0..warm_up {
+        for side in &sides {
+            side()?;
+        }
+    }
+    let mut samples: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(reps));
+    let mut shuffle = Shuffle::new(seed);
+    for _ in 0..reps {
+        for i in shuffle.order(N) {
+            samples[i].push(sides[i]()?);
+        }
+    }
+    Ok(samples.map(|s| median(&s)))
+}
+
 /// Orders for interleaved sides: a fresh random permutation per repetition, so no side always
 /// runs right after the same other side (what one leaves behind — write-protected pages after a
 /// `fork`, a child still being torn down, cold caches — falls on each as often). Deterministic
@@ -102,5 +125,27 @@ mod tests {
         assert_eq!(percentile(&xs, 99.0), 198.0);
         assert_eq!(percentile(&[7.0], 1.0), 7.0);
         assert!(percentile(&[], 50.0).is_nan());
+    }
+
+    #[test]
+    fn shuffled_medians_counts_no_warm_up_and_keeps_each_side_apart() {
+        use std::cell::Cell;
+        let (a_runs, b_runs) = (Cell::new(0u32), Cell::new(0u32));
+        // Side a returns its run number (1, 2, ...): the warm-up runs (2) are not counted, so
+        // the 5 counted samples are 3..=7, median 5. Side b always returns 100.
+        let a = || {
+            a_runs.set(a_runs.get() + 1);
+            Ok(f64::from(a_runs.get()))
+        };
+        let b = || {
+            b_runs.set(b_runs.get() + 1);
+            Ok(100.0)
+        };
+        let [ma, mb] = shuffled_medians([&a, &b], 2, 5, 7).unwrap();
+        assert_eq!((ma, mb), (5.0, 100.0));
+        assert_eq!((a_runs.get(), b_runs.get()), (7, 7));
+        let failing = || Err("side failed".into());
+        let err = shuffled_medians([&a, &failing], 0, 3, 7).unwrap_err();
+        assert_eq!(err.to_string(), "side failed");
     }
 }

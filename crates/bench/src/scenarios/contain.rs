@@ -32,7 +32,7 @@ use childguard::{ChildHandle, Containment, Ladder, SocketMode};
 use super::Settings;
 use crate::fixture::{self, ms};
 use crate::row::Row;
-use crate::stats::{median, Shuffle};
+use crate::stats::{median, shuffled_medians};
 use crate::Result;
 
 mod floor;
@@ -143,19 +143,7 @@ fn own_and_floor(reps: usize) -> Result<[f64; 4]> {
         &|| floor.once(true),
         &|| floor.once(false),
     ];
-    for _ in 0..2 {
-        for side in &sides {
-            side()?;
-        }
-    }
-    let mut samples: [Vec<f64>; 4] = Default::default();
-    let mut shuffle = Shuffle::new(0xf100);
-    for _ in 0..reps {
-        for i in shuffle.order(sides.len()) {
-            samples[i].push(sides[i]()?);
-        }
-    }
-    Ok(samples.map(|s| median(&s)))
+    shuffled_medians(sides, 2, reps, 0xf100)
 }
 
 /// The pids of the tree from a READY line: the server and its `workers=`.

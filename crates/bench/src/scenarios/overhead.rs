@@ -23,7 +23,7 @@ use childguard::{Ending, Ladder};
 use super::Settings;
 use crate::fixture::{self, ms};
 use crate::row::Row;
-use crate::stats::{median, Shuffle};
+use crate::stats::shuffled_medians;
 use crate::Result;
 
 const LADDER: &str = "EOF:1s,KILL:1s";
@@ -34,19 +34,7 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     let ladder: Ladder = LADDER.parse()?;
     let sides: [&dyn Fn() -> Result<f64>; 3] =
         [&|| ours_once(&ladder), &baseline_once, &floor_once];
-    for _ in 0..WARM_UP {
-        for side in &sides {
-            side()?;
-        }
-    }
-    let mut samples: [Vec<f64>; 3] = Default::default();
-    let mut shuffle = Shuffle::new(0x0c105e);
-    for _ in 0..reps {
-        for i in shuffle.order(sides.len()) {
-            samples[i].push(sides[i]()?);
-        }
-    }
-    let [ours, baseline, floor] = samples.map(|s| median(&s));
+    let [ours, baseline, floor] = shuffled_medians(sides, WARM_UP, reps, 0x0c105e)?;
     Ok(vec![
         Row {
             scenario: "overhead",

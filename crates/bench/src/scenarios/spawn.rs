@@ -44,7 +44,7 @@ use tokio::runtime::Runtime;
 use super::Settings;
 use crate::fixture;
 use crate::row::Row;
-use crate::stats::{median, Shuffle};
+use crate::stats::{median, shuffled_medians};
 use crate::Result;
 
 mod floor;
@@ -77,19 +77,8 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
         &|| tokio_once(&rt),
         &|| ours_sync(&ladder, true),
     ];
-    for _ in 0..WARM_UP {
-        for side in &sides {
-            side()?;
-        }
-    }
-    let mut samples: [Vec<f64>; 5] = Default::default();
-    let mut shuffle = Shuffle::new(0x5eed);
-    for _ in 0..reps {
-        for i in shuffle.order(sides.len()) {
-            samples[i].push(sides[i]()?);
-        }
-    }
-    let [ours_blocking, std_base, ours_async, tokio_base, ours_own] = samples.map(|s| median(&s));
+    let [ours_blocking, std_base, ours_async, tokio_base, ours_own] =
+        shuffled_medians(sides, WARM_UP, reps, 0x5eed)?;
     let (ours_forked, forked) = paired(reps.div_ceil(2), &|| ours_sync(&ladder, false), &|| {
         std_once(true)
     })?;
