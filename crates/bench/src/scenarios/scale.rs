@@ -32,7 +32,7 @@ use childguard::{ChildHandle, Ending, Ladder, Signal, SocketMode};
 use tokio::runtime::Runtime;
 
 mod contained;
-mod probe;
+pub(super) mod probe;
 
 use super::Settings;
 use crate::fixture::{self, ms};

@@ -51,7 +51,8 @@ impl Floor {
         }
         Ok(Floor {
             exec: Exec::new(program, argv, envp),
-            parent: own_cgroup_dir()?,
+            // Where childguard makes its own cgroups.
+            parent: crate::scenarios::scale::probe::containment_parent()?,
             next: std::cell::Cell::new(0),
         })
     }
@@ -114,25 +115,4 @@ impl Floor {
 
 fn cstring(s: &OsStr) -> Result<CString> {
     Ok(CString::new(s.as_bytes())?)
-}
-
-/// The directory of the cgroup v2 this process runs in: the `cgroup2` mount from
-/// `/proc/self/mountinfo` joined with the `0::` line of `/proc/self/cgroup`.
-fn own_cgroup_dir() -> Result<PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
-    let mount = mountinfo
-        .lines()
-        .find_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            (right.split_whitespace().next() == Some("cgroup2"))
-                .then(|| left.split_whitespace().nth(4))
-                .flatten()
-        })
-        .ok_or("contain floor: no cgroup2 mount in /proc/self/mountinfo")?;
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup")?;
-    let own = cgroups
-        .lines()
-        .find_map(|line| line.strip_prefix("0::"))
-        .ok_or("contain floor: no 0:: line in /proc/self/cgroup")?;
-    Ok(PathBuf::from(mount).join(own.trim_start_matches('/')))
 }
