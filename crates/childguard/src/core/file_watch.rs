@@ -32,6 +32,10 @@
 //! Race avoided (event before its key is known): the bell is entered in the table before the
 //! fd is added to the epoll set, so the loop finds it for the first event.
 //!
+//! The fd is added when the watch is first waited on, not when it is made
+//! ([`FileWatch::fd`]): most contained children are closed with their cgroup found empty at the
+//! first read, and their watch then never costs an `epoll_ctl` or a wake-up of the loop.
+//!
 //! Race avoided (`fork()` without `exec`): a child inherits the parent's epoll fd — the same
 //! epoll set — and copies of the watched fds. A watch dropped there must not delete the
 //! parent's registration: only the process that made a watch touches the epoll set.
@@ -39,7 +43,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rustix::event::epoll;
@@ -92,37 +96,36 @@ impl std::fmt::Debug for Watches {
     }
 }
 
-/// One watch: the watched file's fd, in the loop's epoll set, and the bell its changes ring.
+/// One watch: the watched file's fd, entered in the loop's epoll set when first waited on,
+/// and the bell its changes ring.
 #[derive(Debug)]
 pub(crate) struct FileWatch {
     file: OwnedFd,
     number: u64,
     bell: Arc<Bell>,
     watches: &'static Watches,
+    /// Set once the file is in the epoll set ([`FileWatch::fd`]).
+    registered: AtomicBool,
 }
 
 impl FileWatch {
-    /// Watches the kernfs file open at `file` for changes (`EPOLLPRI`) in `watches`, the
-    /// loop's ([`super::event_loop::watch_file`] finds it, making the loop if need be; its
-    /// thread, which rings the bell, is started by the first waiter). The
-    /// bell is close-on-exec and non-blocking. `Err` (`ENOMEM`, `ENOSPC`: the per-user
-    /// `fs.epoll.max_user_watches`): nothing is left registered, and `file` is closed.
+    /// A watch of the kernfs file open at `file` for changes (`EPOLLPRI`) in `watches`, the
+    /// loop's ([`super::event_loop::watch_file`] finds it, making the loop if need be). Not
+    /// in the epoll set yet: the first [`FileWatch::fd`] enters it, so a file nobody waits on
+    /// (a contained child's cgroup found empty at its first read) costs no `epoll_ctl` and no
+    /// wake-up of the loop's thread — each change of a watched `cgroup.events` (the child's
+    /// birth into the cgroup) wakes it. The bell is close-on-exec and non-blocking.
     pub(crate) fn new(watches: &'static Watches, file: OwnedFd) -> io::Result<FileWatch> {
         let bell = Arc::new(Bell::new()?);
         let number = watches.next.fetch_add(1, Ordering::Relaxed) & !WATCH_BIT;
         // Entered first: see "event before its key is known".
         lock(&watches.bells).insert(number, Arc::clone(&bell));
-        let flags = epoll::EventFlags::PRI | epoll::EventFlags::ET;
-        let data = epoll::EventData::new_u64(WATCH_BIT | number);
-        if let Err(e) = epoll::add(&*watches.epoll, &file, data, flags) {
-            lock(&watches.bells).remove(&number);
-            return Err(e.into());
-        }
         Ok(FileWatch {
             file,
             number,
             bell,
             watches,
+            registered: AtomicBool::new(false),
         })
     }
 
@@ -131,9 +134,34 @@ impl FileWatch {
         self.file.as_fd()
     }
 
-    /// The fd that turns readable when the file changed (until [`FileWatch::clear`]).
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.bell.fd()
+    /// The fd that turns readable when the file changed (until [`FileWatch::clear`]), the
+    /// file entered in the epoll set first if it is not yet. `Err` (`ENOMEM`, `ENOSPC`: the
+    /// per-user `fs.epoll.max_user_watches`; or called in a `fork()`ed copy of the process
+    /// that made the watch, which must not touch its epoll set): the caller waits another
+    /// way; the next call tries again.
+    ///
+    /// Race avoided (a change before the registration): `epoll_ctl(ADD)` polls the file at
+    /// once, and a kernfs file reports `EPOLLPRI` while its count of changes differs from
+    /// the one this open file last read — so a change between the owner's last read and the
+    /// registration is reported by the registration itself and rings the bell.
+    pub(crate) fn fd(&self) -> io::Result<BorrowedFd<'_>> {
+        if !self.registered.load(Ordering::Acquire) {
+            if self.watches.owner != std::process::id() {
+                return Err(io::Error::other(
+                    "a watch made by the parent process, before fork(): not entered in its epoll set",
+                ));
+            }
+            let flags = epoll::EventFlags::PRI | epoll::EventFlags::ET;
+            let data = epoll::EventData::new_u64(WATCH_BIT | self.number);
+            match epoll::add(&*self.watches.epoll, &self.file, data, flags) {
+                // EEXIST: another thread entered it first.
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {
+                    self.registered.store(true, Ordering::Release)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(self.bell.fd())
     }
 
     /// Empties the bell: call it *before* reading the watched file (see the lost wake-up).
@@ -150,7 +178,9 @@ impl Drop for FileWatch {
             return;
         }
         // Before `file` closes (after this body): the registration goes with the number.
-        let _ = epoll::delete(&*self.watches.epoll, &self.file);
+        if *self.registered.get_mut() {
+            let _ = epoll::delete(&*self.watches.epoll, &self.file);
+        }
         lock(&self.watches.bells).remove(&self.number);
     }
 }

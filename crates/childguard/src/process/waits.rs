@@ -119,14 +119,18 @@ impl Process {
         #[cfg(target_os = "linux")]
         if let Some((cgroup, _)) = &self.cgroup {
             // The leader's exit (it is reaped or kept a zombie), then the cgroup emptying.
-            let mut fds = Vec::with_capacity(2);
+            // While the leader runs the cgroup cannot be empty, and its pidfd wakes us at its
+            // exit: the cgroup's bell is not waited on until then, so a child whose cgroup is
+            // empty once it exits never enters the loop's epoll set (no `epoll_ctl`, no
+            // wake-up of the loop's thread at each change of `cgroup.events`). Race avoided:
+            // a change before the bell is first waited on is reported when it is entered
+            // (`FileWatch::fd`).
             if let (true, false, Some(pidfd)) =
                 (self.is_running(), self.held_by_tracer, self.pidfd())
             {
-                fds.push(pidfd);
+                return vec![pidfd];
             }
-            fds.push(cgroup.watch().fd());
-            return fds;
+            return vec![cgroup.watch().fd()];
         }
         if !self.is_running() {
             return self.survivors.fds();

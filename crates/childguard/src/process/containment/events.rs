@@ -38,9 +38,9 @@ pub(crate) struct Events {
 }
 
 impl Watch {
-    /// Opens `dir/cgroup.events` and watches it (close-on-exec, non-blocking): an epoll
-    /// registration in the event loop's set, whose thread starts only when someone waits
-    /// ([`Watch::fd`]).
+    /// Opens `dir/cgroup.events` and watches it (close-on-exec, non-blocking): a bell in the
+    /// event loop's table; the file enters the loop's epoll set, and the loop's thread
+    /// starts, only when someone waits ([`Watch::fd`]).
     pub(crate) fn open(dir: &Path) -> io::Result<Watch> {
         let path = dir.join("cgroup.events");
         let events: OwnedFd =
@@ -52,13 +52,14 @@ impl Watch {
     }
 
     /// The fd that turns readable when `cgroup.events` changes: the watch's bell, which the
-    /// event loop rings — so this starts the loop's thread if it does not run yet. If no
-    /// thread can be started (`pids.max`, `RLIMIT_NPROC`), the file itself, which is always
-    /// readable: a waiter then reads the values at each round until its deadline, a busy wait
-    /// instead of a hang.
+    /// event loop rings — so this starts the loop's thread if it does not run yet, and enters
+    /// the file in the loop's epoll set if it is not yet. If no thread can be started
+    /// (`pids.max`, `RLIMIT_NPROC`) or the file cannot be entered (`fs.epoll.max_user_watches`),
+    /// the file itself, which is always readable: a waiter then reads the values at each
+    /// round until its deadline, a busy wait instead of a hang.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        match crate::core::event_loop::ensure_running() {
-            Ok(()) => self.watch.fd(),
+        match crate::core::event_loop::ensure_running().and_then(|()| self.watch.fd()) {
+            Ok(bell) => bell,
             Err(_) => self.watch.file(),
         }
     }
