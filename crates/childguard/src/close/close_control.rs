@@ -257,14 +257,12 @@ impl Climb {
     ) -> io::Result<bool> {
         self.release_inline();
         // Race avoided (an exit between the caller's look and the wait, unseen): see
-        // `wait_shows_exit` — the first turn leaves its look to the wait only when the wait
-        // itself returns at once for an exited child.
-        let mut first_turn = true;
+        // `wait_shows_exit` — the look before the first wait is left to the wait only when
+        // the wait itself returns at once for an exited child.
+        if !wait_shows_exit(self, process) && process.is_gone()? {
+            return Ok(true);
+        }
         loop {
-            let look = !std::mem::take(&mut first_turn) || !wait_shows_exit(self, process);
-            if look && process.is_gone()? {
-                return Ok(true);
-            }
             let mut announce = |index, rung| control.announce(index, rung);
             if !self.advance_announcing(process, Instant::now(), &mut announce)? {
                 return Ok(false);
@@ -277,16 +275,20 @@ impl Climb {
             if !control.wait(self, process, deadline)? {
                 return Ok(false);
             }
+            if process.is_gone()? {
+                return Ok(true);
+            }
         }
     }
 }
 
-/// Whether the first turn's look (`waitid`) can be left to the wait: the leader runs — seen
-/// by the caller's look, which `begin_close` makes just before the shutdown — its exit wakes
-/// the wait (its pidfd turns readable, and stays so: a child that exited between that look and
-/// the wait makes the wait return at once, and the next turn looks), and no rung is due now
-/// (a due rung is sent only after a look, so a child gone meanwhile is not signalled). Saves a
-/// `waitid` on every cooperative close: the EOF the shutdown sent has not been read yet.
+/// Whether the look (`waitid`) before the first wait can be left to that wait: the leader
+/// runs — seen by the caller's look, which `begin_close` makes just before the shutdown — its
+/// exit wakes the wait (its pidfd turns readable, and stays so: a child that exited between
+/// that look and the wait makes the wait return at once, and the look after it sees the exit),
+/// and no rung is due now (a due rung is sent only after a look, so a child gone meanwhile is
+/// not signalled). Saves a `waitid` on every cooperative close: the EOF the shutdown sent has
+/// not been read yet.
 fn wait_shows_exit(climb: &Climb, process: &Process) -> bool {
     process.is_running() && !process.waits_on_sigchld() && climb.deadline() > Instant::now()
 }
