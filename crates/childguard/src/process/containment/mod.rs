@@ -23,9 +23,13 @@
 //! - [`limits`]: resource limits (`MemoryMax=`, `TasksMax=`, …) on the cgroup, in cgroup v2
 //!   or in the v1 hierarchies of a hybrid host, and the OOM killer named.
 //!
-//! The child is placed before it execs (see `sys::install_child_setup`): it writes `0` to the
-//! new cgroup's `cgroup.procs`, through an fd opened here before the fork. Everything it
-//! starts afterwards is born inside the cgroup.
+//! The child is placed before it execs. On our own spawn (`spawn/clone3.rs`) it is born in the
+//! cgroup (`clone3` with `CLONE_INTO_CGROUP` and the cgroup's directory fd): nothing is
+//! written. On std's path (the fallback, or a `Command` our spawn cannot honour) it writes `0`
+//! to the new cgroup's `cgroup.procs` before exec (`sys::install_child_setup`), through an fd
+//! opened here before the fork. v1 limit cgroups on a hybrid host are joined through their
+//! `cgroup.procs` on both paths (`limits/v1.rs`). Everything it starts afterwards is born
+//! inside the cgroup.
 
 #[cfg(target_os = "linux")]
 pub(crate) mod create;
