@@ -11,8 +11,14 @@
 //! spawn) with the grace as its timeout, `waitid(P_PIDFD)` to reap, close of the pidfd (~2 µs
 //! here: the kernel frees the reaped child's `struct pid`). An unbounded `wait()` sleeps once
 //! and reaps in the same call; a bounded wait sleeps in `poll`, then reaps, then lets go of the
-//! pidfd. What that costs here, against `wait()`, is what no bounded close can go under. The
-//! three sides run in a fresh random order in each repetition.
+//! pidfd. What that costs here, against `wait()`, is what no bounded close can go under.
+//!
+//! A third row adds to that floor the two looks our close takes before its shutdown, each for a
+//! guarantee of ours: `getpid` (the fork check: a handle inherited through `fork()` must not end
+//! the parent's child) and `waitid(WNOHANG)` (did the child exit before the close? the report's
+//! `Ending::BeforeClose`). It is the least a close with those guarantees costs, so ours against
+//! it is what the rest of our close path (climb, report, drops) adds. The four sides run in a
+//! fresh random order in each repetition.
 
 use std::net::Shutdown;
 use std::os::fd::AsFd;
@@ -32,9 +38,13 @@ const WARM_UP: usize = 2;
 pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     let reps = settings.reps_or(100);
     let ladder: Ladder = LADDER.parse()?;
-    let sides: [&dyn Fn() -> Result<f64>; 3] =
-        [&|| ours_once(&ladder), &baseline_once, &floor_once];
-    let [ours, baseline, floor] = shuffled_medians(sides, WARM_UP, reps, 0x0c105e)?;
+    let sides: [&dyn Fn() -> Result<f64>; 4] = [
+        &|| ours_once(&ladder),
+        &baseline_once,
+        &|| floor_once(Looks::None),
+        &|| floor_once(Looks::Ours),
+    ];
+    let [ours, baseline, floor, checked] = shuffled_medians(sides, WARM_UP, reps, 0x0c105e)?;
     Ok(vec![
         Row {
             scenario: "overhead",
@@ -55,7 +65,28 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
                 .into(),
             unit: "ms",
         },
+        Row {
+            scenario: "overhead",
+            metric: "close_checked_floor_ms",
+            ours: checked,
+            baseline,
+            baseline_name: "diagnostic, no childguard code: the floor above plus the two looks \
+                            our close takes before its shutdown (getpid for the fork check, \
+                            waitid WNOHANG for an exit before the close) vs shutdown(Both) + \
+                            child.wait()"
+                .into(),
+            unit: "ms",
+        },
     ])
+}
+
+/// Which looks the floor takes before its shutdown.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Looks {
+    /// None: the least a bounded close does.
+    None,
+    /// Ours: `getpid` (the fork check) and `waitid(WNOHANG)` (an exit before the close).
+    Ours,
 }
 
 /// Ours: the whole `close()`, in milliseconds.
@@ -88,15 +119,29 @@ fn baseline_once() -> Result<f64> {
 
 /// The floor: the baseline's child closed with a bounded wait made directly — `shutdown`,
 /// close, `poll(2)` on a pidfd with the grace (1 s) as timeout, `waitid(P_PIDFD)`, close of
-/// the pidfd — in ms.
-fn floor_once() -> Result<f64> {
+/// the pidfd — in ms; with [`Looks::Ours`], after our two looks (see the module docs).
+fn floor_once(looks: Looks) -> Result<f64> {
     use rustix::event::{poll, PollFd, PollFlags};
     use rustix::process::{pidfd_open, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions};
     let (child, socket) = fixture::spawn_plain(&[])?;
     let pid = Pid::from_raw(child.id() as i32).ok_or("spawned pid 0")?;
     let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
     let grace = rustix::time::Timespec::try_from(Duration::from_secs(1))?;
+    let owner = rustix::process::getpid();
     let start = Instant::now();
+    if looks == Looks::Ours {
+        if rustix::process::getpid() != owner {
+            return Err("overhead: the checked floor ran in another process".into());
+        }
+        let early = waitid(
+            WaitId::PidFd(pidfd.as_fd()),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+        )?;
+        // With WNOHANG a child still running yields a zeroed siginfo: neither exited nor killed.
+        if early.is_some_and(|s| s.exited() || s.killed() || s.dumped()) {
+            return Err("overhead: the checked floor's server exited before its close".into());
+        }
+    }
     let shut = socket.shutdown(Shutdown::Both);
     drop(socket);
     let polled = poll(&mut [PollFd::new(&pidfd, PollFlags::IN)], Some(&grace));
