@@ -39,6 +39,9 @@ Options:
                            socket) and ignores HUP/TERM; its pid is READY's grandchild=
   --workers N              start N children that burn CPU; READY ends with workers=P1,P2,…
   --setsid                 with --workers: each worker calls setsid (its own session)
+  --lifeline               with --workers: each worker exits (within ~10 ms) once the process
+                           that started us (our parent at start) has exited, so a killed
+                           benchmark leaves no worker burning CPU (Linux: its pidfd)
   --ready-after DUR        sleep DUR before becoming ready (READY line, --notify, --listen)
   --ready-stamp FILE       write the CLOCK_MONOTONIC instant (ns) of becoming ready to FILE
   --notify                 send READY=1 and STATUS=ready to $NOTIFY_SOCKET when ready, and
@@ -103,6 +106,8 @@ pub struct Config {
     pub workers: usize,
     /// `--setsid`.
     pub setsid: bool,
+    /// `--lifeline`.
+    pub lifeline: bool,
     /// `--ready-after`.
     pub ready_after: Option<Duration>,
     /// `--ready-stamp`.
@@ -157,8 +162,42 @@ pub enum Mode {
     DaemonStage,
     /// `--daemonize`'s daemon (hidden).
     Daemon,
-    /// A `--workers` child (hidden); `true`: call `setsid` first.
-    BusyWorker(bool),
+    /// A `--workers` child (hidden).
+    BusyWorker(BusyWorker),
+}
+
+/// How a `--workers` child runs (its hidden arguments: `setsid`, `watch=PID`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BusyWorker {
+    /// Call `setsid` first.
+    pub setsid: bool,
+    /// Exit once this process has exited (`--lifeline`).
+    pub watch: Option<u32>,
+}
+
+/// The hidden arguments after `--busy-worker`.
+fn busy_worker(args: impl Iterator<Item = OsString>) -> Result<BusyWorker, UsageError> {
+    let mut worker = BusyWorker::default();
+    for arg in args {
+        match arg.to_str() {
+            Some("setsid") => worker.setsid = true,
+            Some(text) if text.starts_with("watch=") => {
+                let pid = &text["watch=".len()..];
+                worker.watch = Some(
+                    pid.parse::<u32>()
+                        .ok()
+                        .filter(|&p| p > 0)
+                        .ok_or_else(|| invalid(BUSY_WORKER_FLAG, text, "watch= needs a pid"))?,
+                );
+            }
+            _ => {
+                return Err(UsageError(format!(
+                    "{BUSY_WORKER_FLAG}: unknown argument {arg:?}"
+                )))
+            }
+        }
+    }
+    Ok(worker)
 }
 
 /// A bad command line; its message names the offending argument.
@@ -207,12 +246,10 @@ where
             WORKER_FLAG => return Ok(Mode::GrandchildWorker),
             DAEMON_STAGE_FLAG => return Ok(Mode::DaemonStage),
             DAEMON_FLAG => return Ok(Mode::Daemon),
-            BUSY_WORKER_FLAG => {
-                let setsid = args.next().is_some_and(|a| a == "setsid");
-                return Ok(Mode::BusyWorker(setsid));
-            }
+            BUSY_WORKER_FLAG => return busy_worker(args.by_ref()).map(Mode::BusyWorker),
             "--daemonize" => takes_no_value(&mut config, |c| c.daemonize = true)?,
             "--setsid" => takes_no_value(&mut config, |c| c.setsid = true)?,
+            "--lifeline" => takes_no_value(&mut config, |c| c.lifeline = true)?,
             "--workers" => {
                 let n = number(flag, &value()?)?;
                 config.workers = usize::try_from(n)
@@ -410,6 +447,29 @@ mod tests {
         assert_eq!(run(&["--help"]), Ok(Mode::Help));
         assert_eq!(run(&["-h"]), Ok(Mode::Help));
         assert_eq!(run(&[WORKER_FLAG]), Ok(Mode::GrandchildWorker));
+    }
+
+    #[test]
+    fn workers_and_their_hidden_arguments() {
+        let c = config(&["--workers", "3", "--setsid", "--lifeline"]);
+        assert_eq!(c.workers, 3);
+        assert!(c.setsid && c.lifeline);
+        assert!(run(&["--lifeline=1"]).is_err());
+        assert_eq!(
+            run(&[BUSY_WORKER_FLAG]),
+            Ok(Mode::BusyWorker(BusyWorker::default()))
+        );
+        assert_eq!(
+            run(&[BUSY_WORKER_FLAG, "setsid", "watch=42"]),
+            Ok(Mode::BusyWorker(BusyWorker {
+                setsid: true,
+                watch: Some(42),
+            }))
+        );
+        for bad in ["watch=0", "watch=-1", "watch=x", "watch=", "sessions"] {
+            let e = run(&[BUSY_WORKER_FLAG, bad]).expect_err(bad);
+            assert!(e.to_string().contains(bad), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -5,14 +5,18 @@
 use std::env;
 use std::io::{self, BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
+use crate::args::BusyWorker;
+use crate::lifeline::{Lifeline, LIFELINE_EVERY};
 use crate::{exit, grandchild, signals, sys};
 
 /// Hidden argument: the first fork of `--daemonize` (calls `setsid`, forks the daemon, exits).
 pub const DAEMON_STAGE_FLAG: &str = "--daemon-stage";
 /// Hidden argument: the daemon itself (ignores HUP and TERM, keeps a copy of the socket).
 pub const DAEMON_FLAG: &str = "--daemon";
-/// Hidden argument: a `--workers` child (`--busy-worker setsid` to call `setsid` first).
+/// Hidden argument: a `--workers` child (`--busy-worker [setsid] [watch=PID]`: call `setsid`
+/// first; exit once process PID has exited).
 pub const BUSY_WORKER_FLAG: &str = "--busy-worker";
 
 fn reexec() -> io::Result<Command> {
@@ -79,16 +83,20 @@ pub fn run_daemon() -> ! {
     exit::never()
 }
 
-/// `--workers N [--setsid]`: N children that burn CPU, each in its own session with
-/// `setsid`. Returns their pids once every one has said (a byte on its stdout, a pipe to us)
-/// that it is set up — in its own session, with `--setsid` — so READY never races them.
-pub fn spawn_workers(n: usize, setsid: bool) -> io::Result<Vec<u32>> {
+/// `--workers N [--setsid] [--lifeline]`: N children that burn CPU, each in its own session
+/// with `setsid`, each watching `lifeline` (a pid) with `--lifeline`. Returns their pids once
+/// every one has said (a byte on its stdout, a pipe to us) that it is set up — in its own
+/// session, watching — so READY never races them.
+pub fn spawn_workers(n: usize, setsid: bool, lifeline: Option<u32>) -> io::Result<Vec<u32>> {
     let mut children = (0..n)
         .map(|_| {
             let mut cmd = reexec()?;
             cmd.arg(BUSY_WORKER_FLAG);
             if setsid {
                 cmd.arg("setsid");
+            }
+            if let Some(pid) = lifeline {
+                cmd.arg(format!("watch={pid}"));
             }
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -105,10 +113,31 @@ pub fn spawn_workers(n: usize, setsid: bool) -> io::Result<Vec<u32>> {
     Ok(children.iter().map(std::process::Child::id).collect())
 }
 
-/// A `--workers` child: optionally a new session, then a busy loop (default dispositions).
-pub fn run_busy_worker(setsid: bool) -> ! {
+/// SIGKILLs the workers `spawn_workers` started (our children, not reaped: their pids are
+/// theirs). Errors are ignored: this is the way out of a failed start.
+pub fn kill_workers(workers: &[u32]) {
+    for &pid in workers {
+        if let Some(pid) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// A `--workers` child: optionally a new session, then a busy loop (default dispositions),
+/// left once the watched process has exited (`--lifeline`).
+pub fn run_busy_worker(worker: BusyWorker) -> ! {
     signals::reset_all_to_default();
-    if setsid {
+    // Opened before we say we are set up: a lifeline already gone fails here, loudly.
+    let lifeline = worker.watch.map(|pid| {
+        Lifeline::watch(pid).unwrap_or_else(|e| {
+            eprintln!("slowserver: --lifeline: watching process {pid}: {e}");
+            std::process::exit(1);
+        })
+    });
+    if worker.setsid {
         if let Err(e) = sys::new_session() {
             eprintln!("slowserver: --setsid: {e}");
             std::process::exit(1);
@@ -121,7 +150,18 @@ pub fn run_busy_worker(setsid: bool) -> ! {
         let _ = io::stdout().flush();
     }
     let mut x = 0u64;
+    let mut next_look = Instant::now() + LIFELINE_EVERY;
     loop {
-        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        for _ in 0..4096 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        if let Some(lifeline) = &lifeline {
+            if Instant::now() >= next_look {
+                if lifeline.is_gone() {
+                    std::process::exit(0);
+                }
+                next_look = Instant::now() + LIFELINE_EVERY;
+            }
+        }
     }
 }

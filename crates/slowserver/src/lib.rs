@@ -70,6 +70,7 @@ mod args;
 mod escape;
 mod exit;
 mod grandchild;
+mod lifeline;
 mod memory;
 mod protocol;
 mod ready;
@@ -100,7 +101,7 @@ pub fn main_with(reexec_prefix: Vec<OsString>, args: Vec<OsString>) -> ! {
         Ok(Mode::GrandchildWorker) => grandchild::run_worker(),
         Ok(Mode::DaemonStage) => escape::run_daemon_stage(),
         Ok(Mode::Daemon) => escape::run_daemon(),
-        Ok(Mode::BusyWorker(setsid)) => escape::run_busy_worker(setsid),
+        Ok(Mode::BusyWorker(worker)) => escape::run_busy_worker(worker),
         Err(err) => {
             eprintln!("slowserver: {err}");
             eprintln!("Try 'slowserver --help' for more information.");
@@ -157,8 +158,21 @@ fn run(config: &Config) -> ! {
     } else {
         0
     };
-    let workers = escape::spawn_workers(config.workers, config.setsid)
-        .unwrap_or_else(|e| fail("--workers", e));
+    // Our parent now: the process whose exit ends the workers with --lifeline.
+    let lifeline = config
+        .lifeline
+        .then(|| lifeline::Lifeline::of_parent().unwrap_or_else(|e| fail("--lifeline", e)));
+    let workers = escape::spawn_workers(
+        config.workers,
+        config.setsid,
+        lifeline.as_ref().map(|l| l.pid()),
+    )
+    .unwrap_or_else(|e| fail("--workers", e));
+    if lifeline.as_ref().is_some_and(lifeline::Lifeline::is_gone) {
+        // The workers may have opened their pidfds after our parent's pid was reused.
+        escape::kill_workers(&workers);
+        fail("--lifeline", "our parent exited while the workers started");
+    }
 
     if let Some(bytes) = config.stderr_flood {
         ready::flood_stderr(bytes).unwrap_or_else(|e| fail("--stderr-flood", e));
