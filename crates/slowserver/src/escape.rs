@@ -84,10 +84,11 @@ pub fn run_daemon() -> ! {
 }
 
 /// `--workers N [--setsid] [--lifeline]`: N children that burn CPU, each in its own session
-/// with `setsid`, each watching `lifeline` (a pid) with `--lifeline`. Returns their pids once
+/// with `setsid`, each watching `lifeline`'s pid with `--lifeline`. Returns their pids once
 /// every one has said (a byte on its stdout, a pipe to us) that it is set up — in its own
-/// session, watching — so READY never races them.
-pub fn spawn_workers(n: usize, setsid: bool, lifeline: Option<u32>) -> io::Result<Vec<u32>> {
+/// session, watching — so READY never races them. If the lifeline has exited by then, the
+/// workers may be watching its pid reused: they are killed and the start fails.
+pub fn spawn_workers(n: usize, setsid: bool, lifeline: Option<&Lifeline>) -> io::Result<Vec<u32>> {
     let mut children = (0..n)
         .map(|_| {
             let mut cmd = reexec()?;
@@ -95,8 +96,8 @@ pub fn spawn_workers(n: usize, setsid: bool, lifeline: Option<u32>) -> io::Resul
             if setsid {
                 cmd.arg("setsid");
             }
-            if let Some(pid) = lifeline {
-                cmd.arg(format!("watch={pid}"));
+            if let Some(lifeline) = lifeline {
+                cmd.arg(format!("watch={}", lifeline.pid()));
             }
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -110,20 +111,15 @@ pub fn spawn_workers(n: usize, setsid: bool, lifeline: Option<u32>) -> io::Resul
         io::Read::read_exact(&mut out, &mut byte)
             .map_err(|e| io::Error::other(format!("worker {} did not start: {e}", child.id())))?;
     }
-    Ok(children.iter().map(std::process::Child::id).collect())
-}
-
-/// SIGKILLs the workers `spawn_workers` started (our children, not reaped: their pids are
-/// theirs). Errors are ignored: this is the way out of a failed start.
-pub fn kill_workers(workers: &[u32]) {
-    for &pid in workers {
-        if let Some(pid) = i32::try_from(pid)
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-        {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    if lifeline.is_some_and(Lifeline::is_gone) {
+        for child in &mut children {
+            let _ = child.kill();
         }
+        return Err(io::Error::other(
+            "--lifeline: our parent exited while the workers started",
+        ));
     }
+    Ok(children.iter().map(std::process::Child::id).collect())
 }
 
 /// A `--workers` child: optionally a new session, then a busy loop (default dispositions),

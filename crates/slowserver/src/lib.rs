@@ -162,17 +162,8 @@ fn run(config: &Config) -> ! {
     let lifeline = config
         .lifeline
         .then(|| lifeline::Lifeline::of_parent().unwrap_or_else(|e| fail("--lifeline", e)));
-    let workers = escape::spawn_workers(
-        config.workers,
-        config.setsid,
-        lifeline.as_ref().map(|l| l.pid()),
-    )
-    .unwrap_or_else(|e| fail("--workers", e));
-    if lifeline.as_ref().is_some_and(lifeline::Lifeline::is_gone) {
-        // The workers may have opened their pidfds after our parent's pid was reused.
-        escape::kill_workers(&workers);
-        fail("--lifeline", "our parent exited while the workers started");
-    }
+    let workers = escape::spawn_workers(config.workers, config.setsid, lifeline.as_ref())
+        .unwrap_or_else(|e| fail("--workers", e));
 
     if let Some(bytes) = config.stderr_flood {
         ready::flood_stderr(bytes).unwrap_or_else(|e| fail("--stderr-flood", e));
