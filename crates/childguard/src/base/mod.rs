@@ -7,3 +7,4 @@ pub(crate) mod kernel_text;
 pub(crate) mod signal;
 pub(crate) mod socket_dir;
 pub(crate) mod trace;
+pub(crate) mod trusted_dir;

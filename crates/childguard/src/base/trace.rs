@@ -163,3 +163,12 @@ pub(crate) fn guardian_lost(_pid: u32, _cgroups: usize, _why: &str) {
     #[cfg(feature = "tracing")]
     tracing::warn!(target: "childguard", guardian = _pid, cgroups = _cgroups, why = _why, "guardian lost");
 }
+
+/// `XDG_RUNTIME_DIR` was not used for a private socket directory (`/tmp` instead), and why:
+/// a directory another user can change is never trusted (`base/trusted_dir.rs`).
+#[inline]
+pub(crate) fn runtime_dir_passed_over(_dir: &std::path::Path, _why: &std::io::Error) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "childguard", dir = %_dir.display(), why = %_why,
+        "XDG_RUNTIME_DIR passed over for /tmp");
+}

@@ -245,9 +245,18 @@ impl Builder {
     }
 
     /// With [`SocketMode::Activation`] or [`Ready::Notify`]: the directory in which the
-    /// private socket directory is made (default `$XDG_RUNTIME_DIR`, else `/tmp`). A relative
-    /// path is made absolute against the current directory at `spawn()` (a relative
-    /// `NOTIFY_SOCKET` is refused by libsystemd); the socket path must fit `sun_path`.
+    /// private socket directory is made (default `$XDG_RUNTIME_DIR`, else `/tmp`).
+    ///
+    /// At `spawn()` the path is resolved (made absolute against the current directory, `..`
+    /// and symlinks resolved: a relative `NOTIFY_SOCKET` is refused by libsystemd, and the
+    /// child may change directory) and then trusted only if nobody but root and us can change
+    /// it: it must be ours and not writable by group or others (or a sticky directory of
+    /// root's, as `/tmp` is), and every directory on the way root's or ours. Otherwise
+    /// `spawn()` fails with an [`ErrorKind::Config`] error naming the directory, its owner and
+    /// its mode — never a silent fallback. (`$XDG_RUNTIME_DIR` that fails the same check is
+    /// passed over for `/tmp`, with a `tracing` debug event saying why: `su` without `-`
+    /// leaves root with another user's.) Everything made in it afterwards is made and removed
+    /// through file descriptors; see docs/security.md. The socket path must fit `sun_path`.
     pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
         self.runtime_dir = Some(dir.into());
         self
@@ -291,9 +300,11 @@ impl Builder {
     }
 
     /// With [`Ready::Notify`], for a child that runs as another user (`CommandExt::uid`/`gid`,
-    /// e.g. postgres, which refuses to run as root): the private `NOTIFY_SOCKET` directory
-    /// (still mode 0700) and the socket are chowned to `uid:gid`, so that the child can send
-    /// on it. Needs the privilege to chown (root). Default: owned by us.
+    /// e.g. postgres, which refuses to run as root): the socket file becomes `uid:gid`'s (mode
+    /// 0600, by `fchownat(AT_SYMLINK_NOFOLLOW)` in the directory we hold), so that the child
+    /// can send on it. The private directory stays ours — mode 0711, so the child can reach
+    /// the socket by name and list nothing: another user never owns a directory we keep
+    /// working in (issue 49). Needs the privilege to chown (root). Default: owned by us.
     pub fn notify_owner(mut self, uid: u32, gid: u32) -> Builder {
         self.notify_owner = Some((uid, gid));
         self

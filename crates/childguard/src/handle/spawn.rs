@@ -200,13 +200,7 @@ impl Builder {
             let connected = match handle.process.as_mut() {
                 Some(process) => {
                     let interrupt = self.interrupt.as_ref();
-                    activation::connect(
-                        listener,
-                        dir.path(),
-                        process,
-                        self.connect_timeout,
-                        interrupt,
-                    )
+                    activation::connect(listener, &dir, process, self.connect_timeout, interrupt)
                 }
                 None => Err(io::Error::other("no child to connect to")),
             };

@@ -24,9 +24,10 @@
 //! - **Our environment instead of the caller's.** The environment is built here, not by std:
 //!   it starts empty after the Command's `env_clear` (read back by `command_debug`, which
 //!   refuses when unsure), so a secret of ours never reaches a server whose caller cleared it.
-//! - **Predictable or shared socket path.** The directory is created with `mkdir` under a
-//!   random name (retried on `EEXIST`, never following an existing entry) and mode 0700, so
-//!   nobody else can connect first or swap the socket file.
+//! - **Predictable or shared socket path.** The directory is created with `mkdirat` under a
+//!   random name (retried on `EEXIST`, never following an existing entry) and mode 0700, in a
+//!   base only root and we can change, and everything after is done through its fd
+//!   (`base/socket_dir.rs`), so nobody else can connect first or swap the socket file.
 //! - **Path too long.** `sun_path` holds 108 bytes with the NUL; a longer path would be
 //!   truncated by some APIs and bind a different name. It is checked before anything is made.
 //! - **Leftovers.** [`SocketDir`] removes the socket file and the directory on drop: after the
@@ -43,8 +44,8 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags};
 
-use crate::base::socket_dir::make_private_dir;
-use crate::base::socket_dir::{base_dir, check_path_fits};
+use crate::base::socket_dir::{check_path_fits, make_private_dir};
+use crate::base::trusted_dir::open_base;
 use crate::core::wait::Interrupt;
 use crate::error::ErrorKind;
 use crate::process::Process;
@@ -83,10 +84,10 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, Failure> {
     let name = name.unwrap_or(DEFAULT_NAME);
     validate_name(name).map_err(|e| (ErrorKind::Config, e))?;
-    let base = base_dir(runtime_dir).map_err(|e| (ErrorKind::Config, e))?;
-    check_path_fits(&base).map_err(|e| (ErrorKind::Config, e))?;
+    let base = open_base(runtime_dir).map_err(|e| (ErrorKind::Config, e))?;
+    check_path_fits(base.path()).map_err(|e| (ErrorKind::Config, e))?;
     let dir = make_private_dir(&base).map_err(|e| (ErrorKind::Socket, e))?;
-    let listener = listen_on(dir.path()).map_err(|e| (ErrorKind::Socket, e))?;
+    let listener = listen_on(&dir).map_err(|e| (ErrorKind::Socket, e))?;
     let pid_keys: &[&str] = if watchdog {
         &["LISTEN_PID", "WATCHDOG_PID"]
     } else {
@@ -132,12 +133,13 @@ pub(crate) fn validate_name(name: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// `$XDG_RUNTIME_DIR` if it names an absolute directory, else `/tmp`.
 /// `socket` (close-on-exec) + `bind` + `listen`, through std: it sets close-on-exec on every
-/// Unix (atomically with `SOCK_CLOEXEC` where the platform has it; macOS has not).
-fn listen_on(path: &Path) -> io::Result<OwnedFd> {
-    let listener = std::os::unix::net::UnixListener::bind(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
+/// Unix (atomically with `SOCK_CLOEXEC` where the platform has it; macOS has not). Bound
+/// through the directory's fd ([`SocketDir::local_path`]), then checked to be in it.
+fn listen_on(dir: &SocketDir) -> io::Result<OwnedFd> {
+    let listener = std::os::unix::net::UnixListener::bind(dir.local_path())
+        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", dir.path().display())))?;
+    dir.check_socket()?;
     Ok(OwnedFd::from(listener))
 }
 
@@ -154,7 +156,7 @@ fn activation_env(vars: &mut Vec<(OsString, OsString)>, name: &str) {
 /// connection. Fails if the child exits first, or after `timeout`.
 pub(crate) fn connect(
     listener: OwnedFd,
-    path: &Path,
+    dir: &SocketDir,
     process: &mut Process,
     timeout: Duration,
     interrupt: Option<&Interrupt>,
@@ -165,10 +167,13 @@ pub(crate) fn connect(
         .checked_add(timeout)
         .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600));
     let mut backoff = Duration::from_micros(250);
+    // Through the directory's fd: the socket we bound, whatever became of its path.
+    let local = dir.local_path();
+    let path = dir.path();
     // The listener exists, so this normally succeeds at once (queued in the backlog).
     let stream = loop {
         ensure_running(process, path)?;
-        match UnixStream::connect(path) {
+        match UnixStream::connect(&local) {
             Ok(stream) => break stream,
             Err(e) if is_retryable(&e) => {}
             Err(e) => return Err(e),
@@ -273,13 +278,14 @@ mod tests {
 
     #[test]
     fn private_dir_is_0700_and_removed() {
-        let dir = make_private_dir(Path::new("/tmp")).unwrap();
+        let base = crate::base::trusted_dir::open_trusted(Path::new("/tmp")).unwrap();
+        let dir = make_private_dir(&base).unwrap();
         let parent = dir.path().parent().unwrap().to_path_buf();
         let dir_name = parent.file_name().unwrap().to_string_lossy().into_owned();
         assert!(dir_name.starts_with(DIR_PREFIX), "{dir_name}");
         let mode = std::fs::metadata(&parent).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
-        let _listener = listen_on(dir.path()).unwrap();
+        let _listener = listen_on(&dir).unwrap();
         assert!(dir.path().exists());
         dir.remove().unwrap();
         assert!(!parent.exists());

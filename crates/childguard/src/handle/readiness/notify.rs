@@ -26,7 +26,8 @@ use super::notify_access::{Access, CgroupScope, Sender, MAX_DATAGRAM};
 use super::watchdog;
 use super::NotifyAccess;
 use crate::base::signal::Signal;
-use crate::base::socket_dir::{base_dir, check_path_fits, make_private_dir, SocketDir};
+use crate::base::socket_dir::{check_path_fits, make_private_dir, SocketDir};
+use crate::base::trusted_dir::open_base;
 use crate::close::report::NotifyReport;
 use crate::sys::peer;
 
@@ -80,17 +81,18 @@ pub(crate) struct NotifySocket {
 /// Before the fork: the directory, the bound socket, and `NOTIFY_SOCKET` in `command`.
 ///
 /// `owner`: a child that runs as another user (`CommandExt::uid`/`gid`) must be able to reach
-/// the socket; the directory (still 0700) and the socket file are then chowned to it.
+/// the socket; the socket file is then given to it, and the directory (still ours) becomes
+/// 0711 so that it can pass.
 pub(crate) fn prepare(
     command: &mut Command,
     runtime_dir: Option<&Path>,
     owner: Option<(u32, u32)>,
     access: NotifyAccess,
 ) -> io::Result<Prepared> {
-    // Absolute: libsystemd's sd_notify refuses a NOTIFY_SOCKET that starts with neither `/`
-    // nor `@`, and the child may chdir before it sends.
-    let base = base_dir(runtime_dir)?;
-    check_path_fits(&base)?;
+    // Absolute and resolved: libsystemd's sd_notify refuses a NOTIFY_SOCKET that starts with
+    // neither `/` nor `@`, and the child may chdir before it sends.
+    let base = open_base(runtime_dir)?;
+    check_path_fits(base.path())?;
     let dir = make_private_dir(&base)?;
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
@@ -98,27 +100,23 @@ pub(crate) fn prepare(
         SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
         None,
     )?;
-    let addr = SocketAddrUnix::new(dir.path())?;
+    // Bound through the directory's fd (`/proc/self/fd/N/sock`): the socket lands in the
+    // directory we hold, whatever became of its name; then checked there.
+    let addr = SocketAddrUnix::new(dir.local_path())?;
     rustix::net::bind(&fd, &addr).map_err(|e| {
         io::Error::new(
             io::Error::from(e).kind(),
             format!("bind {}: {e}", dir.path().display()),
         )
     })?;
+    dir.check_socket()?;
     rustix::net::sockopt::set_socket_passcred(&fd, true)?;
     // Linux 6.5: a pidfd of the sender with each datagram. Older kernels (ENOPROTOOPT) keep
     // the pid alone; see `notify_access.rs` for what each can then tell.
     let _ = peer::set_pass_pidfd(fd.as_fd());
     if let Some((uid, gid)) = owner {
-        let dir_path = dir.path().parent().unwrap_or(dir.path());
-        for path in [dir_path, dir.path()] {
-            std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("chown {} to {uid}:{gid}: {e}", path.display()),
-                )
-            })?;
-        }
+        // The socket only: the directory stays ours (0711), never another user's.
+        dir.give_socket_to(uid, gid)?;
     }
     command.env(NOTIFY_SOCKET, dir.path());
     Ok(Prepared { fd, dir, access })
