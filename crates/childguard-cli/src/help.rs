@@ -183,7 +183,10 @@ Options (for the SERVER that follows them):
                         exec:'CMD ARG...' (the probe exits 0; split into words with ' and
                         \" quotes, no shell: exec:'sh -c \"...\"' for one);
                         without it the server counts as ready once started. Given more than
-                        once: ready when every one has held
+                        once: ready when every one has held. tcp:, unix: and http: accept
+                        whoever listens there first, not only SERVER: on a shared machine
+                        prefer notify (only SERVER's tree is heard) or a unix: path in a
+                        directory only you can write
   --ready-any COND      (repeatable) ready when the first of these holds, e.g. notify or
                         its port for a server built with or without systemd support
   --ready-timeout DUR   how long to wait for it (default 30s); then it is closed, exit 125

@@ -71,6 +71,12 @@ pub enum Ready {
     Output(String),
     /// A connection to this address is accepted (then closed at once). Retried every
     /// 0.1 ms, doubling to 0.5 ms.
+    ///
+    /// Who answers is not checked: any process that binds the port or the path first — another
+    /// local user's included — makes the server "ready". On a machine shared with users you do
+    /// not trust, prefer [`Ready::Notify`] (only the child's tree is heard, on a socket in a
+    /// private directory) or a Unix path in a directory only you can write (see
+    /// docs/security.md). The same holds for [`Ready::Http`].
     Connect(ConnectTo),
     /// An HTTP/1.1 `GET` answers with a 2xx status, or the one asked for
     /// ([`HttpCheck::status`]); over TCP or a Unix socket, no TLS ([`Ready::http`]; the URL
@@ -113,7 +119,8 @@ pub enum Ready {
 }
 
 impl Ready {
-    /// [`Ready::Connect`] to a TCP address or a Unix path.
+    /// [`Ready::Connect`] to a TCP address or a Unix path. Whoever binds it first answers: see
+    /// [`Ready::Connect`] for what that means on a shared machine.
     pub fn connect(to: impl Into<ConnectTo>) -> Ready {
         Ready::Connect(to.into())
     }
