@@ -98,7 +98,9 @@ fn open_default() -> io::Result<TrustedDir> {
             Err(_e) => crate::base::trace::runtime_dir_passed_over(&xdg, &_e),
         }
     }
-    open_trusted(Path::new("/tmp"))
+    // Resolved first: on macOS `/tmp` is a symlink to `/private/tmp`.
+    std::fs::canonicalize("/tmp")
+        .and_then(|tmp| open_trusted(&tmp))
         .map_err(|e| io::Error::new(e.kind(), format!("/tmp refused: {e}")))
 }
 
