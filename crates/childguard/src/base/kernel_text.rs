@@ -19,7 +19,12 @@ const FIRST_READ: usize = 4096;
 /// (`path` is not named in them: callers say what they were reading), `InvalidData` if it is
 /// not UTF-8.
 pub fn read(path: impl AsRef<Path>) -> io::Result<String> {
-    let mut file = File::open(path)?;
+    read_file(File::open(path)?)
+}
+
+/// The whole text of a file already open (a cgroup control file opened relative to its
+/// directory's fd: `process/containment/at.rs`). Errors as [`read`].
+pub(crate) fn read_file(mut file: File) -> io::Result<String> {
     let mut bytes = vec![0; FIRST_READ];
     let mut len = 0;
     loop {

@@ -82,7 +82,7 @@ fn own(c: &mut Conception) -> Result<Born, NotBorn> {
     let cgroup = match &c.cgroup {
         #[cfg(target_os = "linux")]
         Some(cgroup) => Some(
-            clone3::cgroup_fd(cgroup.dir())
+            clone3::cgroup_fd(cgroup.fd())
                 .map_err(|e| NotBorn::Failed(ErrorKind::Containment, e))?,
         ),
         #[cfg(not(target_os = "linux"))]

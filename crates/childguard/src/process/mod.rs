@@ -366,9 +366,7 @@ impl Process {
                 kill_mode: *mode,
                 removed: cgroup.is_removed(),
                 members_left,
-                limits: cgroup
-                    .limits()
-                    .map(containment::limits::apply::Applied::report),
+                limits: cgroup.limits_report(),
             });
         }
         None

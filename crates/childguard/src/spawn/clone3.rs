@@ -273,10 +273,9 @@ fn stdio(specs: &[StdioSpec; 3]) -> io::Result<([Option<OwnedFd>; 3], [Option<Th
     Ok((ours, theirs))
 }
 
-/// The directory fd of a v2 cgroup, for `CLONE_INTO_CGROUP` (not `O_PATH`: the kernel takes
-/// the cgroup from an fd it can `fdget`).
-pub(crate) fn cgroup_fd(dir: &std::path::Path) -> io::Result<OwnedFd> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    Ok(rustix::fs::open(dir, flags, Mode::empty())?)
+/// The directory fd of a v2 cgroup, for `CLONE_INTO_CGROUP`: a close-on-exec duplicate of the
+/// one the cgroup was opened with when it was made (`O_RDONLY`, not `O_PATH`: the kernel takes
+/// the cgroup from an fd it can `fdget`), never the path opened again.
+pub(crate) fn cgroup_fd(dir: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    dir.try_clone_to_owned()
 }

@@ -9,27 +9,52 @@
 //! the leaf. What can still refuse us — a parent that is not cgroup v2, not writable (not
 //! delegated to this user), a threaded subtree, `cgroup.max.descendants` — is an error naming
 //! the path and the reason, and leaves no directory behind.
+//!
+//! By fd ([`super::at`]): the parent is opened once (`O_DIRECTORY | O_NOFOLLOW`) and checked
+//! to be cgroup v2 with `fstatfs`; the cgroup is made with `mkdirat` in it, opened with
+//! `openat(O_NOFOLLOW)`, its files opened relative to that fd, and it is removed with
+//! `unlinkat(parent, name, AT_REMOVEDIR)`. The paths are for messages and the report.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, Mode, OFlags};
 
+use super::at;
 use super::events::Watch;
 use super::explain::explain;
 use super::guardian::Registration;
 use super::limits::apply::{self, Applied};
-use super::limits::Limits;
+use super::limits::{Limits, LimitsReport};
 use super::mount;
 use super::name::{own_tags, PREFIX};
 use super::notes::{put_back, take_pending};
 
+/// Where cgroups are made: a cgroup v2 directory, opened once ([`Cgroup::resolve_parent`]).
+#[derive(Debug)]
+pub(crate) struct Parent {
+    /// Its path, for messages.
+    path: PathBuf,
+    /// Its path in the hierarchy, as `/proc/PID/cgroup` names it.
+    hierarchy: String,
+    fd: OwnedFd,
+}
+
 /// A cgroup made for one child, with the files its close uses opened up front.
 #[derive(Debug)]
 pub(crate) struct Cgroup {
+    /// Its path (the parent's, then the name): for messages and the report only.
     dir: PathBuf,
+    /// Its name in the parent.
+    name: OsString,
+    /// The parent directory, for the removal (`unlinkat`) and the limits.
+    parent: OwnedFd,
+    /// The cgroup's directory: every file of it is opened relative to this, and the child is
+    /// born in it (`CLONE_INTO_CGROUP`).
+    fd: OwnedFd,
     /// Our path in the hierarchy, as `/proc/PID/cgroup` names it (`0::` + this).
     hierarchy_path: String,
     watch: Watch,
@@ -50,10 +75,11 @@ pub(crate) struct Cgroup {
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 impl Cgroup {
-    /// Where a new cgroup goes: `parent`, or the cgroup this process runs in; checked to be a
-    /// cgroup v2 directory under the mount. Returns it with its path in the hierarchy (as
-    /// `/proc/PID/cgroup` names it), for [`Cgroup::create_in`].
-    pub(crate) fn resolve_parent(parent: Option<&Path>) -> io::Result<(PathBuf, String)> {
+    /// Where a new cgroup goes: `parent`, or the cgroup this process runs in; opened
+    /// (`O_DIRECTORY | O_NOFOLLOW`) and checked to be a cgroup v2 directory under the mount.
+    /// Returns it with its path in the hierarchy (as `/proc/PID/cgroup` names it), for
+    /// [`Cgroup::create_in`].
+    pub(crate) fn resolve_parent(parent: Option<&Path>) -> io::Result<Parent> {
         Self::resolve_under_mount(parent).or_else(|_| {
             // The kept mount may be stale (this process changed mount namespace): once more
             // from a fresh read of mountinfo, whose answer stands.
@@ -62,13 +88,13 @@ impl Cgroup {
         })
     }
 
-    fn resolve_under_mount(parent: Option<&Path>) -> io::Result<(PathBuf, String)> {
+    fn resolve_under_mount(parent: Option<&Path>) -> io::Result<Parent> {
         let (root, mount_point) = mount::cgroup2()?;
         let parent = match parent {
             Some(p) => p.to_path_buf(),
             None => mount::own_cgroup_dir()?,
         };
-        check_is_cgroup2(&parent)?;
+        let fd = open_cgroup2(&parent)?;
         let relative = parent.strip_prefix(&mount_point).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -79,49 +105,73 @@ impl Cgroup {
                 ),
             )
         })?;
-        let parent_hierarchy = format!(
+        let hierarchy = format!(
             "{}/{}",
             root.trim_end_matches('/'),
             relative.to_string_lossy()
         );
-        Ok((parent, parent_hierarchy))
+        Ok(Parent {
+            path: parent,
+            hierarchy,
+            fd,
+        })
     }
 
     /// Makes a new cgroup `childguard-<pid>-<n>-t<start>-ns<pidns>` (mode 0755) under `parent`
-    /// (from [`Cgroup::resolve_parent`]). On error nothing is left behind. The sweep of stale
-    /// cgroups that comes first on a parent's first use is
-    /// [`create_cgroup`](super::create_cgroup)'s.
-    pub(crate) fn create_in(parent: &Path, parent_hierarchy: &str) -> io::Result<Cgroup> {
+    /// (from [`Cgroup::resolve_parent`]): `mkdirat` in the parent's fd, then `openat` of the
+    /// new directory. On error nothing is left behind. The sweep of stale cgroups that comes
+    /// first on a parent's first use is [`create_cgroup`](super::create_cgroup)'s.
+    pub(crate) fn create_in(parent: Parent) -> io::Result<Cgroup> {
         let pid = std::process::id();
         let tags = own_tags();
         loop {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let name = format!("{}{pid}-{n}{tags}", PREFIX);
-            let dir = parent.join(&name);
-            match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o755)) {
+            let name = OsString::from(format!("{}{pid}-{n}{tags}", PREFIX));
+            match rustix::fs::mkdirat(&parent.fd, &name, Mode::from_raw_mode(0o755)) {
                 Ok(()) => {}
                 // Left by an earlier process with our pid: take the next number.
                 Err(rustix::io::Errno::EXIST) => continue,
-                Err(e) => return Err(explain(parent, "making a cgroup in it", e.into())),
+                Err(e) => return Err(explain(&parent.path, "making a cgroup in it", e.into())),
             }
-            let hierarchy_path = format!("{}/{name}", parent_hierarchy.trim_end_matches('/'));
-            return match Cgroup::open(&dir, hierarchy_path) {
-                Ok(mut cgroup) => {
-                    cgroup.notes = take_pending();
-                    Ok(cgroup)
-                }
+            let hierarchy_path = format!(
+                "{}/{}",
+                parent.hierarchy.trim_end_matches('/'),
+                name.to_string_lossy()
+            );
+            let dir = parent.path.join(&name);
+            let opened = match Cgroup::open(parent.fd.as_fd(), &name, &dir) {
+                Ok(opened) => opened,
                 Err(e) => {
-                    let _ = rustix::fs::rmdir(&dir);
-                    Err(e)
+                    let _ = rustix::fs::unlinkat(&parent.fd, &name, AtFlags::REMOVEDIR);
+                    return Err(e);
                 }
             };
+            let mut cgroup = Cgroup::new(parent.fd, name, dir, hierarchy_path, opened);
+            cgroup.notes = take_pending();
+            return Ok(cgroup);
         }
     }
 
-    fn open(dir: &Path, hierarchy_path: String) -> io::Result<Cgroup> {
-        let watch = Watch::open(dir)?;
-        Ok(Cgroup {
-            dir: dir.to_path_buf(),
+    /// Opens the cgroup `name` of the directory open as `parent` (`openat`, `O_NOFOLLOW`), and
+    /// its `cgroup.events` relative to it.
+    fn open(parent: BorrowedFd<'_>, name: &OsStr, dir: &Path) -> io::Result<(OwnedFd, Watch)> {
+        let fd = at::open_dir_at(parent, name).map_err(|e| explain(dir, "opening", e.into()))?;
+        let watch = Watch::open(fd.as_fd(), dir)?;
+        Ok((fd, watch))
+    }
+
+    fn new(
+        parent: OwnedFd,
+        name: OsString,
+        dir: PathBuf,
+        hierarchy_path: String,
+        (fd, watch): (OwnedFd, Watch),
+    ) -> Cgroup {
+        Cgroup {
+            dir,
+            name,
+            parent,
+            fd,
             hierarchy_path,
             watch,
             removed: false,
@@ -129,12 +179,26 @@ impl Cgroup {
             notes: Vec::new(),
             remove_error: None,
             limits: None,
-        })
+        }
     }
 
-    /// Opens an existing cgroup (a stale one, to kill and remove it).
-    pub(crate) fn open_stale(dir: &Path, hierarchy_path: String) -> io::Result<Cgroup> {
-        Cgroup::open(dir, hierarchy_path)
+    /// Opens an existing cgroup `name` of the directory open as `parent` (a stale one, to kill
+    /// and remove it); `dir` is its path, for messages.
+    pub(crate) fn open_stale(
+        parent: BorrowedFd<'_>,
+        name: &OsStr,
+        dir: PathBuf,
+        hierarchy_path: String,
+    ) -> io::Result<Cgroup> {
+        let opened = Cgroup::open(parent, name, &dir)?;
+        let parent = parent.try_clone_to_owned()?;
+        Ok(Cgroup::new(
+            parent,
+            name.to_owned(),
+            dir,
+            hierarchy_path,
+            opened,
+        ))
     }
 
     /// Registers this cgroup with this process's guardian, starting it if needed (before the
@@ -147,10 +211,20 @@ impl Cgroup {
     /// Applies resource limits before the child is spawned (see [`super::limits`]): files of
     /// this cgroup, and cgroups of the same name in the v1 hierarchies that hold the
     /// controllers on a hybrid host. `Err`: which limit could not be applied, and why.
-    pub(crate) fn limit(&mut self, limits: &Limits, parent: &Path) -> io::Result<()> {
-        let name = self.dir.file_name().unwrap_or_default().to_string_lossy();
-        self.limits = Some(apply::apply(limits, parent, &self.dir, &name)?);
+    pub(crate) fn limit(&mut self, limits: &Limits) -> io::Result<()> {
+        let parent = self.dir.parent().unwrap_or(Path::new("/"));
+        let name = self.name.to_string_lossy();
+        let v2 = apply::V2 {
+            parent: (self.parent.as_fd(), parent),
+            cgroup: (self.fd.as_fd(), &self.dir),
+        };
+        self.limits = Some(apply::apply(limits, v2, &name)?);
         Ok(())
+    }
+
+    /// The limits and what the kernel did under them, for the close report.
+    pub(crate) fn limits_report(&self) -> Option<LimitsReport> {
+        self.limits.as_ref().map(|l| l.report(self.fd.as_fd()))
     }
 
     /// The limits applied, if any.
@@ -158,9 +232,20 @@ impl Cgroup {
         self.limits.as_ref()
     }
 
-    /// The cgroup's directory.
+    /// The cgroup's directory: its path, for messages and the report (every file of it is
+    /// opened relative to [`Cgroup::fd`]).
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The cgroup's directory, open (`O_RDONLY | O_DIRECTORY | O_NOFOLLOW`).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Its parent directory, open as it was when the cgroup was made in it.
+    pub(crate) fn parent_fd(&self) -> BorrowedFd<'_> {
+        self.parent.as_fd()
     }
 
     /// The path `/proc/PID/cgroup` shows (after `0::`) for a member.
@@ -171,9 +256,13 @@ impl Cgroup {
     /// `cgroup.procs`, write-only and close-on-exec, for a child that joins the cgroup itself
     /// before exec (std's path: our own spawn places the child at birth and never opens it).
     pub(crate) fn open_procs(&self) -> io::Result<OwnedFd> {
-        let path = self.dir.join("cgroup.procs");
-        rustix::fs::open(&path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| explain(&path, "opening for writing", e.into()))
+        at::open_file_at(self.fd(), "cgroup.procs", OFlags::WRONLY).map_err(|e| {
+            explain(
+                &self.dir.join("cgroup.procs"),
+                "opening for writing",
+                e.into(),
+            )
+        })
     }
 
     /// `cgroup.events` and its watch.
@@ -203,7 +292,7 @@ impl Cgroup {
         if let (Some(limits), Ok(e)) = (&mut self.limits, &events) {
             if !e.populated {
                 // What the kernel counted goes with the directories: read it first.
-                limits.snapshot();
+                limits.snapshot(self.fd.as_fd());
             }
         }
         let removed = match events {
@@ -217,7 +306,7 @@ impl Cgroup {
                     ),
                 ))
             }
-            _ => super::trim::remove_tree(&self.dir),
+            _ => super::trim::remove_tree(self.parent.as_fd(), &self.name, &self.dir),
         };
         if let Err(e) = removed {
             self.remove_error = Some(e.to_string());
@@ -264,17 +353,20 @@ impl Drop for Cgroup {
     }
 }
 
-/// `statfs(2)`: is `dir` a directory of a cgroup2 file system?
-fn check_is_cgroup2(dir: &Path) -> io::Result<()> {
+/// Opens the directory `dir` (`O_DIRECTORY | O_NOFOLLOW`) and checks with `fstatfs(2)` that
+/// it is a directory of a cgroup2 file system.
+fn open_cgroup2(dir: &Path) -> io::Result<OwnedFd> {
     const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
-    let fs = rustix::fs::statfs(dir).map_err(|e| explain(dir, "the cgroup parent", e.into()))?;
+    let parent = |e: rustix::io::Errno| explain(dir, "the cgroup parent", e.into());
+    let fd = at::open_dir(dir).map_err(parent)?;
+    let fs = rustix::fs::fstatfs(&fd).map_err(parent)?;
     if fs.f_type as i64 != CGROUP2_SUPER_MAGIC {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{}: not a cgroup v2 directory", dir.display()),
         ));
     }
-    Ok(())
+    Ok(fd)
 }
 
 /// The error of a child that could not join the cgroup at `dir` (the errno its write to
@@ -326,7 +418,7 @@ mod tests {
     #[test]
     fn a_stale_kept_mount_is_found_out_and_read_again() {
         let _planting = mount::TEST_LOCK.write();
-        let (parent, _) = Cgroup::resolve_parent(None).unwrap();
+        let parent = Cgroup::resolve_parent(None).unwrap().path;
         let right = mount::cgroup2().unwrap();
         // As if this process had moved to a mount namespace where cgroup2 is elsewhere.
         let stale = ("/".to_string(), PathBuf::from("/nonexistent-cgroup2-mount"));
@@ -334,7 +426,7 @@ mod tests {
         let again = Cgroup::resolve_parent(None);
         let kept = mount::plant_cgroup2(Some(right.clone()));
         assert_eq!(
-            again.unwrap().0,
+            again.unwrap().path,
             parent,
             "resolved from a fresh read of mountinfo"
         );

@@ -13,10 +13,10 @@
 //! is seen by the read itself.
 
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 
 use crate::core::file_watch::FileWatch;
 
@@ -38,14 +38,14 @@ pub(crate) struct Events {
 }
 
 impl Watch {
-    /// Opens `dir/cgroup.events` and watches it (close-on-exec, non-blocking): a bell in the
-    /// event loop's table; the file enters the loop's epoll set, and the loop's thread
-    /// starts, only when someone waits ([`Watch::fd`]).
-    pub(crate) fn open(dir: &Path) -> io::Result<Watch> {
-        let path = dir.join("cgroup.events");
-        let events: OwnedFd =
-            rustix::fs::open(&path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(|e| explain(&path, "opening", e.into()))?;
+    /// Opens `cgroup.events` of the cgroup open as `dir` (at `path`, for messages) and watches
+    /// it (close-on-exec, non-blocking): a bell in the event loop's table; the file enters
+    /// the loop's epoll set, and the loop's thread starts, only when someone waits
+    /// ([`Watch::fd`]).
+    pub(crate) fn open(dir: BorrowedFd<'_>, path: &Path) -> io::Result<Watch> {
+        let path = path.join("cgroup.events");
+        let events = super::at::open_file_at(dir, "cgroup.events", OFlags::RDONLY)
+            .map_err(|e| explain(&path, "opening", e.into()))?;
         let watch = crate::core::event_loop::watch_file(events)
             .map_err(|e| explain(&path, "watching (epoll)", e))?;
         Ok(Watch { watch })

@@ -16,6 +16,7 @@ pub(crate) fn explain(path: &Path, doing: &str, e: io::Error) -> io::Error {
         Some(libc::EOPNOTSUPP) => "EOPNOTSUPP: ",
         Some(libc::EAGAIN) => "EAGAIN: ",
         Some(libc::ENOTDIR) => "ENOTDIR: ",
+        Some(libc::ELOOP) => "ELOOP: ",
         _ => "",
     };
     let why = match e.raw_os_error() {
@@ -31,6 +32,7 @@ pub(crate) fn explain(path: &Path, doing: &str, e: io::Error) -> io::Error {
         Some(libc::EOPNOTSUPP) => "not supported here (a threaded cgroup subtree?)",
         Some(libc::EAGAIN) => "cgroup.max.descendants or cgroup.max.depth reached",
         Some(libc::ENOTDIR) => "not a directory",
+        Some(libc::ELOOP) => "a symlink (never followed)",
         _ => "",
     };
     let message = if why.is_empty() {

@@ -5,27 +5,35 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
+
+use rustix::fs::{Dir, FileType};
 
 use super::name::{own_pid_namespace, proc_stat, PREFIX};
 use super::pidns;
 
-/// The `childguard-*` directories in `parent` whose supervisor is dead (see the module docs),
-/// with who that was; also for the cgroup v1 hierarchies' sweep, which judges alike.
-pub(crate) fn stale_names(parent: &Path) -> Vec<(OsString, String)> {
-    let Ok(entries) = std::fs::read_dir(parent) else {
+/// The `childguard-*` directories in the directory open as `parent` whose supervisor is dead
+/// (see the module docs), with who that was; also for the cgroup v1 hierarchies' sweep, which
+/// judges alike.
+pub(crate) fn stale_names(parent: BorrowedFd<'_>) -> Vec<(OsString, String)> {
+    let Ok(mut entries) = Dir::read_from(parent) else {
         return Vec::new(); // the mkdir that follows reports what is wrong with the parent
     };
     // Every name first, then the judging (the races in the module docs).
     let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name.to_str().and_then(parse_name) else {
+    while let Some(Ok(entry)) = entries.read() {
+        // Directories (cgroupfs says; `openat(O_DIRECTORY | O_NOFOLLOW)` sorts out an entry
+        // of a file system that does not): never a symlink.
+        if !matches!(entry.file_type(), FileType::Directory | FileType::Unknown) {
+            continue;
+        }
+        let name = entry.file_name().to_bytes();
+        let Some(owner) = std::str::from_utf8(name).ok().and_then(parse_name) else {
             continue;
         };
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            found.push((name, owner));
-        }
+        found.push((OsString::from_vec(name.to_vec()), owner));
     }
     let ours = own_pid_namespace();
     let foreign: BTreeSet<u64> = found

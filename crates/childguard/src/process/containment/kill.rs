@@ -13,7 +13,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 
 use super::create::Cgroup;
 use super::explain::explain;
@@ -27,15 +27,19 @@ const FREEZE_WAIT: Duration = Duration::from_secs(1);
 pub(crate) fn kill_all(cgroup: &Cgroup) -> io::Result<usize> {
     // Counted before the kill, for the report (the kill itself reads no pid).
     let count = members::pids(cgroup)?.len();
-    let written = crate::failpoint::check(crate::failpoint::Point::CgroupKill)
-        .and_then(|()| write_file(cgroup, "cgroup.kill", b"1"));
+    let written = match crate::failpoint::check(crate::failpoint::Point::CgroupKill) {
+        Err(e) => Err(Errno::from_io_error(&e).unwrap_or(Errno::IO)),
+        Ok(()) => super::at::write_at(cgroup.fd(), "cgroup.kill", b"1"),
+    };
     match written {
         Ok(()) => {
             crate::base::trace::cgroup_killed(cgroup.dir(), count, "cgroup.kill");
             Ok(count)
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => kill_by_freezing(cgroup),
-        Err(e) => Err(e),
+        // No `cgroup.kill` (Linux < 5.14). Told by the errno itself: the explained error
+        // below keeps only its kind.
+        Err(Errno::NOENT) => kill_by_freezing(cgroup),
+        Err(e) => Err(explain_write(cgroup, "cgroup.kill", e)),
     }
 }
 
@@ -64,13 +68,14 @@ fn wait_frozen(cgroup: &Cgroup) -> io::Result<()> {
     }
 }
 
-/// Writes `value` to the cgroup's file `name` (opened close-on-exec for the write).
+/// Writes `value` to the cgroup's file `name` (opened relative to the cgroup's fd,
+/// `O_NOFOLLOW | O_CLOEXEC`, for the write).
 fn write_file(cgroup: &Cgroup, name: &str, value: &[u8]) -> io::Result<()> {
-    let path = cgroup.dir().join(name);
-    let fd = rustix::fs::open(&path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| explain(&path, "opening for writing", e.into()))?;
-    rustix::io::write(&fd, value).map_err(|e| explain(&path, "writing", e.into()))?;
-    Ok(())
+    super::at::write_at(cgroup.fd(), name, value).map_err(|e| explain_write(cgroup, name, e))
+}
+
+fn explain_write(cgroup: &Cgroup, name: &str, e: Errno) -> io::Error {
+    explain(&cgroup.dir().join(name), "writing", e.into())
 }
 
 #[cfg(test)]

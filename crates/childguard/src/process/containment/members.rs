@@ -11,10 +11,13 @@
 //! `KillMode::ControlGroup` (the next rung lists again); the `KILL` rung does not list at all
 //! (`cgroup.kill` is atomic against forks, see [`super::kill`]).
 
+use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use rustix::fs::{Dir, FileType};
 use rustix::process::{pidfd_open, pidfd_send_signal, PidfdFlags};
 
 use super::create::Cgroup;
@@ -23,35 +26,52 @@ use crate::sys;
 
 /// The pids `cgroup.procs` lists now (processes, not threads; zombies are not listed), in the
 /// cgroup and in the cgroups the server made inside it (at most `trim::MAX_DEPTH` levels and
-/// `trim::MAX_CGROUPS` cgroups; symlinks are not followed): what `cgroup.kill` reaches.
+/// `trim::MAX_CGROUPS` cgroups; each opened relative to its parent's fd, symlinks are not
+/// followed): what `cgroup.kill` reaches.
 pub(crate) fn pids(cgroup: &Cgroup) -> io::Result<Vec<u32>> {
     let mut pids = Vec::new();
     let mut budget = super::trim::MAX_CGROUPS;
-    collect(cgroup.dir(), 0, &mut budget, &mut pids)?;
+    collect(cgroup.fd(), cgroup.dir(), 0, &mut budget, &mut pids)?;
     Ok(pids)
 }
 
-fn collect(dir: &Path, depth: usize, budget: &mut usize, pids: &mut Vec<u32>) -> io::Result<()> {
-    let path = dir.join("cgroup.procs");
-    match crate::base::kernel_text::read(&path) {
+/// The pids of `cgroup.procs` of the cgroup open as `dir` (at `path`, for messages), then of
+/// its child cgroups.
+fn collect(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    depth: usize,
+    budget: &mut usize,
+    pids: &mut Vec<u32>,
+) -> io::Result<()> {
+    match super::at::read_at(dir, "cgroup.procs") {
         Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
         // A child cgroup removed while we listed: its members went with it.
         Err(e) if depth > 0 && e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(super::explain::explain(&path, "reading", e)),
+        Err(e) => {
+            let procs = path.join("cgroup.procs");
+            return Err(super::explain::explain(&procs, "reading", e));
+        }
     }
     if depth >= super::trim::MAX_DEPTH {
         return Ok(());
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(mut entries) = Dir::read_from(dir) else {
         return Ok(());
     };
-    for entry in entries.flatten() {
-        // `file_type` does not follow symlinks: a symlink is never walked into.
-        if *budget == 0 || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+    while let Some(Ok(entry)) = entries.read() {
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        let is_dir = matches!(entry.file_type(), FileType::Directory | FileType::Unknown);
+        if *budget == 0 || !is_dir || name == "." || name == ".." {
             continue;
         }
         *budget -= 1;
-        collect(&entry.path(), depth + 1, budget, pids)?;
+        // `O_DIRECTORY | O_NOFOLLOW`: a symlink is never walked into. Gone meanwhile: its
+        // members went with it.
+        let Ok(child) = super::at::open_dir_at(dir, name) else {
+            continue;
+        };
+        collect(child.as_fd(), &path.join(name), depth + 1, budget, pids)?;
     }
     Ok(())
 }

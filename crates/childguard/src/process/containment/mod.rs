@@ -3,6 +3,8 @@
 //!
 //! One small file per mechanism:
 //! - [`mount`]: where cgroup v2 is mounted and which cgroup this process is in.
+//! - [`at`]: every cgroup directory opened once (`O_NOFOLLOW`), every later step relative to
+//!   its fd (`mkdirat`, `openat`, `unlinkat`): never a write or a removal by path.
 //! - [`create`]: making the child's cgroup (unique name, mode 0755) and removing it;
 //!   [`create_cgroup`] sweeps the parent's stale cgroups first.
 //! - [`name`]: our cgroups' names and the tags of this process in them.
@@ -31,6 +33,8 @@
 //! `cgroup.procs` on both paths (`limits/v1.rs`). Everything it starts afterwards is born
 //! inside the cgroup.
 
+#[cfg(target_os = "linux")]
+pub(crate) mod at;
 #[cfg(target_os = "linux")]
 pub(crate) mod create;
 #[cfg(target_os = "linux")]
@@ -69,10 +73,10 @@ pub(crate) fn create_cgroup(
     parent: Option<&std::path::Path>,
     limits: &limits::Limits,
 ) -> std::io::Result<create::Cgroup> {
-    let (parent, hierarchy) = create::Cgroup::resolve_parent(parent)?;
-    let mut cgroup = create::Cgroup::create_in(&parent, &hierarchy)?;
+    let parent = create::Cgroup::resolve_parent(parent)?;
+    let mut cgroup = create::Cgroup::create_in(parent)?;
     if !limits.is_empty() {
-        cgroup.limit(limits, &parent)?;
+        cgroup.limit(limits)?;
     }
     Ok(cgroup)
 }
@@ -97,7 +101,7 @@ pub(crate) fn after_birth(cgroup: &create::Cgroup) {
             Some(("", _)) | None => "/",
             Some((above, _)) => above,
         };
-        stale::sweep_once(parent, hierarchy);
+        stale::sweep_once(cgroup.parent_fd(), parent, hierarchy);
     }
     limits::apply::sweep_v1_hierarchies();
 }

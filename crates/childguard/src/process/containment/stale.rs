@@ -55,6 +55,7 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -70,9 +71,11 @@ const EMPTY_WAIT: Duration = Duration::from_secs(10);
 /// The parents swept by this process (each once, whatever the outcome).
 static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// On first use of `parent` in this process: kills and removes the stale cgroups in it (see
-/// the module docs). `hierarchy` is `parent`'s path as `/proc/PID/cgroup` names it. Never
+/// the module docs). `parent_fd` is the parent directory, open: it is listed, and each stale
+/// cgroup opened and removed, relative to it; `parent` is its path (for messages, and which
+/// parents were swept). `hierarchy` is `parent`'s path as `/proc/PID/cgroup` names it. Never
 /// fails: what could not be done is noted.
-pub(crate) fn sweep_once(parent: &Path, hierarchy: &str) {
+pub(crate) fn sweep_once(parent_fd: BorrowedFd<'_>, parent: &Path, hierarchy: &str) {
     let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
     if swept.iter().any(|p| p == parent) {
         return;
@@ -82,17 +85,17 @@ pub(crate) fn sweep_once(parent: &Path, hierarchy: &str) {
     // own child's birth, so no spawn under `parent` returns before the sweep is done (and its
     // notes are pending for a close report). Our own cgroups are never taken: their names
     // carry our pid and start time.
-    put_back(sweep(parent, hierarchy));
+    put_back(sweep(parent_fd, parent, hierarchy));
 }
 
-fn sweep(parent: &Path, hierarchy: &str) -> Vec<String> {
-    let stale = stale_names(parent);
+fn sweep(parent_fd: BorrowedFd<'_>, parent: &Path, hierarchy: &str) -> Vec<String> {
+    let stale = stale_names(parent_fd);
     let mut notes = Vec::new();
     let mut opened = Vec::new();
     for (name, who) in stale {
         let dir = parent.join(&name);
         let path = format!("{}/{}", hierarchy.trim_end_matches('/'), lossy(&name));
-        match Cgroup::open_stale(&dir, path) {
+        match Cgroup::open_stale(parent_fd, &name, dir.clone(), path) {
             Ok(cgroup) => {
                 let killed = super::kill::kill_all(&cgroup);
                 opened.push((cgroup, who, killed));

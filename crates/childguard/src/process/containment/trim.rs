@@ -8,9 +8,10 @@
 //! after its own children), then the cgroup itself.
 //!
 //! Bounded and safe against a hostile tree: at most [`MAX_DEPTH`] levels and [`MAX_CGROUPS`]
-//! directories are visited; every directory is opened relative to its parent's fd with
-//! `O_NOFOLLOW | O_DIRECTORY` (a symlink is never followed, and a rename above us cannot send
-//! the walk elsewhere); a directory on another file system (something mounted inside the
+//! directories are visited; every directory, the top one included, is opened relative to its
+//! parent's fd with `O_NOFOLLOW | O_DIRECTORY` and removed with `unlinkat(parent, name,
+//! AT_REMOVEDIR)` (a symlink is never followed, and a rename above us cannot send the walk or
+//! a removal elsewhere); a directory on another file system (something mounted inside the
 //! tree) is left alone. A directory that stays is named in the error.
 //!
 //! Race left: a process outside the tree that can write to it may make a new child cgroup
@@ -18,12 +19,14 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, FileType, Mode};
 use rustix::io::Errno;
+
+use super::at;
 
 /// Levels below the cgroup that are walked (the kernel's own default `cgroup.max.depth` is
 /// unlimited; nobody nests 32 deep).
@@ -31,18 +34,18 @@ pub(crate) const MAX_DEPTH: usize = 32;
 /// Child cgroups visited at most, in all.
 pub(crate) const MAX_CGROUPS: usize = 4096;
 
-/// Removes `dir` and all the (empty) cgroups below it, deepest first. `Ok` also when `dir` is
-/// already gone. The error names the first directory that stayed and why.
-pub(crate) fn remove_tree(dir: &Path) -> io::Result<()> {
+/// Removes the cgroup `name` of the directory open as `parent` (at `dir`, for messages) and
+/// all the (empty) cgroups below it, deepest first. `Ok` also when it is already gone. The
+/// error names the first directory that stayed and why.
+pub(crate) fn remove_tree(parent: BorrowedFd<'_>, name: &OsStr, dir: &Path) -> io::Result<()> {
     // The common case first: the server made no cgroup inside, and one `rmdir` does it (the
     // walk costs six more system calls per close). `EBUSY` says there are child cgroups; on it,
     // or on any other error, the walk below removes them and names what stayed, and why.
-    match rustix::fs::rmdir(dir) {
+    match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
         Ok(()) | Err(Errno::NOENT) => return Ok(()),
         Err(_) => {}
     }
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
+    let fd = match at::open_dir_at(parent, name) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(()),
         Err(e) => return Err(removal_error(dir, "opening it to remove it", e)),
@@ -57,7 +60,7 @@ pub(crate) fn remove_tree(dir: &Path) -> io::Result<()> {
     };
     walk.trim_children(&fd, dir, 1);
     drop(fd);
-    match rustix::fs::rmdir(dir) {
+    match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(e) => Err(match walk.stayed {
             Some(stayed) => io::Error::new(
@@ -96,8 +99,7 @@ impl Walk {
                 )));
             }
             self.left -= 1;
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let child_fd = match rustix::fs::openat(fd, name.as_slice(), flags, Mode::empty()) {
+            let child_fd = match rustix::fs::openat(fd, name.as_slice(), at::DIR, Mode::empty()) {
                 Ok(child_fd) => child_fd,
                 Err(Errno::NOENT) => continue,
                 // A symlink (ELOOP / ENOTDIR with O_NOFOLLOW): not a cgroup, not followed.
@@ -177,6 +179,7 @@ fn removal_error(path: &Path, doing: &str, e: Errno) -> io::Error {
 mod tests {
     use super::*;
     use crate::process::containment::mount;
+    use std::os::fd::AsFd;
     use std::path::PathBuf;
 
     /// The cgroups below `dir`, deepest first.
@@ -191,6 +194,12 @@ mod tests {
             }
         }
         out
+    }
+
+    /// `remove_tree` of `dir` through its parent's fd, as its callers do.
+    fn remove(dir: &Path) -> io::Result<()> {
+        let parent = at::open_dir(dir.parent().unwrap()).unwrap();
+        remove_tree(parent.as_fd(), dir.file_name().unwrap(), dir)
     }
 
     fn scratch(name: &str) -> PathBuf {
@@ -209,10 +218,10 @@ mod tests {
             std::fs::create_dir_all(top.join(sub)).unwrap();
         }
         assert_eq!(descendants(&top).len(), 5);
-        remove_tree(&top).unwrap();
+        remove(&top).unwrap();
         assert!(!top.exists());
         // Gone already: fine.
-        remove_tree(&top).unwrap();
+        remove(&top).unwrap();
     }
 
     #[test]
@@ -236,7 +245,7 @@ mod tests {
             .read_line(&mut line)
             .unwrap();
         assert_eq!(line.trim(), "in");
-        let e = remove_tree(&top).unwrap_err().to_string();
+        let e = remove(&top).unwrap_err().to_string();
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(
@@ -245,7 +254,7 @@ mod tests {
         );
         assert!(!top.join("y").exists(), "the empty part stayed: {e}");
         // The kernel drops an exited (reaped) task from its cgroup before wait returns.
-        remove_tree(&top).unwrap();
+        remove(&top).unwrap();
         assert!(!top.exists());
     }
 }

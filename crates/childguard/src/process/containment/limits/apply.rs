@@ -14,6 +14,7 @@
 //! right after the v2 one, before it execs.
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use super::files::{self, Counts, Version};
@@ -24,6 +25,14 @@ use crate::process::containment::explain::explain;
 
 /// v1 hierarchies a child can join at most (memory, pids, cpu).
 pub(crate) const MAX_V1: usize = 3;
+
+/// The child's v2 cgroup and its parent, each open and at its path (for messages): every
+/// file is written relative to the fd.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct V2<'a> {
+    pub(crate) parent: (BorrowedFd<'a>, &'a Path),
+    pub(crate) cgroup: (BorrowedFd<'a>, &'a Path),
+}
 
 /// The limits as applied to one child's cgroups.
 #[derive(Debug)]
@@ -36,15 +45,11 @@ pub(crate) struct Applied {
     snapshot: Option<LimitsReport>,
 }
 
-/// Applies `limits` to the child's new v2 cgroup `v2_dir` (made under `v2_parent`, named
+/// Applies `limits` to the child's new v2 cgroup (`v2.cgroup`, made under `v2.parent`, named
 /// `name`), making its v1 cgroups where the controllers are on v1. `Err`: the controller,
 /// file or value that could not be had, and why; what was made is removed.
-pub(crate) fn apply(
-    limits: &Limits,
-    v2_parent: &Path,
-    v2_dir: &Path,
-    name: &str,
-) -> io::Result<Applied> {
+pub(crate) fn apply(limits: &Limits, v2: V2<'_>, name: &str) -> io::Result<Applied> {
+    let v2_dir = v2.cgroup.1;
     let mountinfo = crate::base::kernel_text::read("/proc/self/mountinfo")?;
     let proc_cgroup = crate::base::kernel_text::read("/proc/self/cgroup")?;
     let mut applied = Applied {
@@ -55,16 +60,16 @@ pub(crate) fn apply(
         snapshot: None,
     };
     for controller in files::controllers(limits) {
-        let place = hierarchy::locate(controller, v2_parent, &mountinfo, &proc_cgroup)
+        let place = hierarchy::locate(controller, v2.parent, &mountinfo, &proc_cgroup)
             .map_err(|why| io::Error::new(io::ErrorKind::Unsupported, why))?;
         match place {
             Place::V2 { enabled } => {
                 if !enabled {
-                    enable(v2_parent, controller)?;
+                    enable(v2.parent, controller)?;
                 }
                 let writes = files::writes(limits, controller, Version::V2).map_err(refused)?;
                 for w in writes {
-                    v1::write_cgroup_file(&v2_dir.join(w.file), &w.value)?;
+                    v1::write_cgroup_file(v2.cgroup, w.file, &w.value)?;
                 }
                 applied.v2.push(controller);
             }
@@ -83,10 +88,10 @@ fn refused(why: String) -> io::Error {
 }
 
 /// `+controller` into the parent's `cgroup.subtree_control`.
-fn enable(parent: &Path, controller: Controller) -> io::Result<()> {
+fn enable((fd, parent): (BorrowedFd<'_>, &Path), controller: Controller) -> io::Result<()> {
     let path = parent.join("cgroup.subtree_control");
     let value = format!("+{}", controller.name());
-    v1::write_cgroup_file(&path, &value).map_err(|e| {
+    v1::write_cgroup_file((fd, parent), "cgroup.subtree_control", &value).map_err(|e| {
         if e.raw_os_error() == Some(libc::EBUSY) || e.to_string().contains("EBUSY") {
             io::Error::new(
                 e.kind(),
@@ -120,21 +125,23 @@ impl Applied {
     }
 
     /// Reads the counts now, for the report: called just before the cgroups are removed.
-    pub(crate) fn snapshot(&mut self) {
-        self.snapshot = Some(self.read());
+    /// `v2`: the child's v2 cgroup, open.
+    pub(crate) fn snapshot(&mut self, v2: BorrowedFd<'_>) {
+        self.snapshot = Some(self.read(v2));
     }
 
-    /// The report: the snapshot taken before the removal, or the files read now.
-    pub(crate) fn report(&self) -> LimitsReport {
-        self.snapshot.clone().unwrap_or_else(|| self.read())
+    /// The report: the snapshot taken before the removal, or the files (of `v2`, the child's
+    /// v2 cgroup, open) read now.
+    pub(crate) fn report(&self, v2: BorrowedFd<'_>) -> LimitsReport {
+        self.snapshot.clone().unwrap_or_else(|| self.read(v2))
     }
 
-    fn read(&self) -> LimitsReport {
+    fn read(&self, v2: BorrowedFd<'_>) -> LimitsReport {
         let mut counts = Counts::default();
         let mut hierarchies = Vec::new();
         for &c in &self.v2 {
             counts.merge(files::counts(c, Version::V2, |f| {
-                crate::base::kernel_text::read(self.v2_dir.join(f)).ok()
+                crate::process::containment::at::read_at(v2, f).ok()
             }));
             hierarchies.push(format!("{}: cgroup v2 {}", c.name(), self.v2_dir.display()));
         }
@@ -188,7 +195,10 @@ fn sweep_v1_now() {
     };
     for c in [Controller::Memory, Controller::Pids, Controller::Cpu] {
         if let Some(dir) = hierarchy::v1_dir(c.name(), &mountinfo, &proc_cgroup) {
-            v1::sweep_once(&dir);
+            // A hierarchy that cannot be opened has nothing for us to sweep.
+            if let Ok(fd) = crate::process::containment::at::open_dir(&dir) {
+                v1::sweep_once(fd.as_fd(), &dir);
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 //! found in `/proc/self/mountinfo`, with our cgroup in it from `/proc/self/cgroup`
 //! (`N:memory:/path`). Never a path assumed.
 
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
 use crate::process::containment::mount;
@@ -42,18 +43,18 @@ pub(crate) enum Place {
     V1 { parent: PathBuf },
 }
 
-/// Locates `controller` for children of the v2 cgroup `v2_parent`, from the texts of
-/// `/proc/self/mountinfo` and `/proc/self/cgroup`, reading the parent's `cgroup.controllers`
-/// and `cgroup.subtree_control`. `Err`: why it is nowhere to be had.
+/// Locates `controller` for children of the v2 cgroup `v2_parent` (open, and its path for
+/// messages), from the texts of `/proc/self/mountinfo` and `/proc/self/cgroup`, reading the
+/// parent's `cgroup.controllers` and `cgroup.subtree_control` (relative to its fd). `Err`: why
+/// it is nowhere to be had.
 pub(crate) fn locate(
     controller: Controller,
-    v2_parent: &Path,
+    (parent_fd, v2_parent): (BorrowedFd<'_>, &Path),
     mountinfo: &str,
     proc_cgroup: &str,
 ) -> Result<Place, String> {
     let name = controller.name();
-    let read =
-        |file: &str| crate::base::kernel_text::read(v2_parent.join(file)).unwrap_or_default();
+    let read = |file: &str| read_or_empty(parent_fd, file);
     let available = read("cgroup.controllers");
     if available.split_whitespace().any(|c| c == name) {
         let enabled = read("cgroup.subtree_control")
@@ -72,6 +73,10 @@ pub(crate) fn locate(
             available.trim()
         )),
     }
+}
+
+fn read_or_empty(dir: BorrowedFd<'_>, file: &str) -> String {
+    crate::process::containment::at::read_at(dir, file).unwrap_or_default()
 }
 
 /// The directory of our cgroup in the v1 hierarchy of controller `name`: the `cgroup` mount
@@ -107,6 +112,8 @@ pub(crate) fn v1_dir(name: &str, mountinfo: &str, proc_cgroup: &str) -> Option<P
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::containment::at;
+    use std::os::fd::AsFd;
 
     const HYBRID: &str = "\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
@@ -148,7 +155,8 @@ mod tests {
     #[test]
     fn a_controller_nowhere_is_an_error_naming_both_places() {
         let dir = std::env::temp_dir();
-        let e = locate(Controller::Memory, &dir, "", "").unwrap_err();
+        let fd = at::open_dir(&dir).unwrap();
+        let e = locate(Controller::Memory, (fd.as_fd(), &dir), "", "").unwrap_err();
         assert!(e.contains("no memory controller"), "{e}");
         assert!(e.contains("cgroup.controllers"), "{e}");
         assert!(e.contains("mountinfo"), "{e}");
@@ -160,7 +168,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
         std::fs::write(dir.join("cgroup.subtree_control"), "memory\n").unwrap();
-        let at = |c| locate(c, &dir, HYBRID, CGROUP).unwrap();
+        let fd = at::open_dir(&dir).unwrap();
+        let at = |c| locate(c, (fd.as_fd(), &dir), HYBRID, CGROUP).unwrap();
         assert_eq!(at(Controller::Memory), Place::V2 { enabled: true });
         assert_eq!(at(Controller::Pids), Place::V2 { enabled: false });
         std::fs::write(dir.join("cgroup.controllers"), "io\n").unwrap();
