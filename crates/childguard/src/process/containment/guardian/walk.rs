@@ -5,6 +5,11 @@
 //! per level; paths built in a buffer of its own; every directory opened relative to its
 //! parent with `O_NOFOLLOW | O_DIRECTORY`, nothing on another file system touched, at most
 //! [`MAX_DEPTH`] levels and [`MAX_CGROUPS`] directories per pass (as `trim.rs`).
+//!
+//! The guardian is told paths (it outlives the host, and holding an fd per registered cgroup
+//! would cost it up to `table::MAX_ENTRIES` of them): each registered path is opened once per
+//! pass, its last component `O_NOFOLLOW` — the cgroup itself to kill, its parent to remove
+//! it — and every later step is relative to that fd (`openat`, `unlinkat(AT_REMOVEDIR)`).
 
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
@@ -56,9 +61,23 @@ fn open_dir(path: &[u8], buf: &mut [u8]) -> Result<OwnedFd, Errno> {
     rustix::fs::open(path, DIR_FLAGS, Mode::empty())
 }
 
+/// `path` split at its last `/` into its parent directory and its name, each with a NUL after
+/// it, in `buf`; `None` if it does not fit, holds a NUL or ends with `/`.
+fn split_path<'b>(buf: &'b mut [u8], path: &[u8]) -> Option<(&'b CStr, &'b CStr)> {
+    let slash = path.iter().rposition(|&b| b == b'/')?;
+    // `/name`: the parent is `/`.
+    let (parent, name) = (&path[..slash.max(1)], &path[slash + 1..]);
+    if name.is_empty() || parent.len() + 1 > buf.len() {
+        return None;
+    }
+    let (head, tail) = buf.split_at_mut(parent.len() + 1);
+    Some((c_path(head, parent)?, c_path(tail, name)?))
+}
+
 /// Writes `value` to the control file `name` of the cgroup open as `dir`.
 fn write_at(dir: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> Result<(), Errno> {
-    let fd = rustix::fs::openat(dir, name, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::empty())?;
     rustix::io::retry_on_intr(|| rustix::io::write(&fd, value)).map(|_| ())
 }
 
@@ -103,7 +122,7 @@ fn wait_frozen(dir: BorrowedFd<'_>, io: &mut [u8]) {
         let Ok(fd) = rustix::fs::openat(
             dir,
             c"cgroup.events",
-            OFlags::RDONLY | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         ) else {
             return;
@@ -145,7 +164,7 @@ fn signal_procs(dir: BorrowedFd<'_>, io: &mut [u8]) {
     let Ok(fd) = rustix::fs::openat(
         dir,
         c"cgroup.procs",
-        OFlags::RDONLY | OFlags::CLOEXEC,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     ) else {
         return;
@@ -202,23 +221,31 @@ fn open_child(
     same_fs.then_some(child)
 }
 
-/// Removes the cgroup at `path` and every (empty) cgroup below it, deepest first. `true`
-/// once it is gone (or was already).
+/// Removes the cgroup at `path` and every (empty) cgroup below it, deepest first: its parent
+/// opened, the cgroup opened and removed relative to it. `true` once it is gone (or was
+/// already).
 pub(crate) fn remove(path: &[u8], scratch: &mut Scratch<'_>) -> bool {
-    let dir = match open_dir(path, scratch.path) {
+    let Some((parent, name)) = split_path(scratch.path, path) else {
+        return false;
+    };
+    let gone = |e| matches!(e, Errno::NOENT);
+    let parent = match rustix::fs::open(parent, DIR_FLAGS, Mode::empty()) {
+        Ok(parent) => parent,
+        Err(e) => return gone(e),
+    };
+    let dir = match rustix::fs::openat(&parent, name, DIR_FLAGS, Mode::empty()) {
         Ok(dir) => dir,
-        Err(Errno::NOENT) => return true,
-        Err(_) => return false,
+        Err(e) => return gone(e),
     };
     if let Ok(st) = rustix::fs::fstat(&dir) {
         let mut budget = MAX_CGROUPS;
         trim_children(dir.as_fd(), st.st_dev, scratch.dirents, 0, &mut budget);
     }
     drop(dir);
-    let Some(path) = c_path(scratch.path, path) else {
-        return false;
-    };
-    matches!(rustix::fs::rmdir(path), Ok(()) | Err(Errno::NOENT))
+    matches!(
+        rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR),
+        Ok(()) | Err(Errno::NOENT)
+    )
 }
 
 /// Removes every child cgroup of `dir`, each after its own children.
@@ -261,4 +288,27 @@ pub(crate) fn sleep(d: Duration) {
         tv_nsec: i64::from(d.subsec_nanos()),
     };
     let _ = rustix::thread::nanosleep(&t);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_splits_into_its_parent_and_its_name() {
+        let mut buf = [0u8; 32];
+        let (parent, name) = split_path(&mut buf, b"/sys/fs/cgroup/a").unwrap();
+        assert_eq!(
+            (parent.to_bytes(), name.to_bytes()),
+            (&b"/sys/fs/cgroup"[..], &b"a"[..])
+        );
+        let (parent, name) = split_path(&mut buf, b"/a").unwrap();
+        assert_eq!((parent.to_bytes(), name.to_bytes()), (&b"/"[..], &b"a"[..]));
+        assert!(split_path(&mut buf, b"/a/").is_none());
+        assert!(split_path(&mut buf, b"relative").is_none());
+        assert!(split_path(&mut [0u8; 4], b"/long/a").is_none());
+        // Exactly fits: the parent, its NUL, the name, its NUL.
+        assert!(split_path(&mut [0u8; 8], b"/abc/de").is_some());
+        assert!(split_path(&mut [0u8; 7], b"/abc/de").is_none());
+    }
 }
