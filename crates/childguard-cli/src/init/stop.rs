@@ -88,33 +88,79 @@ pub fn leftovers(whole_namespace: bool) -> Vec<Leftover> {
     } else {
         reap::descendants()
     };
-    let mut found = Vec::new();
-    for pid in pids {
-        if pid == me {
-            continue;
-        }
-        let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
-            continue;
-        };
-        let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else {
-            continue; // gone meanwhile
-        };
-        // Read after the pidfd pins the pid: this is the process the pidfd names.
-        let Some(stat) = reap::stat(pid) else {
-            continue;
-        };
-        // Kernel threads (children of kthreadd, pid 2, when the namespace is the host's).
-        if stat.state == 'Z' || pid == 2 || stat.ppid == 2 {
-            continue;
-        }
-        found.push(Leftover {
-            pid,
-            comm: stat.comm,
-            fd: Some(fd),
-            outcome: None,
-        });
+    pids.into_iter()
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| pin(pid, me, whole_namespace))
+        .collect()
+}
+
+/// `pid` pinned by a pidfd, if it still names a process to sweep: alive, not a kernel thread,
+/// and — unless the sweep takes the `whole_namespace` — still a descendant of `me`.
+///
+/// Race closed (*pid reuse between the listing and `pidfd_open`*): a descendant listed may
+/// exit and be reaped (by us, or by its own parent) before its pidfd is opened, and its pid be
+/// handed to a new process anywhere on the machine — a stranger the sweep would then signal
+/// through a pidfd of its own. So what the pidfd pinned is looked at again after it is open:
+/// its `stat` read, its parent chain walked up to us ([`descends_from`]), then the pidfd polled
+/// to see it has not exited meanwhile (a live process keeps its pid, so every read named the
+/// pinned process). A stranger's chain reaches pid 1 without meeting us, and it is dropped.
+/// Race left: an ancestor of a stranger exiting *during* the walk, its pid reused within those
+/// microseconds by a process of our tree, would make the walk pass through us.
+fn pin(pid: u32, me: u32, whole_namespace: bool) -> Option<Leftover> {
+    let raw = i32::try_from(pid).ok().and_then(Pid::from_raw)?;
+    // Gone meanwhile: nothing to do.
+    let fd = pidfd_open(raw, PidfdFlags::empty()).ok()?;
+    // Read after the pidfd pins the pid (and checked below to be still alive): this is the
+    // process the pidfd names.
+    let stat = reap::stat(pid)?;
+    // Kernel threads (children of kthreadd, pid 2, when the namespace is the host's).
+    if stat.state == 'Z' || pid == 2 || stat.ppid == 2 {
+        return None;
     }
-    found
+    if !whole_namespace && !descends_from(stat.ppid, me) {
+        return None;
+    }
+    if exited(&fd) {
+        return None;
+    }
+    Some(Leftover {
+        pid,
+        comm: stat.comm,
+        fd: Some(fd),
+        outcome: None,
+    })
+}
+
+/// Parent chains longer than this are not followed (a chain is as deep as the process tree).
+const MAX_CHAIN: usize = 4096;
+
+/// Whether a process whose parent is `parent` descends from `ancestor`: the parent chain,
+/// read from `/proc/PID/stat`, reaches `ancestor` before pid 1 (or 0, or a process gone).
+fn descends_from(parent: u32, ancestor: u32) -> bool {
+    let mut parent = parent;
+    for _ in 0..MAX_CHAIN {
+        if parent == ancestor {
+            return true;
+        }
+        if parent <= 1 {
+            return false;
+        }
+        match reap::stat(parent) {
+            Some(stat) => parent = stat.ppid,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Whether the process of `pidfd` has exited (its pidfd is readable).
+fn exited(pidfd: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    !matches!(poll(&mut fds, Some(&now)), Ok(0))
 }
 
 /// Climbs `ladder` over `left` with the library's [`Sweep`] — the same climb as CMD's close,
@@ -189,6 +235,57 @@ mod tests {
             fit(&ladder("TERM:2s,KILL:1s"), Duration::ZERO).to_string(),
             "KILL:100ms"
         );
+    }
+
+    #[test]
+    fn only_our_descendants_are_pinned_unless_the_whole_namespace_is_swept() {
+        use std::io::BufRead;
+        let me = std::process::id();
+        // A child and a grandchild of ours.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 1000 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let grandchild: u32 = line.trim().parse().unwrap();
+        let mut pinned = Vec::new();
+        for pid in [child.id(), grandchild] {
+            let left = pin(pid, me, false).unwrap_or_else(|| panic!("{pid} is ours"));
+            assert!(!exited(left.fd.as_ref().unwrap()));
+            pinned.push(left);
+        }
+        // What a pid reused by a stranger names: a process outside our tree (our own parent),
+        // refused unless the sweep takes the whole namespace.
+        let stranger = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get() as u32);
+        assert!(pin(stranger, me, false).is_none(), "our parent {stranger}");
+        assert!(!descends_from(1, me));
+        assert!(pin(stranger, me, true).is_some());
+        let _ = rustix::process::kill_process(
+            Pid::from_raw(grandchild as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+        let _ = child.kill();
+        // Another test of this binary may reap it first (`reap_others`): not asserted.
+        let _ = child.wait();
+        // Exited: what `pin` checks last. The grandchild may take a moment to die.
+        for left in &pinned {
+            let mut fds = [PollFd::new(left.fd.as_ref().unwrap(), PollFlags::IN)];
+            let ten_s = Timespec {
+                tv_sec: 10,
+                tv_nsec: 0,
+            };
+            assert_eq!(
+                poll(&mut fds, Some(&ten_s)).unwrap(),
+                1,
+                "{} ended",
+                left.pid
+            );
+            assert!(exited(left.fd.as_ref().unwrap()));
+        }
     }
 
     #[test]
