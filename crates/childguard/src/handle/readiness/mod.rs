@@ -290,7 +290,7 @@ impl Pending {
     ) -> Option<notify::NotifySocket> {
         #[cfg(target_os = "linux")]
         return self.notify.take().map(|p| {
-            let cgroup = process.cgroup().map(|c| (c.dir(), c.hierarchy_path()));
+            let cgroup = process.cgroup().map(|c| (c.fd(), c.hierarchy_path()));
             p.for_child(process.pid(), cgroup, self.extend_max)
         });
         #[cfg(not(target_os = "linux"))]

@@ -136,7 +136,7 @@ impl Prepared {
     pub(crate) fn for_child(
         self,
         child: u32,
-        cgroup: Option<(&Path, &str)>,
+        cgroup: Option<(BorrowedFd<'_>, &str)>,
         extend_max: Duration,
     ) -> NotifySocket {
         let access = Access {

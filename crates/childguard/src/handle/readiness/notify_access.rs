@@ -33,8 +33,7 @@
 //! kernel without `SO_PASSPIDFD` (before 6.5) leaves the plain `/proc` read, which a pid reused
 //! in between can fool.
 
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::NotifyAccess;
 use crate::sys::peer::{self, PidfdInfo};
@@ -56,10 +55,11 @@ pub(crate) struct CgroupScope {
 }
 
 impl CgroupScope {
-    pub(crate) fn new(dir: &Path, path: &str) -> CgroupScope {
-        use std::os::unix::fs::MetadataExt;
+    /// `dir`: the cgroup's directory, open — its id is read by `fstat` of that fd, never by
+    /// a path someone could have replaced since (issue 49).
+    pub(crate) fn new(dir: BorrowedFd<'_>, path: &str) -> CgroupScope {
         CgroupScope {
-            id: std::fs::metadata(dir).ok().map(|m| m.ino()),
+            id: rustix::fs::fstat(dir).ok().map(|s| s.st_ino),
             path: path.to_owned(),
         }
     }
