@@ -266,6 +266,14 @@ fn assert_containment_error(parent: &Path, needle: &str) {
 #[test]
 fn a_missing_or_unusable_cgroup_parent_is_a_clear_error_that_leaves_nothing() {
     let _serial = serial();
+    // The library's event loop (its epoll fd and bell socketpair) is made once per process, at
+    // the first contained child that needs it: start it now, so that the fd tables compared
+    // below never take it for a leak when this test runs first or alone (it did, alone).
+    let warm = ChildHandle::builder(Command::new("true"))
+        .contain(Containment::Cgroup)
+        .spawn()
+        .unwrap();
+    warm.close().unwrap();
     let own = own_cgroup_dir();
     assert_containment_error(&own.join("no-such-cgroup-parent"), "does not exist");
     assert_containment_error(&std::env::temp_dir(), "not a cgroup v2 directory");
@@ -275,6 +283,13 @@ fn a_missing_or_unusable_cgroup_parent_is_a_clear_error_that_leaves_nothing() {
     std::fs::write(full.join("cgroup.max.descendants"), "0").unwrap();
     assert_containment_error(&full, "cgroup.max.descendants");
     std::fs::remove_dir(&full).unwrap();
+    // A parent another user owns (issue 49): that user could move the server out of it. (The
+    // chown needs root, as the cgroups above do.)
+    let foreign = own.join(format!("cg-test-foreign-{}", std::process::id()));
+    std::fs::create_dir(&foreign).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    assert_containment_error(&foreign, "owned by uid 65534");
+    std::fs::remove_dir(&foreign).unwrap();
     // A threaded parent: the new cgroup is made ("domain invalid") but the child cannot
     // join it — an error of the placement before exec, reported from the child.
     let domain = own.join(format!("cg-test-threaded-{}", std::process::id()));

@@ -74,6 +74,25 @@ pub(crate) struct Cgroup {
 /// Counter for unique names within this process (the pid makes them unique across processes).
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
+/// A cgroup parent must be root's or ours (issue 49): the owner of a delegated parent can move
+/// our server out of the cgroup we make there, or rename it under the guardian. Root working
+/// in another user's delegated subtree would give that user the server's containment.
+fn trust_parent(path: &Path, fd: &OwnedFd) -> io::Result<()> {
+    let owner = rustix::fs::fstat(fd)?.st_uid;
+    let me = rustix::process::geteuid().as_raw();
+    if owner == me || owner == 0 {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "cgroup parent {} is owned by uid {owner}, neither root nor us (uid {me}): that \
+             user could move the server out of its cgroup; use a parent owned by root or by us",
+            path.display()
+        ),
+    ))
+}
+
 impl Cgroup {
     /// Where a new cgroup goes: `parent`, or the cgroup this process runs in; opened
     /// (`O_DIRECTORY | O_NOFOLLOW`) and checked to be a cgroup v2 directory under the mount.
@@ -95,6 +114,7 @@ impl Cgroup {
             None => mount::own_cgroup_dir()?,
         };
         let fd = open_cgroup2(&parent)?;
+        trust_parent(&parent, &fd)?;
         let relative = parent.strip_prefix(&mount_point).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
