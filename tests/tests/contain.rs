@@ -273,7 +273,8 @@ fn a_missing_or_unusable_cgroup_parent_is_a_clear_error_that_leaves_nothing() {
         .contain(Containment::Cgroup)
         .spawn()
         .unwrap();
-    warm.close().unwrap();
+    let report = warm.close().unwrap();
+    assert!(report.reaped.is_some(), "{report}");
     let own = own_cgroup_dir();
     assert_containment_error(&own.join("no-such-cgroup-parent"), "does not exist");
     assert_containment_error(&std::env::temp_dir(), "not a cgroup v2 directory");
