@@ -85,6 +85,25 @@ if [ ${#missing[@]} -gt 0 ] && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
     done
 fi
 
+# A second unprivileged user, the local attacker of the security tests (tests/tests/security/,
+# issue 49): they run it against root's childguard. Made once, when missing; without it they
+# fail saying to run this script (or are skipped with CHILDGUARD_SKIP_PEERS=1).
+attacker=childguard-attacker
+if ! getent passwd "$attacker" >/dev/null && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
+    sudo=()
+    if [ "$(id -u)" != 0 ]; then
+        command -v sudo >/dev/null || {
+            echo "tests/run.sh: need root or sudo to make the user $attacker" \
+                 "(or set CHILDGUARD_SKIP_PEERS=1)" >&2
+            exit 1
+        }
+        sudo=(sudo)
+    fi
+    echo "tests/run.sh: useradd $attacker (the security tests' attacker)" >&2
+    "${sudo[@]}" useradd --system --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin "$attacker"
+fi
+
 # The npm peers (MCP servers, the TypeScript MCP SDK, a language server), pinned by
 # tests/package.json and its lockfile: installed here, before any test runs, so nothing is
 # downloaded while the tests run. `npm ci` again only when the lockfile changed.
