@@ -12,9 +12,10 @@
 use std::os::unix::process::CommandExt;
 
 use super::attack::{
-    attacker, cli, library_spawn, logged_dirs, one_at_a_time, Attacker, Did, Kept, Lab,
-    RuntimeDirEnv, Tally, ATTACKER,
+    attacker, cli, library_spawn, logged_dirs, one_at_a_time, Kept, Lab, RuntimeDirEnv, Tally,
+    ATTACKER,
 };
+use super::attacker::{Attacker, Did};
 
 /// The attacker on `/tmp`, its symlinks to `victim` kept in a directory of its own there.
 fn chown_racer(lab: &Lab, victim: &Kept) -> Attacker {

@@ -17,6 +17,7 @@
 //! directories, before and after the spawns. Needs root; one test at a time.
 
 mod attack;
+mod attacker;
 mod chown_race;
 mod runtime_dir_cli;
 mod runtime_dir_lib;
