@@ -136,7 +136,9 @@ fn typescript_language_server_and_its_tsservers_are_closed_by_shutdown_and_exit(
     std::fs::write(&file, source).unwrap();
     let mut cmd = Command::new(server);
     cmd.arg("--stdio");
-    let mut handle = spawn(cmd, None);
+    // The tsservers exit once their parent has: the EOF wait (until the cgroup is empty) is
+    // long only as a bound for a loaded machine.
+    let mut handle = spawn(cmd, Some("EOF:60s,TERM:2s,KILL:5s"));
     let mut lsp = client(&mut handle);
     initialize(&mut handle, &mut lsp, &root);
     let uri = file_uri(&file);

@@ -43,6 +43,11 @@ pub(crate) struct Decoder {
 }
 
 impl Decoder {
+    /// Bytes read that made no whole message yet.
+    pub(crate) fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }

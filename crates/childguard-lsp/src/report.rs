@@ -112,10 +112,13 @@ pub struct LspCloseReport {
     /// Requests of the server's answered with a `RequestCancelled` error meanwhile.
     pub refused: usize,
     /// Bytes of the server's stdout skipped as not LSP frames (a stream begun mid-message, a
-    /// stray line), and frames whose body was not JSON.
+    /// stray line).
     pub skipped_bytes: usize,
     /// Frames whose body was not JSON (dropped).
     pub garbled: usize,
+    /// Bytes read that made no whole message when the `shutdown` step ended: a message cut
+    /// short, or output that is not LSP and was not yet passed over.
+    pub partial_bytes: usize,
     /// Things worth knowing that are not errors (a wait that failed, an answer not written).
     pub notes: Vec<String>,
     /// The handle's close, after the LSP steps: its ladder, its signals, the tree's end.
@@ -171,6 +174,13 @@ impl fmt::Display for LspCloseReport {
                 f,
                 "; {} byte(s) not LSP skipped, {} body(ies) not JSON",
                 self.skipped_bytes, self.garbled
+            )?;
+        }
+        if self.partial_bytes > 0 {
+            write!(
+                f,
+                "; {} byte(s) read made no whole message",
+                self.partial_bytes
             )?;
         }
         for note in &self.notes {

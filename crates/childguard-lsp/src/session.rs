@@ -89,9 +89,14 @@ impl Listener {
         }
     }
 
-    /// Bytes skipped as not LSP, and bodies that were not JSON.
-    pub(crate) fn junk(&self) -> (usize, usize) {
-        (self.decoder.skipped, self.decoder.garbled)
+    /// Bytes skipped as not LSP, bodies that were not JSON, and bytes read that made no
+    /// whole message.
+    pub(crate) fn junk(&self) -> (usize, usize, usize) {
+        (
+            self.decoder.skipped,
+            self.decoder.garbled,
+            self.decoder.buffered(),
+        )
     }
 }
 

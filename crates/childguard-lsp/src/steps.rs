@@ -163,7 +163,7 @@ impl Steps {
             Ending::BeforeClose => Ended::BeforeShutdown,
             other => Ended::Ladder(other),
         });
-        let (skipped_bytes, garbled) = self.listener.junk();
+        let (skipped_bytes, garbled, partial_bytes) = self.listener.junk();
         LspCloseReport {
             shutdown: self.shutdown,
             shutdown_answered: self.shutdown_answered,
@@ -175,6 +175,7 @@ impl Steps {
             refused: self.listener.refused,
             skipped_bytes,
             garbled,
+            partial_bytes,
             notes: self.notes,
             close,
             total: self.began.elapsed(),
