@@ -10,6 +10,8 @@
 //! - `runtime_dir_cli.rs`, `runtime_dir_lib.rs`: root with an `XDG_RUNTIME_DIR` the user owns —
 //!   its directory stolen (root's READY must still come, CMD run), or swapped for a symlink to a
 //!   directory of root's (its mode, owner and content must stay).
+//! - `stranger.rs`: another user sending to root's notify socket (refused by the kernel), and
+//!   the owner under `notify_owner` (reaches it, still judged by `NotifyAccess`).
 //!
 //! No assertion depends on a race won or lost: what root must keep is checked after every
 //! spawn, whatever the scheduling. Each attacker shows it was in the game: it acted on root's
@@ -21,3 +23,4 @@ mod attacker;
 mod chown_race;
 mod runtime_dir_cli;
 mod runtime_dir_lib;
+mod stranger;
