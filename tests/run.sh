@@ -138,32 +138,59 @@ if ! cmp -s tests/requirements.txt "$peers_venv/.childguard-installed" 2>/dev/nu
 fi
 
 [ "${1:-}" = "--" ] && shift
-cargo test --workspace "$@"
+
+# Every pass runs even when one before it failed (cargo test --no-fail-fast within a pass), so
+# a newcomer sees the whole state; the summary at the end names the passes that failed, and
+# the script fails if any did (issue 52).
+failed=()
+pass() {
+    local name=$1
+    shift
+    printf '\n=== tests/run.sh: %s\n' "$name" >&2
+    if ! "$@"; then
+        failed+=("$name")
+    fi
+}
+
+pass "cargo test --workspace" cargo test --workspace --no-fail-fast "$@"
 
 # Both spawn paths (issue 33). The pass above runs each face as a user gets it: the CLI, the C
 # library and the Python package on our own clone3 spawn, the Rust library on std's unless a
 # test chose (Builder::own_spawn). Two more passes over the tests that spawn the most: the
 # library's on our spawn, the faces' on std's. Only for the whole suite.
 if [ $# -eq 0 ]; then
-    CHILDGUARD_SPAWN=clone3 cargo test -p childguard-tests \
+    pass "the library on our clone3 spawn" env CHILDGUARD_SPAWN=clone3 \
+        cargo test --no-fail-fast -p childguard-tests \
         --test close --test close_with --test contain --test contain_guardian \
         --test contain_leftovers --test env --test stdio --test stdio_server --test capture \
         --test capture_lines --test faults --test no_stranger --test leaks --test limits \
         --test supervise --test reaping --test tokio --test ready --test ready_exec \
         --test notify_main --test notify_watchdog --test detach --test launcher_gone \
         --test async_stdio
-    CHILDGUARD_SPAWN=std cargo test -p childguard-tests \
+    pass "the faces on std's spawn" env CHILDGUARD_SPAWN=std \
+        cargo test --no-fail-fast -p childguard-tests \
         --test cli --test ffi --test timeout --test with --test stdio_server --test init
     # The CLI as users install it (crates/childguard-cli/install.sh): static-pie on Linux with
     # glibc, no dynamic loader. Its tests once more on that binary (CHILDGUARD_TEST_CLI).
     cli_prefix="$PWD/target/cli-static"
-    CHILDGUARD_CLI_PROFILE=dev bash crates/childguard-cli/install.sh "$cli_prefix"
-    CHILDGUARD_TEST_CLI="$cli_prefix/bin/childguard" cargo test -p childguard-tests \
-        --test cli --test init --test timeout --test with --test ctrl_c --test skip_ignored
+    static_cli() {
+        CHILDGUARD_CLI_PROFILE=dev bash crates/childguard-cli/install.sh "$cli_prefix" &&
+            CHILDGUARD_TEST_CLI="$cli_prefix/bin/childguard" cargo test --no-fail-fast \
+                -p childguard-tests --test cli --test init --test timeout --test with \
+                --test ctrl_c --test skip_ignored
+    }
+    pass "the static CLI" static_cli
 fi
 
 # The Python package (crates/childguard-python): its abi3 wheel built with maturin, pip-installed
 # into a fresh venv, pytest there. Only for the whole suite: extra arguments pick Rust tests.
 if [ $# -eq 0 ]; then
-    bash crates/childguard-python/ci.sh
+    pass "the Python package (pytest)" bash crates/childguard-python/ci.sh
 fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+    printf '\ntests/run.sh: FAILED passes:\n' >&2
+    printf '  - %s\n' "${failed[@]}" >&2
+    exit 1
+fi
+echo "tests/run.sh: every pass passed" >&2
