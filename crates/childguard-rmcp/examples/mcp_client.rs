@@ -5,15 +5,17 @@
 //! cd tests && cargo run -p childguard-rmcp --example mcp_client -- npx --no-install mcp-server-everything
 //! ```
 //!
+//! (`npm ci` in `tests/` first installs the pinned server; without it npx's own error, on our
+//! stderr and in the start-up error, says the package could not be found.)
+//!
 //! Any stdio MCP server will do; `echo` and `trigger-long-running-operation` are the
 //! "everything" reference server's tools (the steps that need them say so when missing).
 
-use std::process::Command;
 use std::time::Duration;
 
 use childguard_rmcp::ChildTransport;
 use rmcp::model::CallToolRequestParams;
-use rmcp::ServiceExt;
+use tokio::process::Command;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,13 +27,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut cmd = Command::new(program);
     cmd.args(args);
 
-    // Piped stdio, stderr captured, contained, ladder EOF:2s,TERM:2s,KILL:5s.
+    // Piped stdio, stderr passed on to ours and kept, contained, gone with us, ladder
+    // EOF:2s,TERM:2s,KILL:5s.
     let transport = ChildTransport::spawn(cmd)?;
     let closed = transport.closed();
     println!("spawned pid {:?}", transport.id());
 
-    // initialize (rmcp's handshake), then the service runs in a task of its own.
-    let client = ().serve(transport).await?;
+    // initialize (rmcp's handshake), then the service runs in a task of its own. A server that
+    // fails to start: the error says how it ended and shows its last stderr lines.
+    let client = transport.serve(()).await?;
     if let Some(info) = client.peer_info() {
         println!("server: {:?}", info.server_info);
     }

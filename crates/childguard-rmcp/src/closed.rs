@@ -16,9 +16,10 @@ pub struct Closed {
 
 impl Closed {
     /// Waits until the close ended, and gives its [`CloseReport`] — also when the close
-    /// failed (the report the error carries). `None` if no report will come: the close was
-    /// cancelled mid-way or could not run (the child then went to childguard's background
-    /// reaper, which ends and reaps it).
+    /// failed (the report the error carries). `None` if no report will come: only where no
+    /// close thread could be started (`EAGAIN`) and the runtime dropped the task that stood in
+    /// for it (the child then went to childguard's background reaper, which ends and reaps
+    /// it). A close running when the process exits reports nothing either, to no one.
     pub async fn report(&self) -> Option<CloseReport> {
         let outcome = self.outcome().await?;
         match &*outcome {

@@ -20,9 +20,13 @@ impl ChildHandle {
     ///   [`Builder::stdio_channel`]). Write with [`ChildHandle::stdin`], read with
     ///   [`ChildHandle::stdout`] (on tokio, the async halves). Keep stdin in the handle (a
     ///   borrow, not [`take_stdin`](ChildHandle::take_stdin)): the close closes it.
-    /// - **stderr captured** into the bounded tail ([`Capture::stderr`](crate::Capture::stderr);
-    ///   [`Builder::stderr_passthrough`] also writes each line to ours): the close report and
-    ///   a failed spawn's error end with the server's last words.
+    /// - **stderr passed through and captured**: each line the server writes to its stderr is
+    ///   written to ours as it comes (`[program pid] line`, as rmcp's `TokioChildProcess` and
+    ///   the MCP SDKs let a server's stderr through), and kept in the bounded tail
+    ///   ([`Capture::stderr`](crate::Capture::stderr) with
+    ///   [`passthrough`](crate::Capture::passthrough)): the close report and a failed spawn's
+    ///   error end with the server's last words. `.stderr_passthrough(false)` keeps them in
+    ///   the tail only.
     /// - **The MCP close** ([`Ladder::mcp`], `EOF:2s,TERM:2s,KILL:5s`), as the MCP
     ///   specification prescribes for stdio: at the close our end of its stdin is closed (EOF);
     ///   a server that exits on it ends the close there, without a signal; after 2 s `SIGTERM`,
@@ -60,7 +64,7 @@ impl ChildHandle {
         stdio_server::set_channel(&mut command, StdioChannel::Pipes);
         ChildHandle::builder(command)
             .ladder(Ladder::mcp())
-            .capture(stdio_server::stderr_capture(false))
+            .capture(stdio_server::stderr_capture(true))
             .contain(Containment::BestEffort)
             .process_group(true)
             // Linux only (PR_SET_PDEATHSIG); elsewhere `exit_with_parent` would fail the spawn.
@@ -85,8 +89,8 @@ impl Builder {
     }
 
     /// Captures the server's stderr into the tail and also writes each line to our own stderr
-    /// as it comes (`on`), or keeps it in the tail only (see
-    /// [`Capture::passthrough`](crate::Capture::passthrough)).
+    /// as it comes (`on`, the default of [`ChildHandle::stdio_server`]), or keeps it in the
+    /// tail only (`false`; see [`Capture::passthrough`](crate::Capture::passthrough)).
     pub fn stderr_passthrough(self, on: bool) -> Builder {
         self.capture(stdio_server::stderr_capture(on))
     }
