@@ -53,10 +53,13 @@ rm -rf "$work/wheels"
 wheel="$(ls "$work"/wheels/childguard-*-abi3-*.whl)"
 echo "wheel: $wheel"
 
-step "pip install the wheel into a fresh venv (and the MCP SDK pinned by tests/requirements.txt)"
+step "pip install the wheel with its mcp extra into a fresh venv (then tests/requirements.txt)"
 rm -rf "$work/test-venv"
 "$python" -m venv "$work/test-venv"
-"$work/test-venv/bin/pip" install -q --disable-pip-version-check "$wheel" 'pytest>=7' \
+# As a user does: `pip install childguard[mcp]` brings the MCP Python SDK.
+"$work/test-venv/bin/pip" install -q --disable-pip-version-check "$wheel[mcp]"
+"$work/test-venv/bin/python" -c 'import mcp, childguard.mcp'
+"$work/test-venv/bin/pip" install -q --disable-pip-version-check 'pytest>=7' \
     -r "$repo/tests/requirements.txt"
 
 step "slowserver (the fixture server)"

@@ -18,13 +18,18 @@ unchanged. What differs is the server's life:
   "best-effort"``, the default; else its own process group; every rung to all of it), so
   that launchers (``npx`` → ``npm exec`` → ``sh -c`` → ``node``, ``uvx``) and whatever they
   start — ``setsid`` workers included — end with it;
-- its stderr is captured into the bounded tail (the report's ``output_tail``, errors), and
-  passed on line by line to ``errlog`` if one is given;
+- its stderr is passed on line by line to ``errlog`` (default ``sys.stderr``, as the SDK's)
+  *and* kept in the bounded tail (the report's ``output_tail``); an exception leaving the block
+  after the server exited by itself (a start-up failure: npm's ``E404`` through ``npx``, a
+  missing module) gets a note with how it ended and its last stderr lines;
 - the close is the MCP close as a childguard ladder, default ``EOF:2s,TERM:2s,KILL:5s``: our
   end of its stdin is closed (EOF), 2 s for it to exit, then ``SIGTERM``, 2 s, ``SIGKILL``
   (to the whole cgroup or group), 5 s for the reap — and the close reports what happened
   (:attr:`StdioClient.report`). It runs on leaving the ``async with`` block, on an exception
-  and on cancellation (shielded: a cancelled caller neither leaks the server nor skips it).
+  and on cancellation (shielded: a cancelled caller neither leaks the server nor skips it);
+- it dies with this process (``exit_with_parent=True``, the default): a host killed even by
+  ``SIGKILL`` leaves nothing behind — the kernel kills the launcher, childguard's guardian the
+  cgroup.
 
 Needs the ``mcp`` package (the MCP Python SDK, 2.x) and anyio; works under asyncio and trio.
 """
@@ -36,6 +41,7 @@ import logging
 import os
 import socket
 import subprocess
+import sys
 import threading
 from contextlib import asynccontextmanager, suppress
 from types import TracebackType
@@ -52,7 +58,7 @@ from mcp.shared.message import SessionMessage
 from ._report import CloseReport
 from ._server import Server, spawn
 
-__all__ = ["MCP_LADDER", "StdioClient", "stdio_client"]
+__all__ = ["MCP_LADDER", "START_ERROR_LINES", "StdioClient", "stdio_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +70,9 @@ MCP_LADDER = "EOF:2s,TERM:2s,KILL:5s"
 _WRITER_FLUSH_TIMEOUT = 0.5
 # After the EOF the writer has been woken (notify_closing): it ends at its next step.
 _WRITER_STOP_TIMEOUT = 2.0
+#: How many of the server's last stderr lines the note on a start-up failure shows.
+START_ERROR_LINES = 12
+
 # The errlog forwarder ends at the line socket's EOF, once the capture has ended; bounded in
 # case a process outside our reach (no cgroup: a setsid escapee) still holds the server's stderr.
 _ERRLOG_JOIN_TIMEOUT = 2.0
@@ -160,8 +169,8 @@ class StdioClient:
         ladder: str = MCP_LADDER,
         contain: Union[bool, str] = "best-effort",
         kill_mode: str = "control-group",
-        errlog: Optional[TextIO] = None,
-        exit_with_parent: bool = False,
+        errlog: Optional[TextIO] = sys.stderr,
+        exit_with_parent: bool = True,
     ) -> None:
         self.params = server
         self.ladder = ladder
@@ -191,8 +200,39 @@ class StdioClient:
         tb: Optional[TracebackType],
     ) -> Optional[bool]:
         assert self._cm is not None
-        result: Optional[bool] = await self._cm.__aexit__(exc_type, exc, tb)
+        try:
+            result: Optional[bool] = await self._cm.__aexit__(exc_type, exc, tb)
+        except BaseException as raised:
+            self._note_server_end(raised)
+            raise
+        if exc is not None and not result:
+            self._note_server_end(exc)
         return result
+
+    def _note_server_end(self, exc: BaseException) -> None:
+        """Adds to ``exc``, which leaves the block, a note naming how the server ended and its
+        last stderr lines — when it ended by itself (before the close or at its EOF, not by a
+        signal of ours) with a failure or before the close began: what a start-up failure looks
+        like, where the SDK's session says only ``Connection closed``. Python >= 3.11 prints
+        notes with the traceback; before, the lines are still on ``errlog``."""
+        report = self.report
+        if report is None or not hasattr(exc, "add_note"):
+            return
+        kind = report.ended_by.get("kind")
+        code = report.returncode
+        if not (kind == "before_close" or (kind == "eof" and code != 0)):
+            return
+        how = f"exited with status {code}" if code is not None and code >= 0 else (
+            f"died of signal {-code}" if code is not None else "ended")
+        lines = [line for line in (report.output_tail or "").splitlines() if line.strip()]
+        lines = lines[-START_ERROR_LINES:]
+        text = f"the MCP server `{report.program}` (pid {report.pid}) {how}"
+        text += " before the close" if kind == "before_close" else " at its stdin's EOF"
+        if lines:
+            text += "; its last stderr lines:\n" + "\n".join(f"    {line}" for line in lines)
+        else:
+            text += "; it wrote nothing on stderr"
+        exc.add_note(text)
 
     def _argv_env(self) -> Tuple[List[str], Dict[str, str], Any, str, str]:
         p = self.params
@@ -356,8 +396,8 @@ def stdio_client(
     ladder: str = MCP_LADDER,
     contain: Union[bool, str] = "best-effort",
     kill_mode: str = "control-group",
-    errlog: Optional[TextIO] = None,
-    exit_with_parent: bool = False,
+    errlog: Optional[TextIO] = sys.stderr,
+    exit_with_parent: bool = True,
 ) -> StdioClient:
     """``async with stdio_client(params) as (read_stream, write_stream):`` — what
     ``mcp.client.stdio.stdio_client(params)`` yields, with the server owned by childguard.
@@ -374,9 +414,12 @@ def stdio_client(
       to the server it started) or ``"mixed"`` (catchable rungs to the spawned process only;
       ``KILL`` to all).
     - ``errlog``: a text file the server's stderr lines are written to, as they come (default
-      ``None``: kept only in the bounded tail, ``report.output_tail``). Unlike the SDK's it need
-      not have a ``fileno()``.
-    - ``exit_with_parent``: the kernel kills the spawned process if this one dies.
+      ``sys.stderr``, as the SDK's; ``None``: kept only in the bounded tail,
+      ``report.output_tail``, which has them either way). Unlike the SDK's it need not have a
+      ``fileno()``.
+    - ``exit_with_parent`` (default ``True``): if this process dies, even by ``SIGKILL``, the
+      kernel kills the spawned process and childguard's guardian its cgroup (Linux). The SDK
+      has nothing of the kind: its server outlives a killed host.
 
     Keep the returned :class:`StdioClient` to read ``report`` after the block.
     """
