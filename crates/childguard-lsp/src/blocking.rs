@@ -67,12 +67,16 @@ pub(crate) fn run(
     how: &LspClose,
 ) -> Result<LspCloseReport, Error> {
     let mut steps = Steps::new();
+    let gone = steps.gone_before(&mut handle);
     let mut kept = None;
     match channel {
-        _ if steps.gone_before(&mut handle) => {}
-        Err(why) => steps.shutdown = Shutdown::NotSent(why),
+        Err(why) if !gone => steps.shutdown = Shutdown::NotSent(why),
+        Err(_) => {}
         Ok(mut channel) => {
-            speak(&mut handle, &mut channel, how, &mut steps);
+            if !gone {
+                speak(&mut handle, &mut channel, how, &mut steps);
+            }
+            channel.end_input();
             kept = Some(channel);
         }
     }

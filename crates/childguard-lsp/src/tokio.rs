@@ -53,12 +53,16 @@ where
     R: AsyncRead + Unpin,
 {
     let mut steps = Steps::new();
+    let gone = steps.gone_before(&mut handle);
     let mut kept = None;
     match channel {
-        _ if steps.gone_before(&mut handle) => {}
-        Err(why) => steps.shutdown = Shutdown::NotSent(why),
+        Err(why) if !gone => steps.shutdown = Shutdown::NotSent(why),
+        Err(_) => {}
         Ok((mut to, mut from)) => {
-            speak(&mut handle, &mut to, &mut from, how, &mut steps).await;
+            if !gone {
+                speak(&mut handle, &mut to, &mut from, how, &mut steps).await;
+            }
+            drop(to);
             kept = Some(from);
         }
     }
