@@ -229,6 +229,22 @@ fn c_stuck_read_is_closed_within_the_ladder() {
     assert!(out.contains("ended by rung 0 HUP"), "{out}");
 }
 
+/// `cg_builder_new_stdio_server` (issue 52 item 2): the stdio-server defaults every face
+/// shares — gone with a SIGKILLed host, stderr passed through and kept, the MCP close's EOF.
+#[test]
+fn c_stdio_server_defaults() {
+    let out = run_plain("stdio_server", &[]);
+    for line in [
+        "host SIGKILLed: its server gone",
+        "passthrough: on our stderr and in the tail",
+        "passthrough off: in the tail only",
+        "cg_builder_passthrough: builder is NULL",
+    ] {
+        assert!(out.contains(line), "no {line:?} in:\n{out}");
+    }
+    run_valgrind("stdio_server", &[]);
+}
+
 #[test]
 fn c_term_ignored_climbs_to_the_kill_rung() {
     let out = c_test("term_ignored");

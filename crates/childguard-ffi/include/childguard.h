@@ -654,6 +654,33 @@ char *cg_report_json(const struct cg_report *report);
 // Thread-safety: any thread, once per string.
 void cg_string_free(char *s);
 
+// A new builder for a server that speaks over its stdin and stdout — an MCP server, a
+// language server — started directly or through a launcher (`npx -y pkg`, `uvx pkg`,
+// `sh -c "…"`), with the defaults of the Rust `ChildHandle::stdio_server` and the Python
+// `childguard.mcp` adapter (each can still be changed with the `cg_builder_*` setters):
+//
+// - the channel: one `socketpair(2)` on the child's fds 0 and 1 (`CG_SOCKET_STDIO`; the C
+//   API's one stdio channel), our end `cg_socket_fd()`; the close's `shutdown` is the EOF;
+// - stderr captured into the report's `output_tail` *and* passed on to our stderr line by
+//   line as it comes (`[program pid] line`; `cg_builder_passthrough(b, false)`: the tail
+//   only), as the MCP SDKs let a server's stderr through;
+// - the MCP close `EOF:2s,TERM:2s,KILL:5s` (`@mcp`): our end shut down (EOF), 2 s for the
+//   server to exit, `SIGTERM`, 2 s, `SIGKILL`;
+// - the whole tree: a cgroup of its own when one can be made (`CG_CONTAIN_BEST_EFFORT`),
+//   else a process group of its own (the report says which);
+// - gone with us (`cg_builder_exit_with_parent(b, true)`, Linux): if this process dies, even
+//   by `SIGKILL`, the kernel kills the launcher and childguard's guardian the cgroup.
+//
+// `argv`, errors, ownership and thread-safety as `cg_builder_new`.
+struct cg_builder *cg_builder_new_stdio_server(const char *const *argv);
+
+// Whether each captured line is also written to our stderr as it comes (`[program pid]
+// line`; on: the default of `cg_builder_new_stdio_server`, off elsewhere). Without a capture
+// yet, it captures stderr. The writes are made on the library's callback thread: a stderr
+// nobody drains blocks that thread only; lines that find its queue full are not written, and
+// the report's notes count them.
+enum cg_status cg_builder_passthrough(struct cg_builder *builder, bool on);
+
 // Starts the server `builder` describes (readiness included, in this thread) and supervises
 // it: when it exits it is started again from a copy of `builder` if `policy`
 // (`CG_RESTART_*`) says so, after `delay_first_ms`, doubled after each start that did not

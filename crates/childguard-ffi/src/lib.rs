@@ -30,6 +30,8 @@ mod ptr;
 #[allow(unsafe_code)]
 pub mod report;
 #[allow(unsafe_code)]
+pub mod stdio_server;
+#[allow(unsafe_code)]
 pub mod supervisor;
 
 #[cfg(test)]
