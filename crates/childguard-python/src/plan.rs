@@ -57,6 +57,7 @@ pub struct Plan {
     capture=None, exit_with_parent=false, uid=None, gid=None, notify_owner=None,
     stdin_null=false, stdout_null=false, stderr_null=false, connect_timeout=None,
     runtime_dir=None, notify_access=None, skip_ignored=true, watchdog=None, limits=None,
+    passthrough=false,
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per Builder setting.
 pub fn plan(
@@ -86,6 +87,7 @@ pub fn plan(
     skip_ignored: bool,
     watchdog: Option<f64>,
     limits: Option<Vec<(String, String)>>,
+    passthrough: bool,
 ) -> PyResult<Plan> {
     if argv.is_empty() {
         return Err(crate::errors::config_error(
@@ -93,6 +95,16 @@ pub fn plan(
             "argv is empty: no program to run",
         ));
     }
+    // `passthrough`: each captured line also written to our stderr (fd 2, `[program pid]
+    // line`), by the library's callback thread — no Python, no GIL.
+    let capture = options::capture(py, capture)?;
+    if passthrough && capture.is_none() {
+        return Err(crate::errors::config_error(
+            py,
+            "passthrough=True needs capture= (the lines passed on are the captured ones)",
+        ));
+    }
+    let capture = capture.map(|c| c.passthrough(passthrough));
     Ok(Plan {
         argv,
         env,
@@ -113,7 +125,7 @@ pub fn plan(
         ready: options::ready(py, ready)?,
         ready_timeout: options::seconds(py, "ready_timeout", ready_timeout)?,
         connect_timeout: options::seconds(py, "connect_timeout", connect_timeout)?,
-        capture: options::capture(py, capture)?,
+        capture,
         cgroup_parent,
         runtime_dir,
         notify_owner,

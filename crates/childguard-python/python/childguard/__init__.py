@@ -29,6 +29,7 @@ from ._errors import (
 from ._ready import AllOf, AnyOf, Connect, Exec, Http, Notify, Output, Ready
 from ._report import CloseReport
 from ._server import DEFAULT_LADDER, Server, parse_ladder, spawn, spawn_async
+from ._stdio_server import MCP_LADDER, stdio_server
 from ._supervisor import SupervisionReport, Supervisor, supervise
 
 try:
@@ -53,6 +54,7 @@ __all__ = [
     "Exec",
     "Http",
     "InheritedError",
+    "MCP_LADDER",
     "Notify",
     "Output",
     "Ready",
@@ -66,6 +68,7 @@ __all__ = [
     "parse_ladder",
     "spawn",
     "spawn_async",
+    "stdio_server",
     "supervise",
 ]
 

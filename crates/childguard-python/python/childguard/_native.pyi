@@ -60,6 +60,7 @@ def plan(
     skip_ignored: bool = ...,
     watchdog: Optional[float] = ...,
     limits: Optional[List[Tuple[str, str]]] = ...,
+    passthrough: bool = ...,
 ) -> Plan: ...
 
 class Plan: ...

@@ -444,6 +444,7 @@ def _plan(p: Dict[str, Any]) -> Tuple[Any, List[str]]:
         skip_ignored=p["skip_ignored"],
         watchdog=p["watchdog"],
         limits=_limits(p["memory_max"], p["memory_high"], p["tasks_max"], p["cpu_quota"]),
+        passthrough=p.get("passthrough", False),  # stdio_server's (_stdio_server.py)
     )
     return plan, args
 

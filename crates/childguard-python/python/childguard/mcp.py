@@ -57,14 +57,12 @@ from mcp.shared.message import SessionMessage
 
 from ._report import CloseReport
 from ._server import Server, spawn
+from ._stdio_server import MCP_LADDER  # EOF:2s,TERM:2s,KILL:5s: the MCP close
 
 __all__ = ["MCP_LADDER", "START_ERROR_LINES", "StdioClient", "stdio_client"]
 
 logger = logging.getLogger(__name__)
 
-#: The MCP close (the specification's shutdown, the SDKs' timings): close the server's stdin,
-#: 2 s for it to exit, SIGTERM, 2 s, SIGKILL, 5 s for the reap.
-MCP_LADDER = "EOF:2s,TERM:2s,KILL:5s"
 
 # The SDK's window for the writer to flush messages already accepted before stdin closes.
 _WRITER_FLUSH_TIMEOUT = 0.5
