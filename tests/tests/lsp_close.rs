@@ -73,6 +73,15 @@ fn pyright_serving(test: &str) -> Option<(childguard::ChildHandle, std::path::Pa
         )
         .unwrap_or_else(|e| panic!("documentSymbol: {e}"));
     assert!(symbols.to_string().contains("greet"), "{symbols}");
+    // Idle, as an editor's server is when it is closed: its analysis of the file published.
+    let published = |m: &serde_json::Value| m["method"] == "textDocument/publishDiagnostics";
+    let deadline = Instant::now() + ANSWER;
+    while !lsp.notifications.iter().any(published) {
+        let message = lsp
+            .read_message(deadline)
+            .unwrap_or_else(|e| panic!("waiting for pyright's diagnostics: {e}"));
+        lsp.notifications.push(message);
+    }
     Some((handle, root))
 }
 

@@ -45,6 +45,7 @@ class Client:
         self.stdin, self.stdout = server.stdin, server.stdout
         self.buf = b""
         self.next_id = 1
+        self.notifications: List[Any] = []
 
     def send(self, message: Dict[str, Any]) -> None:
         body = json.dumps(message).encode()
@@ -75,6 +76,15 @@ class Client:
                 return message.get("result")
             if "id" in message and "method" in message:  # the server's request: null it
                 self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+            elif "method" in message:
+                self.notifications.append(message)
+
+    def wait_for(self, method: str) -> None:
+        """Reads until a notification ``method`` came (or had come)."""
+        while not any(n.get("method") == method for n in self.notifications):
+            message = self.read()
+            if "id" not in message:
+                self.notifications.append(message)
 
     def initialize(self, root: Path) -> Any:
         uri = root.as_uri()
@@ -135,6 +145,8 @@ def pyright_serving(tmp_path: Path) -> childguard.Server:
         "uri": uri, "languageId": "python", "version": 1, "text": source}}})
     symbols = client.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}})
     assert "greet" in json.dumps(symbols)
+    # Idle, as an editor's server is when it is closed: its analysis of the file published.
+    client.wait_for("textDocument/publishDiagnostics")
     return server
 
 
