@@ -9,11 +9,13 @@ use std::io::Write;
 use std::process::Command;
 use std::time::Duration;
 
-use childguard::{ChildHandle, Ending, Signal};
+use childguard::{ChildHandle, Ending, Signal, StdioChannel};
 use childguard_lsp::{Ended, Exit, LspClose, LspCloseReport, Shutdown};
+use childguard_tests::lsp::LspClient;
 use childguard_tests::stdio_peers::fixture;
 use childguard_tests::*;
 use lsp_close_util::*;
+use serde_json::json;
 
 /// Short steps: these servers never answer (but `asks`, which answers at once).
 const SHORT: LspClose = LspClose {
@@ -221,4 +223,47 @@ fn an_exited_server_gets_nothing_and_a_handle_without_pipes_goes_straight_to_its
         report.total < Duration::from_secs(2),
         "no step waited: {report}"
     );
+}
+
+/// A server on a socketpair (`StdioChannel::Socketpair`): `close` and `close_async` speak over
+/// copies of the handle's socket, and the end of file is its shutdown for writing.
+#[test]
+fn a_socketpair_channel_is_spoken_over_by_close_and_close_async() {
+    for asynchronous in [false, true] {
+        let mut cmd = Command::new("python3");
+        cmd.arg(fixture("odd_lsp.py")).arg("asks");
+        let handle = ChildHandle::stdio_server(cmd)
+            .stdio_channel(StdioChannel::Socketpair)
+            .spawn()
+            .unwrap();
+        let mut to = handle
+            .socket()
+            .expect("the socketpair")
+            .try_clone()
+            .unwrap();
+        let mut lsp = LspClient::new(to.try_clone().unwrap());
+        let init = lsp
+            .request(&mut to, "initialize", json!({"capabilities": {}}), ANSWER)
+            .unwrap();
+        assert!(init["fixture"]["pid"].is_u64(), "{init}");
+        lsp.notify(&mut to, "initialized", json!({})).unwrap();
+        drop((lsp, to));
+        let (dir, members) = tree(&handle);
+        let how = LspClose {
+            shutdown_timeout: ANSWER,
+            exit_grace: ANSWER,
+        };
+        let report = if asynchronous {
+            multi_thread_runtime().block_on(childguard_lsp::close_async(handle, how))
+        } else {
+            childguard_lsp::close(handle, how)
+        };
+        let report = report.unwrap();
+        eprintln!("socketpair (async: {asynchronous}): {report}");
+        assert_eq!(report.shutdown, Shutdown::Answered, "{report}");
+        assert_eq!(report.refused, 1, "{report}");
+        assert_eq!(report.ended_by, Ended::Exit, "{report}");
+        assert!(report.is_clean(), "{report}");
+        assert_nothing_left(&report.close, &dir, &members);
+    }
 }

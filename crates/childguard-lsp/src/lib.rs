@@ -15,8 +15,8 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut cmd = Command::new("pyright-langserver");
 //! cmd.arg("--stdio");
-//! // Piped stdin and stdout, stderr captured, the whole tree contained, the ladder
-//! // EOF:2s,TERM:2s,KILL:5s, gone with us.
+//! // Piped stdin and stdout, stderr passed on and kept in the tail, the whole tree contained,
+//! // the ladder EOF:2s,TERM:2s,KILL:5s, gone with us.
 //! let mut server = ChildHandle::stdio_server(cmd).spawn()?;
 //! // … `initialize` and the session, over server.stdin() and server.stdout() …
 //! let how = LspClose { shutdown_timeout: Duration::from_secs(2), exit_grace: Duration::from_secs(2) };
