@@ -231,3 +231,27 @@ def test_servers_that_misbehave_on_their_output(tmp_path: Path, mode: str, outco
     if mode == "huge-length":
         assert "99999999999" in (report.shutdown_detail or ""), report
     assert_nothing_left(members, report)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="cgroups, pidfds")
+def test_stdio_server_on_a_socketpair(tmp_path: Path) -> None:
+    """childguard.stdio_server(socket="stdio"): the close speaks over the socket, and the end of
+    file is its shutdown for writing."""
+    fixture = str(TESTS / "fixtures" / "odd_lsp.py")
+    server = childguard.stdio_server([sys.executable, fixture, "asks"], socket="stdio",
+                                     passthrough=False)
+    assert server.stdin is None and server.socket is not None
+    sock = server.socket.dup()
+    client = Client.__new__(Client)
+    client.stdin, client.stdout = sock.makefile("wb", buffering=0), sock.makefile("rb", buffering=0)
+    client.buf, client.next_id, client.notifications = b"", 1, []
+    client.initialize(tmp_path)
+    client.stdin.close()
+    client.stdout.close()
+    sock.close()
+    members = tree(server)
+    report = childguard.lsp.close(server, shutdown_timeout=PATIENT, exit_grace=PATIENT)
+    print(f"socketpair: {report}")
+    assert report.shutdown == "answered" and report.refused == 1, report
+    assert report.ended_by == "exit" and report.clean, report
+    assert_nothing_left(members, report)

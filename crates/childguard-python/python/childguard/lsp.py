@@ -1,8 +1,7 @@
 """childguard.lsp: the Language Server Protocol's close for a stdio language server.
 
->>> import subprocess, childguard, childguard.lsp
->>> server = childguard.spawn(["pyright-langserver", "--stdio"], stdin=subprocess.PIPE,
-...                           stdout=subprocess.PIPE, contain="best-effort", ladder="EOF:2s,TERM:2s,KILL:5s")
+>>> import childguard, childguard.lsp
+>>> server = childguard.stdio_server(["pyright-langserver", "--stdio"])
 >>> # ... `initialize` and the session, over server.stdin and server.stdout ...
 >>> report = childguard.lsp.close(server)   # shutdown, exit, then the server's close
 >>> report.ended_by, report.clean            # ('exit', True)
@@ -38,6 +37,7 @@ import functools
 import json
 import os
 import select
+import socket
 import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -327,6 +327,13 @@ def _fd(stream: Any) -> int:
     return stream if isinstance(stream, int) else int(stream.fileno())
 
 
+def _shut_write(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
 def _close_stream(stream: Any) -> None:
     if isinstance(stream, int):
         os.close(stream)
@@ -341,18 +348,25 @@ def _close(server: Server, shutdown_timeout: float, exit_grace: float, stdin: An
     given_stdout = stdout is not None
     stdin = server.stdin if stdin is None else stdin
     stdout = server.stdout if stdout is None else stdout
+    end_input: Any = functools.partial(_close_stream, stdin)
+    if stdin is None and stdout is None and server.socket is not None:
+        # socket="stdio": one socketpair both ways (the server's close closes it); the end of
+        # file is its shutdown for writing (our copy closed alone would give none).
+        stdin = stdout = server.socket
+        end_input = functools.partial(_shut_write, server.socket)
     report = LspCloseReport()
     if server.poll() is not None:
         report.ended_by = "before_shutdown"
         report.shutdown_detail = report.exit_detail = "the server had exited"
     elif stdin is None or stdout is None:
         report.shutdown_detail = ("the server has no piped stdin and stdout (stdin=PIPE, "
-                                  "stdout=PIPE) to speak over: pass them as stdin=, stdout=")
+                                  "stdout=PIPE) nor a stdio socket to speak over: pass them as "
+                                  "stdin=, stdout=")
     else:
         steps = _Steps(server, _fd(stdin), _fd(stdout), stop)
         steps.began = began
         report = steps.report
-        steps.speak(float(shutdown_timeout), float(exit_grace), functools.partial(_close_stream, stdin))
+        steps.speak(float(shutdown_timeout), float(exit_grace), end_input)
     try:
         report.close = server._close(cancel)
     except BaseException as e:
@@ -385,7 +399,8 @@ def close(server: Server, *, shutdown_timeout: float = 2.0, exit_grace: float = 
     """The LSP close of ``server`` (see the module), then its :meth:`~childguard.Server.close`;
     blocks for up to ``shutdown_timeout + exit_grace`` seconds plus the ladder's total grace.
 
-    Speaks over ``server.stdin``/``server.stdout`` (``stdin=PIPE, stdout=PIPE``), or the
+    Speaks over ``server.stdin``/``server.stdout`` (``stdin=PIPE, stdout=PIPE``, as
+    :func:`~childguard.stdio_server` spawns), its ``socket`` (``socket="stdio"``), or the
     ``stdin=``/``stdout=`` given (files or fds you took with ``take_stdin()``/``take_stdout()``:
     now the close's — stdin is closed after ``exit``, stdout once the close returned). Both are
     made non-blocking. Whatever the server does on the protocol is an outcome in the report;
