@@ -255,3 +255,23 @@ def test_stdio_server_on_a_socketpair(tmp_path: Path) -> None:
     assert report.shutdown == "answered" and report.refused == 1, report
     assert report.ended_by == "exit" and report.clean, report
     assert_nothing_left(members, report)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="cgroups, pidfds")
+def test_aclose_cancelled_still_ends_the_tree(tmp_path: Path) -> None:
+    """The task awaiting aclose() cancelled mid-`shutdown`: the steps stop, the server's close
+    goes to childguard's background reaper (its ladder), and the tree still ends."""
+    import select
+    fixture = str(TESTS / "fixtures" / "stuck_lsp.py")
+    server = spawn([sys.executable, fixture, "--term", "ignore"], "TERM:300ms,KILL:5s")
+    Client(server).initialize(tmp_path)
+    members = tree(server)
+
+    async def cancelled() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(childguard.lsp.aclose(server, shutdown_timeout=30.0), 0.2)
+
+    asyncio.run(cancelled())
+    for pid, fd in members:
+        assert select.select([fd], [], [], PATIENT)[0], f"process {pid} still alive"
+    assert_nothing_left(members, "cancelled aclose")
