@@ -6,8 +6,9 @@
 //! a `tokio::process::Command`:
 //! - `start`: `transport.serve(())`; on a failure prints `error: {StartError}` on stdout and
 //!   exits 1; else prints `started` and closes with rmcp's `cancel()`.
-//! - `drop-exit`: serves, lists the tools, prints `pid PID cgroup PATH` (the launcher and its
-//!   cgroup, `-` if none) and `served`, then drops the client and returns from `main` at once.
+//! - `drop-exit`: serves, lists the tools, prints `pid PID cgroup PATH members P,Q,…` (the
+//!   launcher, its cgroup — `-` if none — and the cgroup's processes), then drops the client
+//!   and returns from `main` at once.
 //!
 //! Anything else exits 2. A watchdog exits 3 after 60 s.
 
@@ -61,16 +62,31 @@ fn main() -> std::process::ExitCode {
                 }
             },
             "drop-exit" => {
-                let cgroup = childguard_tests::cgroups::cgroup_of(pid)
-                    .filter(|c| c.contains("childguard-"))
-                    .unwrap_or_else(|| "-".into());
                 let client = transport.serve(()).await.expect("initialize");
                 client
                     .list_tools(Default::default())
                     .await
                     .expect("tools/list");
-                say(&format!("pid {pid} cgroup {cgroup}"));
-                say("served");
+                // The tree as it is now, before anything is dropped: the launcher's cgroup and
+                // its members.
+                let cgroup = childguard_tests::cgroups::cgroup_of(pid)
+                    .filter(|c| c.contains("childguard-"))
+                    .unwrap_or_else(|| "-".into());
+                let members = std::fs::read_to_string(
+                    childguard_tests::cgroups::cgroup_mount()
+                        .join(cgroup.trim_start_matches('/'))
+                        .join("cgroup.procs"),
+                )
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(",");
+                let members = if members.is_empty() {
+                    "-".into()
+                } else {
+                    members
+                };
+                say(&format!("pid {pid} cgroup {cgroup} members {members}"));
                 drop(client);
                 0
             }
