@@ -273,3 +273,32 @@ fn a_server_that_ignores_exit_and_catches_term_is_ended_by_kill_through_close_as
     assert_nothing_left(&report.close, &dir, &members);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `close_async`'s future dropped mid-`shutdown` (a timeout around it): the handle, dropped in
+/// the runtime, closes in the background — its ladder climbed by childguard's reaper — and the
+/// stuck server's tree still ends.
+#[test]
+fn close_async_dropped_mid_shutdown_still_ends_the_tree() {
+    let mut cmd = Command::new("python3");
+    cmd.arg(fixture("stuck_lsp.py")).args(["--term", "ignore"]);
+    let mut handle = spawn(cmd, Some("TERM:300ms,KILL:5s"));
+    let root = fresh_dir("lsp_close_dropped");
+    let mut lsp = client(&mut handle);
+    initialize(&mut handle, &mut lsp, &root);
+    drop(lsp);
+    let (_dir, members) = tree(&handle);
+    let runtime = multi_thread_runtime();
+    let cut = runtime.block_on(async {
+        let close = childguard_lsp::close_async(handle, PATIENT);
+        tokio::time::timeout(Duration::from_millis(200), close).await
+    });
+    // Deterministic: the server never answers, and `shutdown_timeout` is a minute.
+    assert!(cut.is_err(), "the close ended before the timeout: {cut:?}");
+    for (pid, pin) in &members {
+        assert!(
+            exited_within(pin, ANSWER),
+            "process {pid} of the tree outlived the dropped close"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
