@@ -28,8 +28,8 @@ impl Closed {
         }
     }
 
-    /// Waits until the close ended, and gives its outcome as `close_async` returned it; `None`
-    /// as for [`report`](Closed::report).
+    /// Waits until the close ended, and gives its outcome as the handle's close returned it;
+    /// `None` as for [`report`](Closed::report).
     pub async fn outcome(&self) -> Option<Arc<childguard::Result<CloseReport>>> {
         let mut rx = self.rx.clone();
         // The value is looked at once more after the publisher went: a report published just
