@@ -47,8 +47,14 @@ const SUFFIX_LEN: usize = 12;
 /// The private directory's mode: ours alone.
 const PRIVATE: u32 = 0o700;
 /// Its mode once the socket is given to another user: they may pass (to reach `sock` by its
-/// name), not list or write.
+/// name), not list or write. (`Ready::Notify`, the one user of it, is Linux-only.)
+#[cfg(any(target_os = "linux", test))]
 const PASSABLE: u32 = 0o711;
+
+/// `mode` as rustix's `Mode` (`mode_t` is 16 bits on macOS and FreeBSD; our modes fit).
+fn as_mode(bits: u32) -> Mode {
+    Mode::from_bits_truncate(bits as _)
+}
 
 /// The private directory and the socket file in it. Both are removed on drop.
 #[derive(Debug)]
@@ -111,6 +117,7 @@ impl SocketDir {
         Ok(())
     }
 
+    #[cfg(any(target_os = "linux", test))]
     /// For a child that runs as `uid:gid`: the socket (mode 0600) becomes theirs, and the
     /// directory — still ours — lets them pass (0711). Never by path: the socket by its name
     /// in the directory we hold, not following a symlink; the directory by its fd.
@@ -121,13 +128,8 @@ impl SocketDir {
                 format!("{what} {} to {uid}:{gid}: {e}", self.path.display()),
             )
         };
-        rustix::fs::chmodat(
-            &self.dir,
-            SOCKET_NAME,
-            Mode::from_raw_mode(0o600),
-            AtFlags::empty(),
-        )
-        .map_err(|e| named("chmod 0600 of", e))?;
+        rustix::fs::chmodat(&self.dir, SOCKET_NAME, as_mode(0o600), AtFlags::empty())
+            .map_err(|e| named("chmod 0600 of", e))?;
         rustix::fs::chownat(
             &self.dir,
             SOCKET_NAME,
@@ -136,7 +138,7 @@ impl SocketDir {
             AtFlags::SYMLINK_NOFOLLOW,
         )
         .map_err(|e| named("chown of", e))?;
-        rustix::fs::fchmod(&self.dir, Mode::from_raw_mode(PASSABLE))
+        rustix::fs::fchmod(&self.dir, as_mode(PASSABLE))
             .map_err(|e| named("chmod 0711 of the directory of", e))
     }
 
@@ -212,7 +214,7 @@ pub(crate) fn make_private_dir(base: &TrustedDir) -> io::Result<SocketDir> {
     };
     for _ in 0..100 {
         let name = format!("{DIR_PREFIX}{}", random_suffix());
-        match rustix::fs::mkdirat(base.fd(), name.as_str(), Mode::from_raw_mode(PRIVATE)) {
+        match rustix::fs::mkdirat(base.fd(), name.as_str(), as_mode(PRIVATE)) {
             Ok(()) => {}
             Err(rustix::io::Errno::EXIST) => continue,
             Err(e) => return Err(failed("creating", e.into())),
@@ -265,7 +267,7 @@ fn open_made(base: &TrustedDir, name: &str) -> io::Result<OwnedFd> {
             ),
         ));
     }
-    rustix::fs::fchmod(dir.as_fd(), Mode::from_raw_mode(PRIVATE))?;
+    rustix::fs::fchmod(dir.as_fd(), as_mode(PRIVATE))?;
     Ok(dir)
 }
 
