@@ -10,7 +10,6 @@ use crate::base::signal::Signal;
 use crate::close::ladder::Ladder;
 use crate::core::wait::Interrupt;
 use crate::handle::readiness::{self, NotifyAccess, Ready};
-use crate::handle::ChildHandle;
 use crate::process::containment::limits::Limits;
 use crate::process::containment::{Containment, KillMode};
 use crate::spawn::capture::Capture;
@@ -20,6 +19,7 @@ use crate::spawn::capture::Capture;
 use {
     crate::close::report::CloseReport,
     crate::error::ErrorKind,
+    crate::handle::ChildHandle,
     std::{io, os::unix::net::UnixStream},
 };
 
@@ -245,18 +245,14 @@ impl Builder {
     }
 
     /// With [`SocketMode::Activation`] or [`Ready::Notify`]: the directory in which the
-    /// private socket directory is made (default `$XDG_RUNTIME_DIR`, else `/tmp`).
-    ///
-    /// At `spawn()` the path is resolved (made absolute against the current directory, `..`
-    /// and symlinks resolved: a relative `NOTIFY_SOCKET` is refused by libsystemd, and the
-    /// child may change directory) and then trusted only if nobody but root and us can change
-    /// it: it must be ours and not writable by group or others (or a sticky directory of
-    /// root's, as `/tmp` is), and every directory on the way root's or ours. Otherwise
-    /// `spawn()` fails with an [`ErrorKind::Config`] error naming the directory, its owner and
-    /// its mode — never a silent fallback. (`$XDG_RUNTIME_DIR` that fails the same check is
-    /// passed over for `/tmp`, with a `tracing` debug event saying why: `su` without `-`
-    /// leaves root with another user's.) Everything made in it afterwards is made and removed
-    /// through file descriptors; see docs/security.md. The socket path must fit `sun_path`.
+    /// private socket directory is made (default `$XDG_RUNTIME_DIR`, else `/tmp`). At
+    /// `spawn()` it is resolved (absolute, no `..` nor symlink: libsystemd refuses a relative
+    /// `NOTIFY_SOCKET`) and trusted only if nobody but root and us can change it — ours and
+    /// not group/other-writable, or sticky and root's like `/tmp`, every directory on the way
+    /// root's or ours — else an [`ErrorKind::Config`] error naming its owner and mode. (An
+    /// unsafe `$XDG_RUNTIME_DIR` is passed over for `/tmp`, said by a `tracing` debug event.)
+    /// Everything in it is then made and removed through fds: docs/security.md. The socket
+    /// path must fit `sun_path`.
     pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
         self.runtime_dir = Some(dir.into());
         self
@@ -300,11 +296,9 @@ impl Builder {
     }
 
     /// With [`Ready::Notify`], for a child that runs as another user (`CommandExt::uid`/`gid`,
-    /// e.g. postgres, which refuses to run as root): the socket file becomes `uid:gid`'s (mode
-    /// 0600, by `fchownat(AT_SYMLINK_NOFOLLOW)` in the directory we hold), so that the child
-    /// can send on it. The private directory stays ours — mode 0711, so the child can reach
-    /// the socket by name and list nothing: another user never owns a directory we keep
-    /// working in (issue 49). Needs the privilege to chown (root). Default: owned by us.
+    /// e.g. postgres): the socket file becomes `uid:gid`'s (0600, `fchownat` in the directory
+    /// we hold) so the child can send on it; the directory stays ours, 0711 — another user
+    /// never owns a directory we work in. Needs root. Default: owned by us.
     pub fn notify_owner(mut self, uid: u32, gid: u32) -> Builder {
         self.notify_owner = Some((uid, gid));
         self
@@ -468,41 +462,5 @@ impl Builder {
     pub fn force_portable(mut self, on: bool) -> Builder {
         self.portable = on;
         self
-    }
-}
-
-impl ChildHandle {
-    /// Starts configuring a handle for `command`.
-    pub fn builder(command: Command) -> Builder {
-        Builder {
-            command,
-            socket: SocketMode::None,
-            ladder: None,
-            process_group: false,
-            exit_with_parent: false,
-            death_signal: Signal::KILL,
-            ignore_sigpipe: false,
-            own_spawn: None,
-            start_signals: crate::sys::StartSignals::default(),
-            reap: None,
-            portable: false,
-            release_memory: true,
-            skip_ignored: true,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            runtime_dir: None,
-            capture: None,
-            containment: Containment::None,
-            kill_mode: KillMode::default(),
-            cgroup_parent: None,
-            limits: Limits::default(),
-            ready: None,
-            ready_timeout: readiness::DEFAULT_READY_TIMEOUT,
-            notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,
-            notify_owner: None,
-            notify_access: NotifyAccess::default(),
-            watchdog: None,
-            on_watchdog: None,
-            interrupt: None,
-        }
     }
 }

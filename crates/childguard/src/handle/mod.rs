@@ -326,3 +326,41 @@ pub(crate) fn no_child() -> Error {
         ),
     )
 }
+
+// Beside the type rather than in `builder.rs`: the one place that lists every option's
+// default.
+impl ChildHandle {
+    /// Starts configuring a handle for `command`.
+    pub fn builder(command: std::process::Command) -> Builder {
+        Builder {
+            command,
+            socket: SocketMode::None,
+            ladder: None,
+            process_group: false,
+            exit_with_parent: false,
+            death_signal: crate::base::signal::Signal::KILL,
+            ignore_sigpipe: false,
+            own_spawn: None,
+            start_signals: crate::sys::StartSignals::default(),
+            reap: None,
+            portable: false,
+            release_memory: true,
+            skip_ignored: true,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            runtime_dir: None,
+            capture: None,
+            containment: crate::process::containment::Containment::None,
+            kill_mode: crate::process::containment::KillMode::default(),
+            cgroup_parent: None,
+            limits: crate::process::containment::limits::Limits::default(),
+            ready: None,
+            ready_timeout: readiness::DEFAULT_READY_TIMEOUT,
+            notify_extend_max: readiness::DEFAULT_NOTIFY_EXTEND_MAX,
+            notify_owner: None,
+            notify_access: readiness::NotifyAccess::default(),
+            watchdog: None,
+            on_watchdog: None,
+            interrupt: None,
+        }
+    }
+}
