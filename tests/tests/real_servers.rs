@@ -527,7 +527,11 @@ fn activation_path_too_long_is_a_config_error() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Config, "{err}");
     assert!(err.to_string().contains("sun_path"), "{err}");
-    assert_eq!(std::fs::read_dir(&rt).unwrap().count(), 0, "nothing made in it");
+    assert_eq!(
+        std::fs::read_dir(&rt).unwrap().count(),
+        0,
+        "nothing made in it"
+    );
     std::fs::remove_dir(&rt).unwrap();
 }
 
