@@ -609,8 +609,16 @@ fn activation_exec_failure_is_reported_by_spawn() {
     // Found (a file with x bits) but not executable as a program: execve fails in the child.
     let rt = runtime_dir("exec-fails");
     let fake = rt.join("not-a-program");
-    std::fs::write(&fake, b"\x7fELF garbage").unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Written by a shell of its own, not by this process: a writable fd of ours would be
+    // inherited by a child another test thread forks meanwhile and held until that child's
+    // exec, and our execve of the file then fails with ETXTBSY, not ENOEXEC (seen once in a
+    // flake hunt under two CPU hogs).
+    let wrote = Command::new("sh")
+        .args(["-c", r#"printf '\177ELF garbage' > "$0" && chmod 755 "$0""#])
+        .arg(&fake)
+        .status()
+        .unwrap();
+    assert!(wrote.success(), "writing {}", fake.display());
     let err = ChildHandle::builder(Command::new(&fake))
         .socket(SocketMode::Activation { name: None })
         .runtime_dir(&rt)
