@@ -108,7 +108,8 @@ Examples:
   childguard run --timeout 30s -- make test
       timeout(1) with the default ladder: HUP, 1s later TERM, 2s later KILL
   childguard run --timeout 200ms --ladder HUP:100ms,KILL --report json -- ./server
-      exits 124 after ~300ms; the JSON report shows HUP, then KILL
+      exits 124 after ~300ms; the JSON report shows HUP, then KILL (or HUP skipped, KILL
+      at once, for a server that ignores HUP)
   childguard run --group --ladder TERM:5s,KILL -- ./start-workers.sh
       Ctrl-C: INT (forwarded in TERM's place) to the whole group; again: KILL at once
   my-harness | childguard run --stop-on-stdin-eof -- nbdkit -f memory 1G
