@@ -27,6 +27,33 @@ def skip_peers() -> bool:
     return os.environ.get("CHILDGUARD_SKIP_PEERS") == "1"
 
 
+def missing_peer(what: str) -> None:
+    """A peer the test needs is missing: fail saying how to install it (a skip only with
+    CHILDGUARD_SKIP_PEERS=1)."""
+    if skip_peers():
+        pytest.skip(f"{what} (CHILDGUARD_SKIP_PEERS=1)")
+    pytest.fail(f"{what}: run `bash tests/run.sh` once (it installs them), or set "
+                "CHILDGUARD_SKIP_PEERS=1", pytrace=False)
+
+
+def proc_start(pid: int) -> int:
+    """The start time of `pid` (field 22 of /proc/PID/stat): with the pid, it names one
+    process even after the pid is reused."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def proc_alive(pid: int, start: int) -> bool:
+    """Whether the process `pid` that started at `start` is alive: there, the same start
+    time, and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return int(fields[19]) == start and fields[0] != "Z"
+
+
 def need(name: str, candidates: List[str], install: str) -> str:
     """The first existing candidate; else a failure saying what to install (a skip only with
     CHILDGUARD_SKIP_PEERS=1)."""

@@ -27,17 +27,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from conftest import REPO, skip_peers
+from conftest import REPO, missing_peer
 
 TESTS = REPO / "tests"  # the repository's tests/: package.json, node_modules/, fixtures/
 FIXTURES = TESTS / "fixtures"
-
-
-def _missing(what: str) -> None:
-    if skip_peers():
-        pytest.skip(f"{what} (CHILDGUARD_SKIP_PEERS=1)")
-    pytest.fail(f"{what}: run `bash tests/run.sh` once (it installs them), or set "
-                "CHILDGUARD_SKIP_PEERS=1", pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +39,7 @@ def mcp_sdk() -> Any:
         import anyio  # noqa: F401
         import mcp
     except ImportError as e:
-        _missing(f"the MCP Python SDK is missing in {sys.executable} ({e}; ci.sh installs "
+        missing_peer(f"the MCP Python SDK is missing in {sys.executable} ({e}; ci.sh installs "
                  "tests/requirements.txt)")
     return mcp
 
@@ -57,10 +50,10 @@ def everything() -> Any:
     from mcp import StdioServerParameters
 
     if not (TESTS / "node_modules" / ".bin" / "mcp-server-everything").exists():
-        _missing(f"{TESTS}/node_modules/.bin/mcp-server-everything is missing (npm ci in "
+        missing_peer(f"{TESTS}/node_modules/.bin/mcp-server-everything is missing (npm ci in "
                  "tests/, needs Debian's nodejs and npm)")
     if shutil.which("npx") is None:
-        _missing("npx is not on PATH (Debian's npm)")
+        missing_peer("npx is not on PATH (Debian's npm)")
     return StdioServerParameters(command="npx", args=["--no-install", "mcp-server-everything"],
                                  cwd=str(TESTS))
 

@@ -27,19 +27,12 @@ from typing import Dict, List
 
 import pytest
 
-from conftest import REPO, skip_peers
+from conftest import REPO, missing_peer, proc_alive
 
 TESTS = REPO / "tests"
 NO_SUCH_SERVER = "childguard-no-such-mcp-server"
 # npm's own line (npm >= 10 says "npm error code …", older "npm ERR! code …").
 NPMS_LINE = re.compile(r"npm (error|ERR!) code ENOTCACHED")
-
-
-def _missing(what: str) -> None:
-    if skip_peers():
-        pytest.skip(f"{what} (CHILDGUARD_SKIP_PEERS=1)")
-    pytest.fail(f"{what}: run `bash tests/run.sh` once (it installs them), or set "
-                "CHILDGUARD_SKIP_PEERS=1", pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +41,7 @@ def mcp_sdk() -> None:
         import anyio  # noqa: F401
         import mcp  # noqa: F401
     except ImportError as e:
-        _missing(f"the MCP Python SDK is missing in {sys.executable} ({e}; "
+        missing_peer(f"the MCP Python SDK is missing in {sys.executable} ({e}; "
                  "`pip install childguard[mcp]`, as ci.sh does)")
 
 
@@ -56,7 +49,7 @@ def mcp_sdk() -> None:
 def npx() -> str:
     found = shutil.which("npx")
     if found is None:
-        _missing("npx is not on PATH (Debian's npm)")
+        missing_peer("npx is not on PATH (Debian's npm)")
     assert found is not None
     return found
 
@@ -190,15 +183,6 @@ def _descendants(root: int) -> Dict[int, int]:
     return found
 
 
-def _alive(pid: int, start: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return int(fields[19]) == start and fields[0] != "Z"
-
-
 @pytest.mark.parametrize("server", ["stubborn", "everything"])
 def test_the_host_sigkilled_leaves_nothing_within_2s_by_default(
         mcp_sdk: None, npx: str, server: str) -> None:
@@ -216,7 +200,7 @@ def test_the_host_sigkilled_leaves_nothing_within_2s_by_default(
         command = [sys.executable, str(TESTS / "fixtures" / "stubborn_mcp.py")]
     else:
         if not (TESTS / "node_modules" / ".bin" / "mcp-server-everything").exists():
-            _missing(f"{TESTS}/node_modules/.bin/mcp-server-everything is missing (npm ci in "
+            missing_peer(f"{TESTS}/node_modules/.bin/mcp-server-everything is missing (npm ci in "
                      "tests/, needs Debian's nodejs and npm)")
         command = ["npx", "--no-install", "mcp-server-everything"]
     host = _host(SESSION_HOST, "new", *command)
@@ -231,7 +215,7 @@ def test_the_host_sigkilled_leaves_nothing_within_2s_by_default(
         host.wait(timeout=10)
         killed = time.monotonic()
         while time.monotonic() - killed < 2.0:
-            left = [pid for pid, start in procs.items() if _alive(pid, start)]
+            left = [pid for pid, start in procs.items() if proc_alive(pid, start)]
             if not left:
                 break
             time.sleep(0.02)
@@ -244,7 +228,7 @@ def test_the_host_sigkilled_leaves_nothing_within_2s_by_default(
             host.kill()
             host.wait()
         for pid, start in procs.items():
-            if _alive(pid, start):
+            if proc_alive(pid, start):
                 os.kill(pid, signal.SIGKILL)
 
 

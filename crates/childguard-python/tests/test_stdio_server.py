@@ -21,7 +21,7 @@ from typing import Dict
 import pytest
 
 import childguard
-from conftest import REPO
+from conftest import REPO, proc_alive, proc_start
 
 TESTS = REPO / "tests"
 ECHO = "echo 'a server log line' >&2; exec cat"
@@ -77,20 +77,6 @@ def test_stderr_is_passed_on_to_ours_unless_told_not_to(mode: str) -> None:
     assert len(passed) == (1 if mode == "echo" else 0), stderr
 
 
-def _alive(pid: int, start: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return int(fields[19]) == start and fields[0] != "Z"
-
-
-def _start(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[19])
-
-
 def test_a_sigkilled_host_leaves_nothing_within_2s(tmp_path: Path) -> None:
     """The stubborn fixture (ignores EOF, TERM, HUP; a ``setsid`` worker) under a host that is
     SIGKILLed: server and worker gone within 2 s (exit_with_parent: the kernel's SIGKILL, the
@@ -112,13 +98,13 @@ def test_a_sigkilled_host_leaves_nothing_within_2s(tmp_path: Path) -> None:
                 time.sleep(0.02)
         else:
             pytest.fail(f"the stubborn fixture never wrote {pidfile}")
-        procs = {pid: _start(pid) for pid in pids}
+        procs = {pid: proc_start(pid) for pid in pids}
         host.send_signal(signal.SIGKILL)
         host.wait(timeout=10)
         killed = time.monotonic()
         left = list(procs)
         while left and time.monotonic() - killed < 2.0:
-            left = [pid for pid, start in procs.items() if _alive(pid, start)]
+            left = [pid for pid, start in procs.items() if proc_alive(pid, start)]
             time.sleep(0.02)
         print(f"host SIGKILLed: server and worker {sorted(procs)} left {left} after "
               f"{time.monotonic() - killed:.3f} s")
@@ -128,7 +114,7 @@ def test_a_sigkilled_host_leaves_nothing_within_2s(tmp_path: Path) -> None:
             host.kill()
             host.wait()
         for pid, start in procs.items():
-            if _alive(pid, start):
+            if proc_alive(pid, start):
                 os.kill(pid, signal.SIGKILL)
 
 
