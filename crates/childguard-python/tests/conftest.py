@@ -12,9 +12,12 @@ import glob
 import os
 import re
 import shutil
+import signal
 import socket
+import subprocess
+import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -52,6 +55,34 @@ def proc_alive(pid: int, start: int) -> bool:
     except OSError:
         return False
     return int(fields[19]) == start and fields[0] != "Z"
+
+
+def sigkill_host(host: subprocess.Popen[str], procs: Dict[int, int],
+                 within: float = 2.0) -> Tuple[List[int], float]:
+    """SIGKILLs `host`, reaps it, then looks every 20 ms for up to `within` s at the processes
+    of `procs` (pid -> start time): those still alive when they are all gone or the time is
+    up, and how long after the kill that was."""
+    host.send_signal(signal.SIGKILL)
+    host.wait(timeout=10)
+    killed = time.monotonic()
+    left = list(procs)
+    while time.monotonic() - killed < within:
+        left = [pid for pid, start in procs.items() if proc_alive(pid, start)]
+        if not left:
+            break
+        time.sleep(0.02)
+    return left, time.monotonic() - killed
+
+
+def end_host_and_leftovers(host: subprocess.Popen[str], procs: Dict[int, int]) -> None:
+    """After a test, whatever happened: the host killed and reaped, and every process of
+    `procs` still alive SIGKILLed."""
+    if host.poll() is None:
+        host.kill()
+        host.wait()
+    for pid, start in procs.items():
+        if proc_alive(pid, start):
+            os.kill(pid, signal.SIGKILL)
 
 
 def need(name: str, candidates: List[str], install: str) -> str:

@@ -18,16 +18,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from typing import Dict, List
 
 import pytest
 
-from conftest import REPO, missing_peer, proc_alive
+from conftest import REPO, end_host_and_leftovers, missing_peer, sigkill_host
 
 TESTS = REPO / "tests"
 NO_SUCH_SERVER = "childguard-no-such-mcp-server"
@@ -211,25 +209,12 @@ def test_the_host_sigkilled_leaves_nothing_within_2s_by_default(
         assert line.startswith("READY "), (line, host.stderr.read() if host.stderr else "")
         procs = _descendants(int(line.split()[1]))
         assert len(procs) >= 2, f"two processes at least: {procs}"
-        host.send_signal(signal.SIGKILL)
-        host.wait(timeout=10)
-        killed = time.monotonic()
-        while time.monotonic() - killed < 2.0:
-            left = [pid for pid, start in procs.items() if proc_alive(pid, start)]
-            if not left:
-                break
-            time.sleep(0.02)
-        took = time.monotonic() - killed
+        left, took = sigkill_host(host, procs)
         print(f"{server}: host SIGKILLed: {len(procs)} processes {sorted(procs)}, left {left} "
               f"after {took:.3f} s")
         assert left == [], f"alive 2 s after the host's SIGKILL: {left} of {procs}"
     finally:
-        if host.poll() is None:
-            host.kill()
-            host.wait()
-        for pid, start in procs.items():
-            if proc_alive(pid, start):
-                os.kill(pid, signal.SIGKILL)
+        end_host_and_leftovers(host, procs)
 
 
 def test_the_mcp_extra_pins_the_sdk_the_tests_run_against() -> None:

@@ -9,8 +9,6 @@ runs one.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -21,7 +19,7 @@ from typing import Dict
 import pytest
 
 import childguard
-from conftest import REPO, proc_alive, proc_start
+from conftest import REPO, end_host_and_leftovers, proc_start, sigkill_host
 
 TESTS = REPO / "tests"
 ECHO = "echo 'a server log line' >&2; exec cat"
@@ -99,23 +97,12 @@ def test_a_sigkilled_host_leaves_nothing_within_2s(tmp_path: Path) -> None:
         else:
             pytest.fail(f"the stubborn fixture never wrote {pidfile}")
         procs = {pid: proc_start(pid) for pid in pids}
-        host.send_signal(signal.SIGKILL)
-        host.wait(timeout=10)
-        killed = time.monotonic()
-        left = list(procs)
-        while left and time.monotonic() - killed < 2.0:
-            left = [pid for pid, start in procs.items() if proc_alive(pid, start)]
-            time.sleep(0.02)
+        left, took = sigkill_host(host, procs)
         print(f"host SIGKILLed: server and worker {sorted(procs)} left {left} after "
-              f"{time.monotonic() - killed:.3f} s")
+              f"{took:.3f} s")
         assert left == [], f"alive 2 s after the host's SIGKILL: {left}"
     finally:
-        if host.poll() is None:
-            host.kill()
-            host.wait()
-        for pid, start in procs.items():
-            if proc_alive(pid, start):
-                os.kill(pid, signal.SIGKILL)
+        end_host_and_leftovers(host, procs)
 
 
 def test_bad_input_is_an_error_before_the_spawn() -> None:
