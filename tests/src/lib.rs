@@ -199,6 +199,13 @@ pub fn is_alive(pid: u32) -> bool {
     matches!(proc_state(pid), Some(s) if s != 'Z' && s != 'X')
 }
 
+/// Those of `pids` still alive after up to `limit` (empty: all gone in time). "Alive" as
+/// [`is_alive`]: not a zombie, so a killed orphan its reaper has not reaped yet counts as gone.
+pub fn left_after(pids: &[u32], limit: Duration) -> Vec<u32> {
+    eventually(limit, || pids.iter().all(|&p| !is_alive(p)));
+    pids.iter().copied().filter(|&p| is_alive(p)).collect()
+}
+
 /// Waits up to `limit` for `cond`, checking every millisecond. Returns whether it held.
 pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;

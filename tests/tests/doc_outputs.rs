@@ -316,13 +316,8 @@ fn npx_launcher_gone() {
         "npx_launcher_gone",
         &cli_lines(&out.stderr),
     );
-    assert!(
-        eventually(Duration::from_secs(2), || tree
-            .iter()
-            .all(|&p| !is_alive(p))),
-        "left: {:?} of {tree:?}: {stderr}",
-        tree.iter().filter(|&&p| is_alive(p)).collect::<Vec<_>>()
-    );
+    let left = left_after(&tree, Duration::from_secs(2));
+    assert!(left.is_empty(), "left: {left:?} of {tree:?}: {stderr}");
 }
 
 /// docs/stdio-servers.md, the rmcp adapter's example (`crates/childguard-rmcp/examples/

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use childguard::{ChildHandle, Containment, Ending, Signal};
 use childguard_cli::procs::descendants_of;
-use childguard_tests::{eventually, is_alive, ladder, sh, stdio_peers};
+use childguard_tests::{eventually, is_alive, ladder, left_after, sh, stdio_peers};
 
 /// Spawns `script` under `sh -c`, contained (`KillMode::Mixed`, the default: catchable rungs
 /// to the main process only), and waits until the launcher's child is the server: `sleep` run
@@ -168,13 +168,8 @@ fn assert_npx_closed_at_once(mode: &str, test: &str) {
         took < Duration::from_millis(1500),
         "took {took:?}: {report}"
     );
-    assert!(
-        eventually(Duration::from_secs(2), || tree
-            .iter()
-            .all(|&p| !is_alive(p))),
-        "left: {:?} of {tree:?}: {report}",
-        tree.iter().filter(|&&p| is_alive(p)).collect::<Vec<_>>()
-    );
+    let left = left_after(&tree, Duration::from_secs(2));
+    assert!(left.is_empty(), "left: {left:?} of {tree:?}: {report}");
 }
 
 #[test]

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use childguard_cli::procs::{children_of, descendants_of};
 use childguard_tests::cgroups::serial;
 use childguard_tests::stdio_peers::{fixture, mcp_python, program};
-use childguard_tests::{bin, eventually, fresh_dir, is_alive, pidfd, scratch, Pins};
+use childguard_tests::{bin, eventually, fresh_dir, is_alive, left_after, pidfd, scratch, Pins};
 
 /// The ladder of the host's close: shorter than the SDK's 2 s wait.
 const LADDER: &str = "EOF:200ms,TERM:300ms,KILL:1s";
@@ -172,12 +172,6 @@ fn read_pidfile(path: &Path) -> (u32, u32) {
         .collect();
     assert_eq!(pids.len(), 2, "pidfile {text:?}");
     (pids[0], pids[1])
-}
-
-/// Those of `pids` still alive after up to `limit` (empty: all gone in time).
-fn left_after(pids: &[u32], limit: Duration) -> Vec<u32> {
-    eventually(limit, || pids.iter().all(|&p| !is_alive(p)));
-    pids.iter().copied().filter(|&p| is_alive(p)).collect()
 }
 
 /// `sh -c 'python3 stubborn_mcp.py --pidfile P; exit $?'`: a launcher shell that stays (the
