@@ -81,20 +81,25 @@ static inline const char *slowserver_path(int argc, char **argv) {
     return argv[1];
 }
 
-/* Reads slowserver's `READY pid=... grandchild=...` line from the socket into `line`, byte by
- * byte (nothing after the newline is consumed): once it is read, the server has set up its
- * signals. */
-static inline void read_ready_line(int fd, char *line, size_t size) {
+/* Reads one line from `fd` into `line` (NUL-terminated, at most `size` - 1 bytes), byte by byte
+ * so that nothing after the newline is consumed; `what` names it in the failure. */
+static inline void read_line(int fd, char *line, size_t size, const char *what) {
     size_t n = 0;
     while (n + 1 < size) {
         ssize_t got = read(fd, line + n, 1);
         if (got < 0 && errno == EINTR)
             continue;
-        CHECK(got == 1, "reading READY: %s", got < 0 ? strerror(errno) : "EOF");
+        CHECK(got == 1, "reading %s: %s", what, got < 0 ? strerror(errno) : "EOF");
         if (line[n++] == '\n')
             break;
     }
     line[n] = '\0';
+}
+
+/* Reads slowserver's `READY pid=... grandchild=...` line from the socket into `line`: once it
+ * is read, the server has set up its signals. */
+static inline void read_ready_line(int fd, char *line, size_t size) {
+    read_line(fd, line, size, "READY");
     CHECK(strncmp(line, "READY pid=", 10) == 0, "not a READY line: %s", line);
 }
 

@@ -45,16 +45,8 @@ static cg_report *run_cat(bool passthrough, char *err, size_t err_size) {
     int fd = cg_socket_fd(h);
     CHECK(fd >= 0, "no socket");
     send_text(fd, "ping\n");
-    char echoed[16] = {0};
-    size_t n = 0;
-    while (n + 1 < sizeof echoed) {
-        ssize_t got = read(fd, echoed + n, 1);
-        if (got < 0 && errno == EINTR)
-            continue;
-        CHECK(got == 1, "reading the echo: %s", got < 0 ? strerror(errno) : "EOF");
-        if (echoed[n++] == '\n')
-            break;
-    }
+    char echoed[16];
+    read_line(fd, echoed, sizeof echoed, "the echo");
     CHECK(strcmp(echoed, "ping\n") == 0, "echoed %s", echoed);
     cg_report *r = NULL;
     OK(cg_close(h, &r));
