@@ -201,8 +201,9 @@ fn random_suffix() -> String {
     hex[..SUFFIX_LEN].to_string()
 }
 
-/// mkdtemp by fd: a new directory `base/childguard-XXXXXXXXXXXX`, mode 0700, open.
-pub(crate) fn make_private_dir(base: &TrustedDir) -> io::Result<SocketDir> {
+/// mkdtemp by fd: a new directory `base/childguard-XXXXXXXXXXXX`, mode 0700, open. The base's
+/// fd is kept by the [`SocketDir`], for the directory's removal.
+pub(crate) fn make_private_dir(base: TrustedDir) -> io::Result<SocketDir> {
     let failed = |what: &str, e: io::Error| {
         io::Error::new(
             e.kind(),
@@ -219,12 +220,10 @@ pub(crate) fn make_private_dir(base: &TrustedDir) -> io::Result<SocketDir> {
             Err(rustix::io::Errno::EXIST) => continue,
             Err(e) => return Err(failed("creating", e.into())),
         }
-        let base_fd = base.fd().try_clone_to_owned()?;
-        let opened = open_made(base, &name);
-        return match opened {
+        return match open_made(&base, &name) {
             Ok(dir) => Ok(SocketDir {
-                base: base_fd,
                 path: base.path().join(&name).join(SOCKET_NAME),
+                base: base.into_fd(),
                 name,
                 dir,
                 removed: false,
@@ -305,7 +304,7 @@ mod tests {
 
     fn made() -> SocketDir {
         let base = open_trusted(Path::new("/tmp")).unwrap();
-        make_private_dir(&base).unwrap()
+        make_private_dir(base).unwrap()
     }
 
     fn bind(dir: &SocketDir) -> std::os::unix::net::UnixDatagram {

@@ -45,6 +45,11 @@ impl TrustedDir {
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+
+    /// The open directory, for whoever keeps working in it.
+    pub(crate) fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
 }
 
 /// Where the base came from: an explicit `runtime_dir` (refused if unsafe) or the default

@@ -86,7 +86,7 @@ pub(crate) fn prepare(
     validate_name(name).map_err(|e| (ErrorKind::Config, e))?;
     let base = open_base(runtime_dir).map_err(|e| (ErrorKind::Config, e))?;
     check_path_fits(base.path()).map_err(|e| (ErrorKind::Config, e))?;
-    let dir = make_private_dir(&base).map_err(|e| (ErrorKind::Socket, e))?;
+    let dir = make_private_dir(base).map_err(|e| (ErrorKind::Socket, e))?;
     let listener = listen_on(&dir).map_err(|e| (ErrorKind::Socket, e))?;
     let pid_keys: &[&str] = if watchdog {
         &["LISTEN_PID", "WATCHDOG_PID"]
@@ -279,7 +279,7 @@ mod tests {
     #[test]
     fn private_dir_is_0700_and_removed() {
         let base = crate::base::trusted_dir::open_trusted(Path::new("/tmp")).unwrap();
-        let dir = make_private_dir(&base).unwrap();
+        let dir = make_private_dir(base).unwrap();
         let parent = dir.path().parent().unwrap().to_path_buf();
         let dir_name = parent.file_name().unwrap().to_string_lossy().into_owned();
         assert!(dir_name.starts_with(DIR_PREFIX), "{dir_name}");

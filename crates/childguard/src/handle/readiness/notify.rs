@@ -93,7 +93,7 @@ pub(crate) fn prepare(
     // neither `/` nor `@`, and the child may chdir before it sends.
     let base = open_base(runtime_dir)?;
     check_path_fits(base.path())?;
-    let dir = make_private_dir(&base)?;
+    let dir = make_private_dir(base)?;
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
         SocketType::DGRAM,
