@@ -10,10 +10,14 @@ use childguard::{ChildHandle, Containment, Ready, Signal};
 use childguard_tests::cgroups::serial;
 use childguard_tests::*;
 
+/// The signals slowserver logged, without the `CONT` that follows every catchable rung: it is
+/// best effort, and whether it arrives before the worker exits on the TERM is the scheduler's
+/// choice (under load it does, and the signal thread may log it first).
 fn logged(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
+        .filter(|l| *l != "CONT")
         .map(str::to_owned)
         .collect()
 }
