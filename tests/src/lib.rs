@@ -13,6 +13,7 @@ pub mod nbd;
 pub mod paced;
 pub mod postgres;
 pub mod probe;
+pub mod runc;
 pub mod stdio_peers;
 #[allow(unsafe_code)]
 pub mod sys;
