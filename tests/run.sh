@@ -31,6 +31,8 @@ peers=(
     "tini            tini"
     "dumb-init       dumb-init"
     "catatonit       catatonit"
+    "runc            runc"
+    "busybox         busybox-static"
     "unshare         util-linux"
     "node            nodejs"
     "npm             npm"
@@ -177,7 +179,7 @@ if [ $# -eq 0 ]; then
         CHILDGUARD_CLI_PROFILE=dev bash crates/childguard-cli/install.sh "$cli_prefix" &&
             CHILDGUARD_TEST_CLI="$cli_prefix/bin/childguard" cargo test --no-fail-fast \
                 -p childguard-tests --test cli --test init --test timeout --test with \
-                --test ctrl_c --test skip_ignored
+                --test ctrl_c --test skip_ignored --test runc_init
     }
     pass "the static CLI" static_cli
 fi
