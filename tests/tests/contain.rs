@@ -304,7 +304,7 @@ fn a_missing_or_unusable_cgroup_parent_is_a_clear_error_that_leaves_nothing() {
 }
 
 #[test]
-fn best_effort_falls_back_to_the_process_group_and_says_so() {
+fn best_effort_without_a_cgroup_takes_the_next_backend_and_says_why() {
     let _serial = serial();
     let handle = ChildHandle::builder(slowserver(&[]))
         .socket(SocketMode::Stdio)
@@ -315,11 +315,24 @@ fn best_effort_falls_back_to_the_process_group_and_says_so() {
     read_ready(&handle);
     let report = handle.close().unwrap();
     assert!(report.cgroup.is_none());
-    let why = report.containment_fallback.as_deref().unwrap_or_default();
-    assert!(why.contains("does not exist"), "{report}");
-    assert!(report.signals.iter().all(|s| s.to_group), "{report}");
+    // Root here: a PID namespace of its own is the next best (issue 50); the process group
+    // fall-back is tests/tests/contain_tree.rs's.
+    let contained = report.containment.as_ref().expect("contained");
+    assert_eq!(
+        contained.backend,
+        childguard::ContainmentBackend::PidNamespace
+    );
+    assert_eq!(contained.passed_over.len(), 1, "{report}");
     assert!(
-        report.to_string().contains("process group only"),
+        contained.passed_over[0].starts_with("cgroup: ")
+            && contained.passed_over[0].contains("does not exist"),
+        "{report}"
+    );
+    assert!(report.containment_fallback.is_none(), "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("contained by pid-namespace (passed over: cgroup: "),
         "{report}"
     );
 }

@@ -112,7 +112,9 @@ pub use handle::readiness::{
 };
 pub use handle::{Builder, ChildHandle, Reap, SocketMode, DEFAULT_CONNECT_TIMEOUT};
 pub use process::containment::limits::{Amount, Limits, LimitsReport};
-pub use process::containment::{CgroupReport, Containment, KillMode};
+pub use process::containment::{
+    Backend as ContainmentBackend, CgroupReport, Containment, ContainmentReport, KillMode,
+};
 pub use process::disposition::Disposition;
 pub use spawn::capture::{
     Capture, OutputStream, CALLBACK_QUEUE_BYTES, CALLBACK_QUEUE_LINES, DEFAULT_TAIL_BYTES,

@@ -287,6 +287,9 @@ pub struct CloseReport {
     /// Containment: the child's cgroup, whether the close removed it, and how many processes
     /// were still in it when the close returned (`None`: not contained).
     pub cgroup: Option<crate::process::containment::CgroupReport>,
+    /// Which backend held the child's tree, and why better ones were passed over (`None`:
+    /// uncontained, or a process group only: see `containment_fallback`).
+    pub containment: Option<crate::process::containment::ContainmentReport>,
     /// With [`Containment::BestEffort`](crate::Containment::BestEffort): why no cgroup could
     /// be made, or why the child could not join it (the path and the errno), so the child was
     /// contained by its process group only.
@@ -320,6 +323,7 @@ impl CloseReport {
             output_tail: None,
             escaped: Vec::new(),
             cgroup: None,
+            containment: None,
             containment_fallback: None,
             notify: None,
             notes: Vec::new(),
@@ -463,6 +467,7 @@ impl fmt::Display for CloseReport {
         if let Some(limits) = self.cgroup.as_ref().and_then(|cg| cg.limits.as_ref()) {
             parts.push(limits.to_string());
         }
+        parts.extend(self.containment.as_ref().and_then(|c| c.described()));
         if let Some(why) = &self.containment_fallback {
             parts.push(format!("not contained ({why}): process group only"));
         }

@@ -33,6 +33,13 @@ pub(super) struct Conception {
     pub(super) sweep: bool,
     pub(super) own_exec: Option<PidExec>,
     pub(super) cgroup: Option<ContainedIn>,
+    /// Tree inits to try, in order (`process/containment/tree_init`).
+    pub(super) tree: Vec<crate::process::containment::Backend>,
+    /// Backends already passed over, with why.
+    pub(super) passed_over: Vec<String>,
+    /// `KillMode::ControlGroup`: a tree init forwards catchable rungs to the whole tree.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) to_all: bool,
     /// `Containment::BestEffort` without limits: a cgroup that cannot be joined is left.
     pub(super) may_fall_back: bool,
     pub(super) process_group: bool,
@@ -47,6 +54,11 @@ pub(super) struct Birth {
     /// The cgroup it was placed in; `None` after a best-effort fall-back (then `fell_back`).
     pub(super) cgroup: Option<ContainedIn>,
     pub(super) fell_back: Option<String>,
+    /// The backend that holds the tree, with those passed over.
+    pub(super) containment: Option<crate::process::containment::ContainmentReport>,
+    /// The tree init's tree, when one holds the child.
+    #[cfg(target_os = "linux")]
+    pub(super) tree: Option<crate::process::containment::tree_init::Tree>,
     /// The child leads a process group of its own (asked, or after a fall-back).
     pub(super) process_group: bool,
     /// Our own spawn was chosen, but std's path made the child: why.
@@ -57,6 +69,17 @@ pub(super) struct Birth {
 #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
 pub(super) fn give(mut c: Conception) -> Result<Birth, (ErrorKind, io::Error)> {
     let spawn_began = Instant::now();
+    #[cfg(target_os = "linux")]
+    if !c.tree.is_empty() {
+        if let Some(birth) = in_tree(&mut c, spawn_began)? {
+            return Ok(birth);
+        }
+    }
+    let passed_over = std::mem::take(&mut c.passed_over);
+    if !passed_over.is_empty() {
+        // BestEffort and no backend could be had: a process group of its own.
+        c.process_group = true;
+    }
     #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut unavailable = None;
     #[cfg(target_os = "linux")]
@@ -73,7 +96,76 @@ pub(super) fn give(mut c: Conception) -> Result<Birth, (ErrorKind, io::Error)> {
     }
     let mut birth = by_std(c, spawn_began)?;
     birth.spawned_by_std = unavailable;
+    if !passed_over.is_empty() {
+        birth.fell_back = Some(passed_over.join("; "));
+    }
     Ok(birth)
+}
+
+/// Under a tree init, each backend of `c.tree` in turn (`process/containment/tree_init`):
+/// `Some` once one started the server, `None` when every one was refused and `BestEffort`
+/// may fall back to a process group (their errors in `c.passed_over`).
+#[cfg(target_os = "linux")]
+fn in_tree(
+    c: &mut Conception,
+    spawn_began: Instant,
+) -> Result<Option<Birth>, (ErrorKind, io::Error)> {
+    use crate::process::containment::ContainmentReport;
+    if c.process_group {
+        c.command.process_group(0);
+    }
+    for backend in std::mem::take(&mut c.tree) {
+        let setup = OwnSetup {
+            cgroup: None,
+            v1_procs: [-1; 3],
+            death_signal: c.death_signal,
+            ignore_sigpipe: c.ignore_sigpipe,
+            start_signals: c.start_signals,
+            exec: c.own_exec.take(),
+        };
+        match clone3::spawn_tree(&c.command, setup, backend, c.to_all, c.exit_with_parent) {
+            Ok((born, tree)) => {
+                let report = ContainmentReport {
+                    backend,
+                    passed_over: std::mem::take(&mut c.passed_over),
+                };
+                let command = std::mem::replace(&mut c.command, Command::new(""));
+                drop(command);
+                let pipes = Pipes::from_fds(born.stdin, born.stdout, born.stderr);
+                // The tree init leads no group: the server's group is the tree init's to signal.
+                let process = Process::adopt(born.pid, Some(born.pidfd), spawn_began, false, false)
+                    .map_err(|e| {
+                        let _ = tree.kill_by_pid(born.pid);
+                        (ErrorKind::Pidfd, e)
+                    })?;
+                return Ok(Some(Birth {
+                    process,
+                    pipes,
+                    pid: tree.server_pid(),
+                    cgroup: None,
+                    fell_back: None,
+                    containment: Some(report),
+                    tree: Some(tree),
+                    process_group: false,
+                    spawned_by_std: None,
+                }));
+            }
+            Err(clone3::TreeNotBorn::Refused(e)) => {
+                c.passed_over.push(format!("{backend}: {e}"));
+            }
+            Err(clone3::TreeNotBorn::Failed(kind, e)) => return Err((kind, e)),
+        }
+    }
+    if c.may_fall_back {
+        return Ok(None);
+    }
+    Err((
+        ErrorKind::Containment,
+        io::Error::other(format!(
+            "no containment could be had here: {}",
+            c.passed_over.join("; ")
+        )),
+    ))
 }
 
 /// Our own spawn, on the spawner thread when the child must die with us.
@@ -147,8 +239,11 @@ fn adopt_born(
         process,
         pipes,
         pid: born.pid,
+        containment: c.cgroup.as_ref().map(|_| cgroup_report()),
         cgroup: c.cgroup,
         fell_back: None,
+        #[cfg(target_os = "linux")]
+        tree: None,
         process_group: c.process_group,
         spawned_by_std: None,
     })
@@ -269,8 +364,11 @@ fn by_std(c: Conception, spawn_began: Instant) -> Result<Birth, (ErrorKind, io::
         process,
         pipes,
         pid: child.id(),
+        containment: cgroup.as_ref().map(|_| cgroup_report()),
         cgroup,
         fell_back,
+        #[cfg(target_os = "linux")]
+        tree: None,
         process_group,
         spawned_by_std: None,
     })
@@ -291,5 +389,13 @@ fn kill_unadopted_cgroup(cgroup: Option<&ContainedIn>) {
     #[cfg(target_os = "linux")]
     if let Some(cgroup) = cgroup {
         let _ = crate::process::containment::kill::kill_all(cgroup);
+    }
+}
+
+/// The report of a child contained by its cgroup (the first backend: nothing passed over).
+fn cgroup_report() -> crate::process::containment::ContainmentReport {
+    crate::process::containment::ContainmentReport {
+        backend: crate::process::containment::Backend::Cgroup,
+        passed_over: Vec::new(),
     }
 }

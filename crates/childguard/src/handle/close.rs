@@ -116,6 +116,7 @@ impl ChildHandle {
                 .map(|why| format!("spawned by std's path, not our own clone3 spawn: {why}")),
         );
         report.containment_fallback = self.containment_fallback.take();
+        report.containment = self.containment.clone();
         shut_down_and_close(self.socket.take(), started, &mut report);
         // Our end of a piped stdin goes with the socket: EOF for a server reading it — also
         // when it was handed out as an async writer half (a write under way finishes first; a
@@ -345,7 +346,8 @@ fn reap_or_hand_off(
 ) -> io::Result<()> {
     report.group_survivors = process.survivor_pids();
     report.escaped = process.escaped_pids();
-    let contained = process.cgroup_report().is_some();
+    // A tree init's tree is gone once it is reaped, as a cgroup once it is empty.
+    let contained = process.cgroup_report().is_some() || process.holds_tree();
     // Only a handle that had a socket can have it held by someone else. A contained child's
     // descendants are all in its cgroup, which the close waits to be empty. A group whose
     // members could not be listed is treated as off Linux: members we do not know of may

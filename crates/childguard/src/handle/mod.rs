@@ -100,6 +100,8 @@ pub struct ChildHandle {
     capture: Option<Captured>,
     /// `Containment::BestEffort` fell back to the process group: why.
     containment_fallback: Option<String>,
+    /// The backend that holds the child's tree, and those passed over.
+    containment: Option<crate::process::containment::ContainmentReport>,
     /// [`Builder::own_spawn`] was chosen but std's path spawned the child: why (a note).
     spawned_by_std: Option<String>,
     /// [`Ready::Notify`]: the `NOTIFY_SOCKET`, read until the close ends.
@@ -125,6 +127,7 @@ impl ChildHandle {
             pipes: Pipes::default(),
             capture: None,
             containment_fallback: None,
+            containment: None,
             spawned_by_std: None,
             notify: None,
         }
@@ -201,7 +204,7 @@ impl ChildHandle {
 
     /// The child's pid, if there is a child.
     pub fn id(&self) -> Option<u32> {
-        self.process.as_ref().map(Process::pid)
+        self.process.as_ref().map(Process::server_pid)
     }
 
     /// The program this handle spawned.

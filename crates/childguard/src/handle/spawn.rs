@@ -54,10 +54,11 @@ impl Builder {
                 ),
             ));
         }
-        let (cgroup, containment_fallback) = self.make_cgroup(&program)?;
-        if containment_fallback.is_some() {
-            self.process_group = true;
-        }
+        let Contained {
+            cgroup,
+            tree,
+            passed_over,
+        } = self.make_cgroup(&program)?;
         #[cfg(target_os = "linux")]
         let own =
             crate::spawn::clone3::chosen(self.own_spawn).map_err(|e| fail(ErrorKind::Config, e))?;
@@ -143,13 +144,17 @@ impl Builder {
             sweep,
             own_exec,
             cgroup,
+            tree,
+            passed_over,
+            to_all: self.kill_mode == crate::process::containment::KillMode::ControlGroup,
             may_fall_back,
             process_group: self.process_group,
             portable: self.portable,
         })
         .map_err(|(kind, e)| fail(kind, e))?;
         self.process_group = birth.process_group;
-        let containment_fallback = containment_fallback.or(birth.fell_back);
+        let containment_fallback = birth.fell_back;
+        let containment = birth.containment;
         let (process, cgroup, mut pipes, child_pid, spawned_by_std) = (
             birth.process,
             birth.cgroup,
@@ -163,6 +168,10 @@ impl Builder {
         if let Some(cgroup) = cgroup {
             crate::process::containment::after_birth(&cgroup);
             process.contain(cgroup, self.kill_mode);
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(tree) = birth.tree {
+            process.contain_tree(tree, self.kill_mode);
         }
         #[cfg(not(target_os = "linux"))]
         let _ = cgroup; // containment is Linux-only: elsewhere there is never a cgroup
@@ -182,6 +191,7 @@ impl Builder {
             capture: None,
             pipes: Pipes::default(),
             containment_fallback,
+            containment,
             spawned_by_std,
             notify,
         };
@@ -234,24 +244,53 @@ impl Builder {
         Ok(handle)
     }
 
-    /// Makes the child's cgroup as [`contain`](Builder::contain) asks: `(cgroup, None)`,
-    /// `(None, None)` without containment, or `(None, Some(why))` when `BestEffort` fell back.
-    fn make_cgroup(&self, program: &str) -> Result<(Option<ContainedIn>, Option<String>)> {
-        if self.containment == Containment::None {
+    /// Makes the child's cgroup as [`contain`](Builder::contain) asks, or says which tree
+    /// inits to try (`Containment::PidNamespace`, `Subreaper`, or `BestEffort` when no cgroup
+    /// can be made: see `process/containment/tree_init`), with why the cgroup was passed over.
+    fn make_cgroup(&self, program: &str) -> Result<Contained> {
+        use crate::process::containment::Backend;
+        let config = |why: String| {
+            Error::new(
+                ErrorKind::Config,
+                Some(program),
+                io::Error::new(io::ErrorKind::InvalidInput, why),
+            )
+        };
+        let trees = match self.containment {
+            Containment::PidNamespace => vec![Backend::PidNamespace],
+            Containment::Subreaper => vec![Backend::Subreaper],
+            _ => Vec::new(),
+        };
+        let nothing = Contained {
+            cgroup: None,
+            tree: Vec::new(),
+            passed_over: Vec::new(),
+        };
+        if self.containment == Containment::None || !trees.is_empty() {
             if !self.limits.is_empty() {
+                let backend = trees
+                    .first()
+                    .map_or("no containment".into(), |b| b.to_string());
+                return Err(config(format!(
+                    "limits ({}) are set on the child's cgroup: they need containment by a \
+                     cgroup (Builder::contain with Containment::Cgroup), not {backend}",
+                    self.limits
+                )));
+            }
+            if !cfg!(target_os = "linux") && !trees.is_empty() {
                 return Err(Error::new(
-                    ErrorKind::Config,
+                    ErrorKind::Containment,
                     Some(program),
                     io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "limits ({}) are set on the child's cgroup: they need                              containment (Builder::contain)",
-                            self.limits
-                        ),
+                        io::ErrorKind::Unsupported,
+                        "a PID namespace or a subreaper tree init needs Linux",
                     ),
                 ));
             }
-            return Ok((None, None));
+            return Ok(Contained {
+                tree: trees,
+                ..nothing
+            });
         }
         #[cfg(target_os = "linux")]
         let made =
@@ -271,8 +310,19 @@ impl Builder {
             Ok(cgroup)
         });
         match made {
-            Ok(cgroup) => Ok((Some(cgroup), None)),
-            Err(e) if self.may_fall_back() => Ok((None, Some(e.to_string()))),
+            Ok(cgroup) => Ok(Contained {
+                cgroup: Some(cgroup),
+                ..nothing
+            }),
+            Err(e) if self.may_fall_back() => Ok(Contained {
+                tree: if cfg!(target_os = "linux") {
+                    vec![Backend::PidNamespace, Backend::Subreaper]
+                } else {
+                    Vec::new()
+                },
+                passed_over: vec![format!("cgroup: {e}")],
+                ..nothing
+            }),
             Err(e) => Err(Error::new(ErrorKind::Containment, Some(program), e)),
         }
     }
@@ -318,4 +368,13 @@ pub(super) fn spawn_probe(command: std::process::Command) -> Result<ChildHandle>
         )
         .ladder(ladder)
         .spawn()
+}
+
+/// What [`Builder::make_cgroup`] made or chose.
+struct Contained {
+    cgroup: Option<ContainedIn>,
+    /// Tree inits to try in this order (none: a cgroup, or no containment).
+    tree: Vec<crate::process::containment::Backend>,
+    /// The backends tried and passed over, with why.
+    passed_over: Vec<String>,
 }

@@ -116,7 +116,7 @@ impl Process {
         if !self.is_running() {
             return None;
         }
-        of_pid(self.pid(), signal)
+        of_pid(self.server_pid(), signal)
     }
 }
 

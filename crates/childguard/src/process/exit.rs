@@ -48,6 +48,7 @@ impl Process {
                     sigchld::observe_exit(self.pid, reap)
                 }
             };
+            let observed = observed.map(|s| s.map(|status| self.server_status(status)));
             match observed {
                 Ok(Some(status)) if reap => self.mark_exited(Life::Reaped(status)),
                 Ok(Some(status)) => self.mark_exited(Life::Exited(status)),

@@ -22,8 +22,10 @@ pub(crate) mod sigchld;
 // Moved here by the layering (issue 21 item 5): below everything that observes a child.
 pub(crate) mod containment;
 mod exit;
+mod orphan;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
+mod tree;
 mod waits;
 
 pub(crate) use waits::WaitOn;
@@ -87,6 +89,10 @@ pub(crate) struct Process {
     /// Containment: the child's own cgroup, and who gets the catchable rungs.
     #[cfg(target_os = "linux")]
     cgroup: Option<(Cgroup, KillMode)>,
+    /// Containment by a tree init (`containment/tree_init`): the process is the tree init,
+    /// the tree its server's.
+    #[cfg(target_os = "linux")]
+    tree: Option<(containment::tree_init::Tree, KillMode)>,
     /// A group leader's descendants when its close began (uncontained; for `escaped`).
     #[cfg(target_os = "linux")]
     descendants: Option<descendants::Descendants>,
@@ -130,6 +136,8 @@ impl Process {
             sigchld_seen: 0,
             #[cfg(target_os = "linux")]
             cgroup: None,
+            #[cfg(target_os = "linux")]
+            tree: None,
             #[cfg(target_os = "linux")]
             descendants: None,
             readable_seen: AtomicBool::new(false),
@@ -256,6 +264,9 @@ impl Process {
             // calls below never see it.
             return Ok((false, Some(0)));
         }
+        if let Some(killed) = self.kill_tree(signal) {
+            return killed;
+        }
         #[cfg(target_os = "linux")]
         if let Some((cgroup, mode)) = &self.cgroup {
             if signal == Signal::KILL {
@@ -304,6 +315,9 @@ impl Process {
         #[cfg(target_os = "linux")]
         if let Some((_, mode)) = &self.cgroup {
             return signal == Signal::KILL || *mode == KillMode::ControlGroup || !self.is_running();
+        }
+        if let Some(reaches) = self.tree_reaches_all(signal) {
+            return reaches;
         }
         let _ = signal;
         false
@@ -429,35 +443,6 @@ impl Process {
                 .unwrap_or_default();
         }
         self.survivors.pids()
-    }
-}
-
-impl Process {
-    /// For the drop of a process never reaped (`impl Drop for Process`, in `close/reaper.rs`):
-    /// the child moved into a new `Process` for the background reaper, `None` if there is
-    /// nothing to reap here (no pid held, or a copy inherited through fork()).
-    pub(crate) fn take_orphan(&mut self) -> Option<Process> {
-        // A copy inherited through fork() names the parent's child: only its fds let go.
-        if !self.holds_pid() || self.is_inherited() {
-            return None;
-        }
-        Some(Process {
-            pid: self.pid,
-            owner: self.owner,
-            spawn_began: self.spawn_began,
-            leads_group: self.leads_group,
-            mechanism: std::mem::replace(&mut self.mechanism, Mechanism::Sigchld(None)),
-            life: std::mem::replace(&mut self.life, Life::Lost),
-            exited_at: self.exited_at,
-            survivors: std::mem::take(&mut self.survivors),
-            sigchld_seen: self.sigchld_seen,
-            #[cfg(target_os = "linux")]
-            cgroup: self.cgroup.take(),
-            #[cfg(target_os = "linux")]
-            descendants: self.descendants.take(),
-            readable_seen: AtomicBool::new(false),
-            held_by_tracer: self.held_by_tracer,
-        })
     }
 }
 

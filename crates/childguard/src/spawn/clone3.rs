@@ -101,6 +101,43 @@ pub(crate) fn spawn(command: &Command, setup: OwnSetup) -> Result<Born, NotBorn>
     if let Some(off) = OFF.get() {
         return Err(NotBorn::Unavailable(off.clone(), setup.exec.map(Box::new)));
     }
+    let mut setup = setup;
+    let cgroup = setup.cgroup.take();
+    let (plan, ours, theirs) = prepare(command, setup)?;
+    let (plan, cloned) = clone_child(cgroup.as_ref().map(AsFd::as_fd), plan)?;
+    drop(theirs);
+    let (pid, pidfd) = match cloned {
+        Ok(born) => born,
+        Err(e) => return Err(not_cloned(e, plan.exec)),
+    };
+    if plan.errno != 0 || plan.reached != Step::Exec {
+        reap_failed(&pidfd);
+        let errno = if plan.errno != 0 {
+            plan.errno
+        } else {
+            libc::ECHILD
+        };
+        return Err(NotBorn::Failed(
+            ErrorKind::Spawn,
+            step_error(plan.reached, errno),
+        ));
+    }
+    let [stdin, stdout, stderr] = ours;
+    Ok(Born {
+        pid,
+        pidfd,
+        stdin,
+        stdout,
+        stderr,
+    })
+}
+
+/// The plan of a spawn and both ends of its stdio, or why std's path must spawn it.
+#[allow(clippy::type_complexity)]
+fn prepare(
+    command: &Command,
+    setup: OwnSetup,
+) -> Result<(ChildPlan, [Option<OwnedFd>; 3], [Option<Theirs>; 3]), NotBorn> {
     let fields = match command_fields::read(command) {
         Ok(fields) => fields,
         Err(why) => {
@@ -133,32 +170,54 @@ pub(crate) fn spawn(command: &Command, setup: OwnSetup) -> Result<Born, NotBorn>
     plan.death_signal = setup.death_signal;
     plan.start_signals = setup.start_signals;
     plan.first_private_fd = if has_listener { 4 } else { 3 };
-    let (plan, cloned) = clone_child(setup.cgroup.as_ref().map(AsFd::as_fd), plan)?;
-    drop(theirs);
-    let (pid, pidfd) = match cloned {
-        Ok(born) => born,
-        Err(e) => return Err(not_cloned(e, plan.exec)),
+    Ok((plan, ours, theirs))
+}
+
+/// Spawns `command` under a tree init of `backend` (`process/containment/tree_init`): the tree
+/// init's pid and pidfd (the child we supervise), our ends of the server's pipes, and the
+/// tree. `to_all`: `KillMode::ControlGroup`; `host_gone`: the tree ends when we do.
+pub(crate) fn spawn_tree(
+    command: &Command,
+    setup: OwnSetup,
+    backend: crate::process::containment::Backend,
+    to_all: bool,
+    host_gone: bool,
+) -> Result<(Born, crate::process::containment::tree_init::Tree), TreeNotBorn> {
+    use crate::process::containment::tree_init::{self, NoTree};
+    let (mut plan, ours, theirs) = match prepare(command, setup) {
+        Ok(prepared) => prepared,
+        Err(NotBorn::Unavailable(why, _)) => {
+            return Err(TreeNotBorn::Refused(io::Error::other(why.0)))
+        }
+        Err(NotBorn::Failed(kind, e)) => return Err(TreeNotBorn::Failed(kind, e)),
     };
-    if plan.errno != 0 || plan.reached != Step::Exec {
-        reap_failed(&pidfd);
-        let errno = if plan.errno != 0 {
-            plan.errno
-        } else {
-            libc::ECHILD
-        };
-        return Err(NotBorn::Failed(
-            ErrorKind::Spawn,
-            step_error(plan.reached, errno),
-        ));
-    }
+    let group = plan.process_group.is_some();
+    let started = tree_init::start(backend, &mut plan, to_all, group, host_gone);
+    drop(theirs);
+    let started = started.map_err(|e| match e {
+        NoTree::Refused(e) => TreeNotBorn::Refused(e),
+        NoTree::Failed(e) => TreeNotBorn::Failed(ErrorKind::Spawn, e),
+    })?;
     let [stdin, stdout, stderr] = ours;
-    Ok(Born {
-        pid,
-        pidfd,
-        stdin,
-        stdout,
-        stderr,
-    })
+    Ok((
+        Born {
+            pid: started.pid,
+            pidfd: started.pidfd,
+            stdin,
+            stdout,
+            stderr,
+        },
+        started.tree,
+    ))
+}
+
+/// Why a tree init did not start its server (see `tree_init::NoTree`).
+#[derive(Debug)]
+pub(crate) enum TreeNotBorn {
+    /// This backend is refused here: the next one may work.
+    Refused(io::Error),
+    /// The spawn failed as it would with any backend.
+    Failed(ErrorKind, io::Error),
 }
 
 /// The `clone3` and the child's steps: from the small-table thread when this process holds

@@ -19,6 +19,8 @@ mod signal;
 mod start_signals;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests;
+#[cfg(target_os = "linux")]
+pub(crate) mod tree_init;
 
 #[cfg(target_os = "linux")]
 pub(crate) use clone3::SUPPORTED as CLONE3_SUPPORTED;
@@ -34,7 +36,7 @@ pub(crate) use fd::{async_fd, async_readable};
 #[cfg(target_os = "linux")]
 pub(crate) use fd_table::unshare_keeping;
 #[cfg(target_os = "linux")]
-pub(crate) use own_child::{spawn_child, ChildPlan, Step};
+pub(crate) use own_child::{run_forked, spawn_child, step_from, ChildPlan, Step};
 pub(crate) use proc::{process_cpu_time, process_mrelease};
 pub(crate) use signal::{
     rustix_signal, sigchld_reaping, sigpipe_ignored_at_start, thread_blocks_signals, SigchldReaping,

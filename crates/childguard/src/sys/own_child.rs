@@ -133,6 +133,38 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     127
 }
 
+/// The server of a tree init (`process/containment/tree_init`): a fork-like copy of it (no
+/// shared memory, so no `CLONE_VFORK` answer in the plan) runs the plan; if a step fails it
+/// writes the step and its errno (5 bytes) to `report`, a close-on-exec pipe the tree init
+/// reads, and exits 127. An `execve` that works closes the pipe: the tree init reads EOF.
+pub(crate) fn run_forked(plan: &mut ChildPlan, report: i32) -> ! {
+    let errno = match run(plan) {
+        Err(errno) => errno,
+        Ok(()) => libc::EIO,
+    };
+    let e = errno.to_ne_bytes();
+    let _ = write_raw(report, &[plan.reached as u8, e[0], e[1], e[2], e[3]]);
+    childguard_forksafe::exit_now(127)
+}
+
+/// The step a [`run_forked`] report names (`NotStarted` for a byte it never writes).
+pub(crate) fn step_from(byte: u8) -> Step {
+    [
+        Step::NotStarted,
+        Step::Stdio,
+        Step::Chdir,
+        Step::ProcessGroup,
+        Step::JoinV1Cgroups,
+        Step::Signals,
+        Step::DeathSignal,
+        Step::ParentGone,
+        Step::Exec,
+    ]
+    .into_iter()
+    .find(|s| *s as u8 == byte)
+    .unwrap_or(Step::NotStarted)
+}
+
 /// The steps; returns only if one failed (`Ok` only if `execve` returned without an errno).
 fn run(plan: &mut ChildPlan) -> Result<(), i32> {
     let os = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);

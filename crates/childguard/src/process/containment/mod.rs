@@ -57,9 +57,15 @@ pub(crate) mod name;
 #[cfg(target_os = "linux")]
 pub(crate) mod notes;
 #[cfg(target_os = "linux")]
+pub(crate) mod pid_namespace;
+#[cfg(target_os = "linux")]
 pub(crate) mod pidns;
 #[cfg(target_os = "linux")]
 pub(crate) mod stale;
+#[cfg(target_os = "linux")]
+pub(crate) mod subreaper;
+#[cfg(target_os = "linux")]
+pub(crate) mod tree_init;
 #[cfg(target_os = "linux")]
 pub(crate) mod trim;
 
@@ -106,6 +112,38 @@ pub(crate) fn after_birth(cgroup: &create::Cgroup) {
     limits::apply::sweep_v1_hierarchies();
 }
 
+/// Which mechanism holds a contained child's whole tree (see [`Containment`]): the one that
+/// answered, named in the close report ([`CloseReport::containment`](crate::CloseReport::containment)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
+pub enum Backend {
+    /// A cgroup v2 of its own (`cgroup.kill` ends the tree).
+    Cgroup,
+    /// A new PID namespace whose PID 1 is childguard's tree init (its death ends the tree).
+    PidNamespace,
+    /// childguard's tree init as a subreaper (it kills every orphan re-parented to it).
+    Subreaper,
+}
+
+impl Backend {
+    /// Its name in reports and on the command line: `cgroup`, `pid-namespace`, `subreaper`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cgroup => "cgroup",
+            Backend::PidNamespace => "pid-namespace",
+            Backend::Subreaper => "subreaper",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Whether a child gets a cgroup of its own. See
 /// [`Builder::contain`](crate::Builder::contain).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -119,11 +157,60 @@ pub enum Containment {
     /// [`Builder::cgroup_parent`](crate::Builder::cgroup_parent)); `spawn()` fails with
     /// [`ErrorKind::Containment`](crate::ErrorKind::Containment) if it cannot be made.
     Cgroup,
-    /// As [`Containment::Cgroup`], but if the cgroup cannot be made, or the child cannot join
-    /// it (its write to `cgroup.procs` before exec is refused), the child is spawned leading a
-    /// process group of its own instead, and the close report says so
-    /// ([`CloseReport::containment_fallback`](crate::CloseReport::containment_fallback)).
+    /// The whole tree in a new PID namespace whose PID 1 is childguard's tree init, a small
+    /// fork of this process that forwards the catchable rungs to the child and reaps; when it
+    /// dies, however it dies, the kernel kills every process in the namespace. Root makes the
+    /// namespace directly; anyone else inside a user namespace of their own (their ids mapped
+    /// to themselves). The child's pid is 2 there, and it cannot gain privileges through
+    /// setuid programs in a user namespace. When the child exits, the rest of its tree is
+    /// killed with it (as a systemd service whose main process exits): a daemonizing server
+    /// needs its foreground flag. No limits (they need the cgroup). `spawn()` fails with
+    /// [`ErrorKind::Containment`](crate::ErrorKind::Containment) if the namespace is refused.
+    PidNamespace,
+    /// childguard's tree init as a subreaper (`PR_SET_CHILD_SUBREAPER`): every orphan of the
+    /// child's tree is re-parented to it, and it kills them all at the close, when the child
+    /// exits, or when this process dies (with `exit_with_parent`). Needs no privilege and
+    /// changes nothing the child sees but its parent; if the tree init itself is
+    /// `SIGKILL`ed, the orphans re-parent to PID 1 and escape. No limits.
+    Subreaper,
+    /// The best of the above that works here, in this order: [`Containment::Cgroup`] (nothing
+    /// the server sees changes, limits work, and the guardian ends it if we are `SIGKILL`ed),
+    /// [`Containment::PidNamespace`] (the kernel ends the tree whatever dies), then
+    /// [`Containment::Subreaper`]; if none can be had (or the child cannot join its cgroup),
+    /// the child is spawned leading a process group of its own, and the close report says why
+    /// ([`CloseReport::containment`](crate::CloseReport::containment),
+    /// [`CloseReport::containment_fallback`](crate::CloseReport::containment_fallback)). With
+    /// limits only the cgroup will do: it is made or the spawn fails.
     BestEffort,
+}
+
+/// Which backend held the child's tree, and why the better ones were passed over (in
+/// [`CloseReport::containment`](crate::CloseReport::containment)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ContainmentReport {
+    /// The backend that answered.
+    pub backend: Backend,
+    /// `"cgroup: …"`, `"pid-namespace: …"`: each backend tried before it, and its error.
+    pub passed_over: Vec<String>,
+}
+
+impl ContainmentReport {
+    /// The report's words for a backend other than the cgroup (whose own part says enough).
+    pub(crate) fn described(&self) -> Option<String> {
+        (self.backend != Backend::Cgroup).then(|| self.to_string())
+    }
+}
+
+impl std::fmt::Display for ContainmentReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "contained by {}", self.backend)?;
+        if !self.passed_over.is_empty() {
+            write!(f, " (passed over: {})", self.passed_over.join("; "))?;
+        }
+        Ok(())
+    }
 }
 
 /// Who gets the catchable rungs of a contained child, after systemd's `KillMode=`. The `KILL`
