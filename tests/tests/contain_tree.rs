@@ -170,3 +170,31 @@ fn a_command_our_spawn_cannot_read_falls_back_to_a_process_group_and_says_why() 
         "{report}"
     );
 }
+
+#[test]
+fn a_server_in_a_tree_is_judged_by_its_own_pid_for_ready_notify() {
+    // NotifyAccess=main (the default): READY=1 must come from the server itself, whose pid the
+    // kernel gives us in our namespace (SCM_CREDENTIALS), not from the tree init.
+    let notify = childguard_tests::bin("cg-notify");
+    for (how, backend) in BACKENDS {
+        let mut cmd = std::process::Command::new(&notify);
+        cmd.args(["READY=1", "--", "sleep", "1000"]);
+        let handle = ChildHandle::builder(cmd)
+            .ready(childguard::Ready::Notify)
+            .contain(how.clone())
+            .ladder("TERM:2s,KILL:2s".parse::<Ladder>().unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{how:?}: {e}"));
+        let report = handle.close().unwrap();
+        assert_eq!(
+            report.containment.as_ref().map(|c| c.backend),
+            Some(backend),
+            "{report}"
+        );
+        assert_eq!(
+            report.status.and_then(|s| s.signal()),
+            Some(libc::SIGTERM),
+            "{report}"
+        );
+    }
+}

@@ -65,8 +65,8 @@ pub struct RunOptions {
     /// `PR_SET_PDEATHSIG` with the first rung's signal: on unless `--no-exit-with-parent` (or
     /// not on Linux).
     pub exit_with_parent: bool,
-    /// `--contain` (implied by a limit).
-    pub contain: bool,
+    /// `--contain[=BACKEND]` (a limit implies `--contain=cgroup`).
+    pub contain: Option<childguard::Containment>,
     /// `--memory-max`, `--memory-high`, `--tasks-max`, `--cpu-quota` on CMD's cgroup.
     pub limits: childguard::Limits,
     /// `--restart` (with `--restart-delay`, `--restart-limit`): CMD started again when it
@@ -292,7 +292,7 @@ struct Flags {
     timeout: Option<Duration>,
     group: bool,
     exit_with_parent: bool,
-    contain: bool,
+    contain: Option<childguard::Containment>,
     no_exit_with_parent: bool,
     on_signal: OnSignal,
     activate: Option<Option<String>>,
@@ -359,7 +359,10 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         timeout: flags.timeout,
         group: flags.group,
         // A limit is a limit on CMD's cgroup: it implies one.
-        contain: flags.contain || !flags.limits.is_empty(),
+        contain: match flags.contain {
+            None if !flags.limits.is_empty() => Some(childguard::Containment::Cgroup),
+            contain => contain,
+        },
         limits: flags.limits,
         restart,
         // On by default where the kernel has it; `--exit-with-parent` insists (and fails
@@ -470,7 +473,7 @@ fn flag(
         }
         "--group" => no_value(&mut flags.group)?,
         "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,
-        "--contain" => no_value(&mut flags.contain)?,
+        "--contain" => flags.contain = Some(containment(inline.as_deref())?),
         "--no-exit-with-parent" => no_value(&mut flags.no_exit_with_parent)?,
         "--stop-on-stdin-eof" => no_value(&mut flags.stop_on_stdin_eof)?,
         "--stdio-server" => no_value(&mut flags.stdio_server)?,
@@ -588,6 +591,25 @@ fn restart_limit(text: &str) -> Result<(u32, Duration), String> {
 }
 
 /// "unknown option", with the way to say it for timeout(1)'s options.
+/// `--contain` alone (the best backend that works here, or exit 125 naming each), or
+/// `--contain=BACKEND` for one by name.
+fn containment(value: Option<&str>) -> Result<childguard::Containment, UsageError> {
+    use childguard::Containment;
+    Ok(match value {
+        None => Containment::Any,
+        Some("cgroup") => Containment::Cgroup,
+        Some("pid-namespace") => Containment::PidNamespace,
+        Some("subreaper") => Containment::Subreaper,
+        Some("best-effort") => Containment::BestEffort,
+        Some(other) => {
+            return Err(UsageError::run(format!(
+                "invalid value for --contain: {other:?} (expected cgroup, pid-namespace, \
+                 subreaper or best-effort, or --contain alone for the best that works here)"
+            )))
+        }
+    })
+}
+
 fn unknown_option(text: &str, name: &str) -> String {
     let short = |letter: &str| name.starts_with(letter) && !name.starts_with("--");
     let hint = if name == "--signal" || short("-s") {
@@ -650,7 +672,7 @@ mod tests {
         assert_eq!(o.command, ["slowserver", "--ignore-eof"]);
         assert!(!o.stdio_server);
         let o = run_options(&["run", "--stdio-server", "--contain", "--", "npx", "-y", "x"]);
-        assert!(o.stdio_server && o.contain && !o.stop_on_stdin_eof);
+        assert!(o.stdio_server && o.contain.is_some() && !o.stop_on_stdin_eof);
         assert_eq!(o.command, ["npx", "-y", "x"]);
     }
 

@@ -54,15 +54,22 @@ Options:
   --timeout DUR         start the ladder after DUR (200ms, 1.5s, 2m, 5 = seconds; 0 = never)
   --group               run CMD in a new process group and signal the whole group on every
                         rung (group members still alive when CMD exits get the ladder too)
-  --contain             run CMD in a cgroup v2 of its own (Linux; needs a writable cgroup):
-                        KILL reaches every process CMD started, setsid'd or daemonized, and
-                        the run ends when the cgroup is empty (exit 125 if it cannot be made)
+  --contain[=BACKEND]   hold CMD's whole tree (Linux): KILL reaches every process CMD
+                        started, setsid'd or daemonized, and the run ends when none is left.
+                        Alone: the best backend that works here, in this order: cgroup (a
+                        cgroup v2 of its own; needs a writable one: root, or a delegated
+                        subtree), pid-namespace (CMD is pid 2 of a new PID namespace, in a
+                        user namespace of your own ids without root), subreaper (childguard's
+                        tree init adopts every orphan); exit 125 naming each if none works.
+                        --contain=cgroup|pid-namespace|subreaper asks for one (exit 125 if it
+                        cannot be had); --contain=best-effort falls back to a process group.
+                        --report names the backend and why better ones were passed over
   --restart on-failure|always
                         start CMD again when it exits (on-failure: a non-zero exit or a
                         signal), until a trigger; --restart-delay DUR[..MAX] (default
                         100ms..5s, doubling), --restart-limit N/DUR (default 5/60s: then
                         give up, exit 125, naming the last exits)
-  --memory-max SIZE     limits on CMD's cgroup, in systemd's spelling (imply --contain):
+  --memory-max SIZE     limits on CMD's cgroup, in systemd's spelling (need the cgroup):
   --memory-high SIZE      512M, 2G, infinity; a count; a percentage of one CPU (50%, 200%).
   --tasks-max N           cgroup v2, or the v1 hierarchies of a hybrid host; one that cannot
   --cpu-quota PCT%        be applied is exit 125. A CMD the kernel's OOM killer ended is

@@ -206,10 +206,7 @@ pub(crate) fn builder(options: &RunOptions, socket: SocketMode) -> childguard::B
         .skip_ignored_rungs(options.ladder.skips_ignored())
         .process_group(options.group)
         .exit_with_parent(options.exit_with_parent)
-        .contain(match options.contain {
-            true => childguard::Containment::Cgroup,
-            false => childguard::Containment::None,
-        })
+        .contain(options.contain.clone().unwrap_or_default())
         .limits(options.limits.clone())
         .parent_death_signal(death_signal(&options.ladder))
         .ignore_sigpipe(ignore_sigpipe)

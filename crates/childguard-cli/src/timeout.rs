@@ -150,7 +150,7 @@ where
         timeout,
         group: !foreground,
         exit_with_parent: cfg!(any(target_os = "linux", target_os = "android")),
-        contain: false,
+        contain: None,
         limits: childguard::Limits::default(),
         restart: None,
         on_signal: OnSignal::Forward,

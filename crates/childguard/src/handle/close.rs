@@ -106,7 +106,10 @@ impl ChildHandle {
         }
         let started = Instant::now();
         // The handle is done with its program name: the report carries it from here.
-        let mut report = CloseReport::new(self.program.take(), process.as_ref().map(Process::pid));
+        let mut report = CloseReport::new(
+            self.program.take(),
+            process.as_ref().map(Process::server_pid),
+        );
         report
             .notes
             .extend(process.as_ref().and_then(Process::fallback_note));
@@ -177,7 +180,10 @@ impl ChildHandle {
         self.closed = true;
         let started = Instant::now();
         let process = self.process.take();
-        let mut report = CloseReport::new(self.program.take(), process.as_ref().map(Process::pid));
+        let mut report = CloseReport::new(
+            self.program.take(),
+            process.as_ref().map(Process::server_pid),
+        );
         if let Some(process) = &process {
             report.notes.push(format!(
                 "inherited through fork(): the child belongs to process {}, which spawned it; \

@@ -314,15 +314,20 @@ impl Builder {
                 cgroup: Some(cgroup),
                 ..nothing
             }),
-            Err(e) if self.may_fall_back() => Ok(Contained {
-                tree: if cfg!(target_os = "linux") {
-                    vec![Backend::PidNamespace, Backend::Subreaper]
-                } else {
-                    Vec::new()
-                },
-                passed_over: vec![format!("cgroup: {e}")],
-                ..nothing
-            }),
+            Err(e)
+                if self.limits.is_empty()
+                    && matches!(self.containment, Containment::BestEffort | Containment::Any) =>
+            {
+                Ok(Contained {
+                    tree: if cfg!(target_os = "linux") {
+                        vec![Backend::PidNamespace, Backend::Subreaper]
+                    } else {
+                        Vec::new()
+                    },
+                    passed_over: vec![format!("cgroup: {e}")],
+                    ..nothing
+                })
+            }
             Err(e) => Err(Error::new(ErrorKind::Containment, Some(program), e)),
         }
     }

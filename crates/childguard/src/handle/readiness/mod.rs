@@ -291,7 +291,7 @@ impl Pending {
         #[cfg(target_os = "linux")]
         return self.notify.take().map(|p| {
             let cgroup = process.cgroup().map(|c| (c.fd(), c.hierarchy_path()));
-            p.for_child(process.pid(), cgroup, self.extend_max)
+            p.for_child(process.server_pid(), cgroup, self.extend_max)
         });
         #[cfg(not(target_os = "linux"))]
         return {

@@ -173,7 +173,12 @@ pub enum Containment {
     /// changes nothing the child sees but its parent; if the tree init itself is
     /// `SIGKILL`ed, the orphans re-parent to PID 1 and escape. No limits.
     Subreaper,
-    /// The best of the above that works here, in this order: [`Containment::Cgroup`] (nothing
+    /// The best of the backends above that works here, in [`Containment::BestEffort`]'s order;
+    /// `spawn()` fails with [`ErrorKind::Containment`](crate::ErrorKind::Containment), naming
+    /// each backend and why it could not be had, if none can. What `childguard run --contain`
+    /// asks for. With limits only the cgroup will do.
+    Any,
+    /// The best of the backends above that works here, in this order: [`Containment::Cgroup`] (nothing
     /// the server sees changes, limits work, and the guardian ends it if we are `SIGKILL`ed),
     /// [`Containment::PidNamespace`] (the kernel ends the tree whatever dies), then
     /// [`Containment::Subreaper`]; if none can be had (or the child cannot join its cgroup),
