@@ -24,7 +24,8 @@
 //! this bench ([`pid1::Init::ours`]); the scenario fails, saying how to build it, when it is
 //! not there.
 
-mod pid1;
+// `pub(super)`: the container scenario runs the same inits.
+pub(super) mod pid1;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

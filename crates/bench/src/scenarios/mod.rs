@@ -9,6 +9,7 @@
 mod big;
 mod capture;
 mod contain;
+mod container;
 pub mod init;
 mod libnbd;
 mod overhead;
@@ -123,6 +124,11 @@ pub const ALL: &[Scenario] = &[
         name: "init",
         about: "childguard init as PID 1 vs tini, dumb-init, catatonit: engine stop of a TERM-ignoring server, processes left at the engine's KILL, zombies reaped, start-up (needs root, unshare and the peers)",
         run: init::run,
+    },
+    Scenario {
+        name: "container",
+        about: "childguard init as PID 1 of a real runc container vs tini-static, dumb-init, catatonit: runc kill TERM of a TERM-ignoring server to the container stopped (watched 3 s), processes left (needs root, runc, busybox and the peers)",
+        run: container::run,
     },
     Scenario {
         name: "spawn",
