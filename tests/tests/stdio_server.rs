@@ -58,7 +58,7 @@ fn the_default_is_the_mcp_close_on_the_contained_tree() {
     assert_eq!(report.ended_by, Ending::Eof, "cat exits on EOF: {report}");
     assert!(report.signals.is_empty(), "{report}");
     assert!(
-        report.cgroup.is_some() || report.containment_fallback.is_some(),
+        report.containment.is_some() || report.containment_fallback.is_some(),
         "the report says whether the tree was contained: {report}"
     );
 }

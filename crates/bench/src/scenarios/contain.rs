@@ -36,6 +36,7 @@ use crate::stats::{median, shuffled_medians};
 use crate::Result;
 
 mod floor;
+mod tree;
 
 const WORKERS: &str = "64";
 /// `--lifeline`: a worker that escaped a close (the baseline's) exits once this benchmark has,
@@ -68,7 +69,8 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     }
     let (spawn_ours, spawn_base) = contained_vs_not(spawn_reps, false)?;
     let [own_ours, own_base, floor_ours, floor_base] = own_and_floor(spawn_reps)?;
-    Ok(vec![
+    let trees = tree::rows(spawn_reps, reps)?;
+    Ok([
         Row {
             scenario: "contain",
             metric: "survivors",
@@ -119,7 +121,10 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
                 .into(),
             unit: "us",
         },
-    ])
+    ]
+    .into_iter()
+    .chain(trees)
+    .collect())
 }
 
 /// Medians of spawn + close contained and not, alternating (`own`: on our own spawn).
@@ -195,14 +200,34 @@ fn spawn_tree(contained: bool, ladder: &str) -> Result<(ChildHandle, Vec<OwnedFd
         true => Containment::Cgroup,
         false => Containment::None,
     };
+    spawn_tree_in(containment, ladder)
+}
+
+fn spawn_tree_in(containment: Containment, ladder: &str) -> Result<(ChildHandle, Vec<OwnedFd>)> {
+    let contained = containment != Containment::None;
     let handle = ChildHandle::builder(fixture::command(TREE_ARGS)?)
         .socket(SocketMode::Stdio)
         .ladder(ladder.parse::<Ladder>()?)
         .process_group(!contained)
-        .contain(containment)
+        .contain(containment.clone())
         .spawn()?;
     let (pid, line) = fixture::read_ready_line(handle.socket().ok_or("no socket")?)?;
-    let fds = pidfds(&tree_of(pid, &line)?)?;
+    let tree = tree_of(pid, &line)?;
+    let tree = match containment {
+        // Under a tree init the READY line's pids are the server's view (a PID namespace's):
+        // the tree as we see it is everything below the tree init, the server's parent.
+        Containment::PidNamespace | Containment::Subreaper => {
+            let server = handle.id().ok_or("no pid")?;
+            let init = ppid_of(server).ok_or("no tree init")?;
+            let found = descendants_of(init);
+            if found.len() < tree.len() {
+                return Err(format!("contain: {} of {} found", found.len(), tree.len()).into());
+            }
+            found
+        }
+        _ => tree,
+    };
+    let fds = pidfds(&tree)?;
     Ok((handle, fds))
 }
 
@@ -223,7 +248,12 @@ fn survivors(contained: bool) -> Result<f64> {
 
 /// Ours: a contained close with `KILL:2s`, until every process of the tree is dead.
 fn close_contained() -> Result<f64> {
-    let (handle, fds) = spawn_tree(true, "KILL:2s")?;
+    close_in(Containment::Cgroup)
+}
+
+/// [`close_contained`] with any containment (`contain/tree.rs`).
+fn close_in(containment: Containment) -> Result<f64> {
+    let (handle, fds) = spawn_tree_in(containment, "KILL:2s")?;
     let start = Instant::now();
     let report = handle.close()?;
     let took = start.elapsed();
@@ -317,6 +347,11 @@ fn spawn_close(contained: bool, own: bool) -> Result<f64> {
         true => Containment::Cgroup,
         false => Containment::None,
     };
+    spawn_close_in(containment, own)
+}
+
+/// [`spawn_close`] with any containment (the tree inits' rows, `contain/tree.rs`).
+fn spawn_close_in(containment: Containment, own: bool) -> Result<f64> {
     let start = Instant::now();
     let handle = ChildHandle::builder(fixture::command(&[])?)
         .socket(SocketMode::Stdio)

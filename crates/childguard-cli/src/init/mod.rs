@@ -193,7 +193,26 @@ fn reaper_check(o: &InitOptions, pid1: bool) {
     );
 }
 
+/// CMD in a cgroup of its own where one can be made, else as it is: init is already the PID 1
+/// of a namespace, whose sweep reaches whatever CMD leaves, so no other backend is wanted
+/// here (a tree init would only stand between init and CMD).
 fn spawn(o: &InitOptions, state: SignalState) -> childguard::Result<ChildHandle> {
+    if !o.contain {
+        return spawn_in(o, state, Containment::None);
+    }
+    match spawn_in(o, state, Containment::Cgroup) {
+        Err(e) if e.kind() == childguard::ErrorKind::Containment => {
+            spawn_in(o, state, Containment::None)
+        }
+        other => other,
+    }
+}
+
+fn spawn_in(
+    o: &InitOptions,
+    state: SignalState,
+    containment: Containment,
+) -> childguard::Result<ChildHandle> {
     let mut command = Command::new(&o.command[0]);
     command.args(&o.command[1..]);
     let (ignored, blocked) = state.for_cmd();
@@ -210,10 +229,7 @@ fn spawn(o: &InitOptions, state: SignalState) -> childguard::Result<ChildHandle>
         .process_group(o.kill_group)
         // A writable cgroup holds everything CMD starts; without one, a process group (and
         // the PID-namespace sweep afterwards).
-        .contain(match o.contain {
-            true => Containment::BestEffort,
-            false => Containment::None,
-        })
+        .contain(containment)
         // Every rung to every process in the cgroup (systemd's KillMode=control-group): the
         // daemons CMD left get the TERM too, so a stop ends as soon as all exit. With `Mixed`
         // they would get nothing before the KILL at the end of the budget.
