@@ -87,24 +87,33 @@ if [ ${#missing[@]} -gt 0 ] && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
     done
 fi
 
-# A second unprivileged user, the local attacker of the security tests (tests/tests/security/,
-# issue 49): they run it against root's childguard. Made once, when missing; without it they
-# fail saying to run this script (or are skipped with CHILDGUARD_SKIP_PEERS=1).
-attacker=childguard-attacker
-if ! getent passwd "$attacker" >/dev/null && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
-    sudo=()
+# Two unprivileged users of the suite's own, made once each, when missing; without them the
+# tests that need them fail saying to run this script (or are skipped with
+# CHILDGUARD_SKIP_PEERS=1). No login shell, no home (the tests give each a scratch HOME).
+# - childguard-attacker, the local attacker of the security tests (tests/tests/security/, issue
+#   49): they run it against root's childguard;
+# - childguard-user, test bed (a) of issue 50: childguard run as that user, in root's cgroup
+#   with nothing delegated, contains its tree without a cgroup (tests/tests/
+#   mcp_host_unprivileged.rs).
+suite_user() {
+    local user=$1 why=$2
+    getent passwd "$user" >/dev/null && return 0
+    [ "${CHILDGUARD_SKIP_PEERS:-}" = 1 ] && return 0
+    local sudo=()
     if [ "$(id -u)" != 0 ]; then
         command -v sudo >/dev/null || {
-            echo "tests/run.sh: need root or sudo to make the user $attacker" \
+            echo "tests/run.sh: need root or sudo to make the user $user" \
                  "(or set CHILDGUARD_SKIP_PEERS=1)" >&2
             exit 1
         }
         sudo=(sudo)
     fi
-    echo "tests/run.sh: useradd $attacker (the security tests' attacker)" >&2
+    echo "tests/run.sh: useradd $user ($why)" >&2
     "${sudo[@]}" useradd --system --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin "$attacker"
-fi
+        --shell /usr/sbin/nologin "$user"
+}
+suite_user childguard-attacker "the security tests' attacker"
+suite_user childguard-user "the unprivileged user of containment bed (a)"
 
 # The npm peers (MCP servers, the TypeScript MCP SDK, a language server), pinned by
 # tests/package.json and its lockfile: installed here, before any test runs, so nothing is
@@ -137,6 +146,32 @@ if ! cmp -s tests/requirements.txt "$peers_venv/.childguard-installed" 2>/dev/nu
     python3 -m venv "$peers_venv"
     "$peers_venv/bin/pip" install -q --disable-pip-version-check -r tests/requirements.txt
     cp tests/requirements.txt "$peers_venv/.childguard-installed"
+fi
+
+# The same Python peers for childguard-user (tests/src/as_user.rs): a venv that user can run,
+# so made with Debian's python (a pyenv python under /root is out of its reach) in a directory
+# of root's outside any home, the build directory included (it may be under /root too).
+user_venv=/opt/childguard-tests/user-venv
+if [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ] &&
+    ! cmp -s tests/requirements.txt "$user_venv/.childguard-installed" 2>/dev/null; then
+    echo "tests/run.sh: python venv $user_venv for childguard-user (tests/requirements.txt)" >&2
+    sudo=()
+    if [ "$(id -u)" != 0 ]; then sudo=(sudo); fi
+    /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || {
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        else
+            echo "tests/run.sh: /usr/bin/python3 cannot make a venv: install python3-venv" >&2
+            exit 1
+        fi
+    }
+    "${sudo[@]}" rm -rf "$user_venv"
+    "${sudo[@]}" install -d -m 755 "$(dirname "$user_venv")"
+    "${sudo[@]}" /usr/bin/python3 -m venv "$user_venv"
+    "${sudo[@]}" "$user_venv/bin/pip" install -q --disable-pip-version-check \
+        -r tests/requirements.txt
+    "${sudo[@]}" chmod -R go+rX "$user_venv"
+    "${sudo[@]}" cp tests/requirements.txt "$user_venv/.childguard-installed"
 fi
 
 [ "${1:-}" = "--" ] && shift
