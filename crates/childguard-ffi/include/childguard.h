@@ -47,9 +47,22 @@
 // cannot be made; the `KILL` rung kills every member; the close ends when it is empty.
 #define CG_CONTAIN_CGROUP 1
 
-// As `CG_CONTAIN_CGROUP`, falling back to a process group if no cgroup can be made (the
-// report says so).
+// The best backend that works here — a cgroup, else a PID namespace (in a user namespace of
+// our own ids without root), else a subreaper — falling back to a process group if none can
+// be had (the report says which, and why the others were passed over).
 #define CG_CONTAIN_BEST_EFFORT 2
+
+// The whole tree in a new PID namespace whose PID 1 is childguard's tree init; `cg_spawn`
+// fails with `CG_ERR_CONTAINMENT` if the namespace is refused.
+#define CG_CONTAIN_PID_NAMESPACE 3
+
+// childguard's tree init as a subreaper: every orphan of the tree is re-parented to it and
+// killed at the close.
+#define CG_CONTAIN_SUBREAPER 4
+
+// As `CG_CONTAIN_BEST_EFFORT`, but `cg_spawn` fails with `CG_ERR_CONTAINMENT` instead of
+// falling back to a process group.
+#define CG_CONTAIN_ANY 5
 
 // With containment: the catchable rungs go to the child (or its process group) only, as
 // systemd's `KillMode=mixed` (the default); the `KILL` rung reaches every member of the cgroup.
@@ -363,7 +376,8 @@ enum cg_status cg_builder_process_group(struct cg_builder *builder, bool on);
 // sent as written (as is also asked by `NOSKIP,` first in `cg_builder_ladder`'s text).
 enum cg_status cg_builder_skip_ignored(struct cg_builder *builder, bool on);
 
-// Containment: `CG_CONTAIN_NONE` (default), `CG_CONTAIN_CGROUP` or `CG_CONTAIN_BEST_EFFORT`.
+// Containment: `CG_CONTAIN_NONE` (default), `CG_CONTAIN_CGROUP`, `CG_CONTAIN_PID_NAMESPACE`,
+// `CG_CONTAIN_SUBREAPER`, `CG_CONTAIN_ANY` or `CG_CONTAIN_BEST_EFFORT`.
 // A cgroup needs write access to this process's cgroup (root, or a delegated subtree).
 enum cg_status cg_builder_contain(struct cg_builder *builder, int32_t containment);
 

@@ -29,9 +29,19 @@ pub const CG_CONTAIN_NONE: i32 = 0;
 /// A cgroup v2 of the child's own (Linux): `cg_spawn` fails with `CG_ERR_CONTAINMENT` if it
 /// cannot be made; the `KILL` rung kills every member; the close ends when it is empty.
 pub const CG_CONTAIN_CGROUP: i32 = 1;
-/// As `CG_CONTAIN_CGROUP`, falling back to a process group if no cgroup can be made (the
-/// report says so).
+/// The best backend that works here — a cgroup, else a PID namespace (in a user namespace of
+/// our own ids without root), else a subreaper — falling back to a process group if none can
+/// be had (the report says which, and why the others were passed over).
 pub const CG_CONTAIN_BEST_EFFORT: i32 = 2;
+/// The whole tree in a new PID namespace whose PID 1 is childguard's tree init; `cg_spawn`
+/// fails with `CG_ERR_CONTAINMENT` if the namespace is refused.
+pub const CG_CONTAIN_PID_NAMESPACE: i32 = 3;
+/// childguard's tree init as a subreaper: every orphan of the tree is re-parented to it and
+/// killed at the close.
+pub const CG_CONTAIN_SUBREAPER: i32 = 4;
+/// As `CG_CONTAIN_BEST_EFFORT`, but `cg_spawn` fails with `CG_ERR_CONTAINMENT` instead of
+/// falling back to a process group.
+pub const CG_CONTAIN_ANY: i32 = 5;
 
 /// With containment: the catchable rungs go to the child (or its process group) only, as
 /// systemd's `KillMode=mixed` (the default); the `KILL` rung reaches every member of the cgroup.
@@ -283,7 +293,8 @@ pub extern "C" fn cg_builder_skip_ignored(builder: *mut cg_builder, on: bool) ->
     })
 }
 
-/// Containment: `CG_CONTAIN_NONE` (default), `CG_CONTAIN_CGROUP` or `CG_CONTAIN_BEST_EFFORT`.
+/// Containment: `CG_CONTAIN_NONE` (default), `CG_CONTAIN_CGROUP`, `CG_CONTAIN_PID_NAMESPACE`,
+/// `CG_CONTAIN_SUBREAPER`, `CG_CONTAIN_ANY` or `CG_CONTAIN_BEST_EFFORT`.
 /// A cgroup needs write access to this process's cgroup (root, or a delegated subtree).
 #[no_mangle]
 pub extern "C" fn cg_builder_contain(builder: *mut cg_builder, containment: i32) -> cg_status {
@@ -292,9 +303,13 @@ pub extern "C" fn cg_builder_contain(builder: *mut cg_builder, containment: i32)
             CG_CONTAIN_NONE => Containment::None,
             CG_CONTAIN_CGROUP => Containment::Cgroup,
             CG_CONTAIN_BEST_EFFORT => Containment::BestEffort,
+            CG_CONTAIN_PID_NAMESPACE => Containment::PidNamespace,
+            CG_CONTAIN_SUBREAPER => Containment::Subreaper,
+            CG_CONTAIN_ANY => Containment::Any,
             other => {
                 return Err(Failure::invalid(format!(
-                    "containment {other} is not CG_CONTAIN_NONE, CG_CONTAIN_CGROUP or \
+                    "containment {other} is not CG_CONTAIN_NONE, CG_CONTAIN_CGROUP, \
+                     CG_CONTAIN_PID_NAMESPACE, CG_CONTAIN_SUBREAPER, CG_CONTAIN_ANY or \
                      CG_CONTAIN_BEST_EFFORT"
                 )))
             }

@@ -160,7 +160,8 @@ pub fn capture(py: Python<'_>, which: Option<&str>) -> PyResult<Option<Capture>>
     })
 }
 
-/// `contain=`: `False`, `True` (a cgroup, or `ContainmentError`), `"best-effort"`.
+/// `contain=`: `False`, `True` (a cgroup, or `ContainmentError`), `"best-effort"`, `"any"`,
+/// `"pid-namespace"`, `"subreaper"` (the backends of `childguard::Containment`).
 #[derive(Debug, FromPyObject)]
 pub enum ContainSpec {
     Flag(bool),
@@ -171,13 +172,22 @@ pub fn contain(py: Python<'_>, spec: ContainSpec) -> PyResult<Containment> {
     Ok(match spec {
         ContainSpec::Flag(false) => Containment::None,
         ContainSpec::Flag(true) => Containment::Cgroup,
-        ContainSpec::Name(n) if n == "best-effort" => Containment::BestEffort,
-        ContainSpec::Name(n) => {
-            return Err(config_error(
-                py,
-                format!("contain={n:?}: expected True, False or \"best-effort\""),
-            ))
-        }
+        ContainSpec::Name(n) => match n.as_str() {
+            "best-effort" => Containment::BestEffort,
+            "any" => Containment::Any,
+            "cgroup" => Containment::Cgroup,
+            "pid-namespace" => Containment::PidNamespace,
+            "subreaper" => Containment::Subreaper,
+            _ => {
+                return Err(config_error(
+                    py,
+                    format!(
+                        "contain={n:?}: expected True, False, \"best-effort\", \"any\", \
+                         \"cgroup\", \"pid-namespace\" or \"subreaper\""
+                    ),
+                ))
+            }
+        },
     })
 }
 
