@@ -19,13 +19,12 @@
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use childguard_cli::procs::{children_of, descendants_of};
+use childguard_cli::procs::descendants_of;
 use childguard_tests::cgroups::serial;
+use childguard_tests::mcp_host::Host;
 use childguard_tests::stdio_peers::{fixture, mcp_python, program};
 use childguard_tests::{bin, eventually, fresh_dir, is_alive, left_after, pidfd, scratch, Pins};
 
@@ -46,132 +45,35 @@ const SESSION: Duration = Duration::from_secs(60);
 /// this test asserts that nothing is left.
 const GONE: Duration = Duration::from_secs(10);
 
-/// A running `mcp_host.py`: its stdout lines as they come, its stderr (childguard's and the
-/// server's too: the SDK passes its own stderr down) so far.
-struct Host {
-    child: Child,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
+/// Starts the host: `host_flags` for `mcp_host.py`, then childguard in front of `server`,
+/// from `cwd` (the host's working directory, which the server inherits), with `ladder`.
+fn start_host(
+    python: &Path,
+    host_flags: &[&str],
+    cwd: &Path,
+    server: &[String],
+    ladder: &str,
+) -> Host {
+    let mut cmd = Command::new(python);
+    cmd.arg(fixture("mcp_host.py"))
+        .args(host_flags)
+        .arg("--")
+        .arg(bin("cg-childguard"))
+        .args(["run", "--stdio-server", "--contain", "--report", "text"])
+        .args(["--ladder", ladder, "--"])
+        .args(server)
+        .current_dir(cwd);
+    Host::spawn(cmd)
 }
 
-impl Host {
-    /// Starts the host: `host_flags` for `mcp_host.py`, then childguard in front of `server`,
-    /// from `cwd` (the host's working directory, which the server inherits), with `ladder`.
-    fn start(
-        python: &Path,
-        host_flags: &[&str],
-        cwd: &Path,
-        server: &[String],
-        ladder: &str,
-    ) -> Host {
-        let mut child = Command::new(python)
-            .arg(fixture("mcp_host.py"))
-            .args(host_flags)
-            .arg("--")
-            .arg(bin("cg-childguard"))
-            .args(["run", "--stdio-server", "--contain", "--report", "text"])
-            .args(["--ladder", ladder, "--"])
-            .args(server)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the MCP host");
-        let (tx, lines) = mpsc::channel();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let into = Arc::clone(&stderr);
-        let mut pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                into.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Host {
-            child,
-            lines,
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// The next stdout line starting with `prefix`, within `limit` (a failure says what the
-    /// host wrote on stderr).
-    fn expect_line(&self, prefix: &str, limit: Duration) -> String {
-        let end = Instant::now() + limit;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with(prefix) => return line,
-                Ok(_) => {}
-                Err(e) => panic!(
-                    "the host printed no {prefix:?} line within {limit:?} ({e}); its stderr:\n{}",
-                    self.stderr()
-                ),
-            }
-        }
-    }
-
-    /// The `childguard run` the host started (its child running `cg-childguard`).
-    fn childguard(&self) -> u32 {
-        let found: Vec<u32> = children_of(self.child.id())
-            .into_iter()
-            .filter(|&pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                    .is_ok_and(|c| c.trim() == "cg-childguard")
-            })
-            .collect();
-        assert_eq!(
-            found.len(),
-            1,
-            "the host {} should have one cg-childguard child: {found:?}",
-            self.child.id()
-        );
-        found[0]
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The `childguard run` the host started (its child running `cg-childguard`).
+fn childguard_of(host: &Host) -> u32 {
+    host.child_named("cg-childguard")
 }
 
 /// The stubborn fixture's "SERVER_PID WORKER_PID" from its pidfile.
 fn read_pidfile(path: &Path) -> (u32, u32) {
-    let mut text = String::new();
-    assert!(
-        eventually(SESSION, || {
-            text = std::fs::read_to_string(path).unwrap_or_default();
-            !text.is_empty()
-        }),
-        "the stubborn server wrote no pidfile {}",
-        path.display()
-    );
-    let pids: Vec<u32> = text
-        .split_whitespace()
-        .map(|p| p.parse().expect("a pid"))
-        .collect();
-    assert_eq!(pids.len(), 2, "pidfile {text:?}");
-    (pids[0], pids[1])
+    childguard_tests::mcp_host::read_pidfile(path, SESSION)
 }
 
 /// `sh -c 'python3 stubborn_mcp.py --pidfile P; exit $?'`: a launcher shell that stays (the
@@ -226,7 +128,7 @@ fn the_hosts_close_climbs_on_its_eof_and_leaves_nothing() {
         "--pidfile".into(),
         pidfile.display().to_string(),
     ];
-    let mut host = Host::start(&python, &[], &std::env::temp_dir(), &server, LADDER);
+    let mut host = start_host(&python, &[], &std::env::temp_dir(), &server, LADDER);
     let (srv, worker) = read_pidfile(&pidfile);
     let mut pins = Pins::default();
     pins.pin([srv, worker]);
@@ -262,7 +164,7 @@ fn the_hosts_close_climbs_on_its_eof_and_leaves_nothing() {
 /// runs) and asserts that childguard, the launchers, the server and its worker are all gone
 /// within [`GONE`].
 fn host_killed(python: &Path, host_flags: &[&str], cwd: &Path, server: &[String], pidfile: &Path) {
-    let host = Host::start(python, host_flags, cwd, server, KILLED_LADDER);
+    let host = start_host(python, host_flags, cwd, server, KILLED_LADDER);
     let (srv, worker) = read_pidfile(pidfile);
     let mut pins = Pins::default();
     pins.pin([srv, worker]);
@@ -274,7 +176,7 @@ fn host_killed(python: &Path, host_flags: &[&str], cwd: &Path, server: &[String]
     let mut holder_pin = Pins::default();
     holder_pin.pin(holder);
     host.expect_line("HANGING", SESSION);
-    let cg = host.childguard();
+    let cg = childguard_of(&host);
     pins.pin([cg]);
     pins.pin(descendants_of(cg));
     let tree = pins.pids();
@@ -358,7 +260,7 @@ fn childguard_sigkilled_under_the_host_leaves_nothing() {
         return;
     };
     let pidfile = scratch("pids");
-    let host = Host::start(
+    let host = start_host(
         &python,
         &["--hang"],
         &std::env::temp_dir(),
@@ -369,7 +271,7 @@ fn childguard_sigkilled_under_the_host_leaves_nothing() {
     let mut pins = Pins::default();
     pins.pin([srv, worker]);
     host.expect_line("HANGING", SESSION);
-    let cg = host.childguard();
+    let cg = childguard_of(&host);
     let below = descendants_of(cg);
     pins.pin(below.iter().copied());
     assert!(below.contains(&srv) && below.contains(&worker), "{below:?}");
