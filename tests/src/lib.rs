@@ -3,12 +3,14 @@
 
 #![deny(unsafe_code)]
 
+pub mod as_user;
 pub mod cgroups;
 pub mod command;
 pub mod driver;
 pub mod http;
 pub mod init;
 pub mod lsp;
+pub mod mcp_host;
 pub mod nbd;
 pub mod paced;
 pub mod postgres;
