@@ -382,6 +382,7 @@ impl fmt::Display for CloseReport {
         for s in &self.signals {
             let group = match (s.to_rest, s.to_cgroup, s.to_group) {
                 (true, _, _) => " (to those left)",
+                (false, true, _) if self.cgroup.is_none() => " (tree)",
                 (false, true, _) => " (cgroup)",
                 (false, false, true) => " (group)",
                 (false, false, false) => "",

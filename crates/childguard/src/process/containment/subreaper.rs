@@ -80,16 +80,21 @@ pub(super) fn kill_tree(server: Pid) -> Option<i32> {
         // `__WALL`: an orphan re-parented to us may have been born with an exit signal other
         // than SIGCHLD (a `clone` of its own), which a plain `waitpid(-1)` never sees — it
         // said ECHILD while such children were still ours, here.
-        let w = crate::sys::tree_init::wait_any(false);
-        match w {
-            Ok(Some((pid, st))) => {
-                if pid == server.as_raw_nonzero().get() {
-                    status = Some(st);
+        // One death blocks for; then every other one already there, before the next read.
+        let mut nohang = false;
+        loop {
+            match crate::sys::tree_init::wait_any(nohang) {
+                Ok(Some((pid, st))) => {
+                    if pid == server.as_raw_nonzero().get() {
+                        status = Some(st);
+                    }
+                    nohang = true;
                 }
+                Err(libc::EINTR) => {}
+                Ok(None) => break,
+                // ECHILD: nobody is left.
+                Err(_) => return status,
             }
-            Err(libc::EINTR) | Ok(None) => {}
-            // ECHILD: nobody is left.
-            Err(_) => return status,
         }
     }
 }
