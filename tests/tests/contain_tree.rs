@@ -198,3 +198,51 @@ fn a_server_in_a_tree_is_judged_by_its_own_pid_for_ready_notify() {
         );
     }
 }
+
+#[test]
+fn the_tree_init_sigkilled_ends_a_namespace_but_a_subreapers_orphans_escape() {
+    // What each backend cannot do (docs/design.md, "Containment without a cgroup"): the PID
+    // namespace holds even when its init is SIGKILLed (the kernel kills the namespace); a
+    // subreaper SIGKILLed lets its tree re-parent to PID 1.
+    for (how, backend) in BACKENDS {
+        let handle = spawn(
+            &["--workers", "2", "--setsid", "--ignore-eof"],
+            &how,
+            "TERM:1s,KILL:1s",
+            KillMode::Mixed,
+        );
+        read_ready_with_workers(&handle);
+        let server = handle.id().unwrap();
+        let init = proc_ppid(server).unwrap();
+        let tree = tree_of(server);
+        assert_eq!(tree.len(), 3, "{how:?}: the server and 2 workers: {tree:?}");
+        let fds: Vec<_> = tree.iter().map(|&p| childguard_tests::pidfd(p)).collect();
+        let init_fd = childguard_tests::pidfd(init);
+        rustix::process::pidfd_send_signal(&init_fd, rustix::process::Signal::KILL).unwrap();
+        assert!(exited_within(&init_fd, Duration::from_secs(10)), "{how:?}");
+        let left: Vec<u32> = tree
+            .iter()
+            .zip(&fds)
+            .filter(|(_, fd)| !exited_within(fd, Duration::from_secs(2)))
+            .map(|(p, _)| *p)
+            .collect();
+        for fd in &fds {
+            let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+        }
+        let report = handle.close().unwrap();
+        match backend {
+            ContainmentBackend::PidNamespace => {
+                assert!(
+                    left.is_empty(),
+                    "{left:?} outlived the namespace's init: {report}"
+                )
+            }
+            // The server (no death signal asked for) and its workers: the whole tree.
+            _ => assert_eq!(
+                left.len(),
+                3,
+                "the tree escapes a SIGKILLed subreaper — left {left:?}: {report}"
+            ),
+        }
+    }
+}
