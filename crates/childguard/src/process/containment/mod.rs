@@ -1,7 +1,17 @@
-//! Containment: a cgroup v2 of its own per child, so that nothing it starts — `setsid`'d
-//! workers, double-forked daemons — outlives its close.
+//! Containment: nothing a child starts — `setsid`'d workers, double-forked daemons — outlives
+//! its close. One interface, three backends; its callers (the close, the reaper, the tokio
+//! face, the CLI) hold a [`Process`](crate::process::Process) and ask it to signal the tree,
+//! kill the tree, say whether it is empty and who the server is — never which backend answers:
 //!
-//! One small file per mechanism:
+//! - **cgroup** (the files below): a cgroup v2 of its own per child; needs a writable cgroup.
+//! - **PID namespace** ([`pid_namespace`]) and **subreaper** ([`subreaper`]): a tree init of
+//!   ours ([`tree_init`]) between us and the server — the PID 1 of a new namespace, or a
+//!   process that adopts every orphan — for where no cgroup can be written.
+//!
+//! [`Containment`] says which is asked for, `Any` and `BestEffort` take the best that works
+//! (docs/design.md argues the order), and [`ContainmentReport`] says which answered.
+//!
+//! The cgroup's files, one small file per mechanism:
 //! - [`mount`]: where cgroup v2 is mounted and which cgroup this process is in.
 //! - [`at`]: every cgroup directory opened once (`O_NOFOLLOW`), every later step relative to
 //!   its fd (`mkdirat`, `openat`, `unlinkat`): never a write or a removal by path.
