@@ -46,7 +46,7 @@ struct Figures {
 }
 
 pub fn run(settings: &Settings) -> Result<Vec<Row>> {
-    let reps = settings.reps_or(5);
+    let reps = settings.reps_or(10);
     let mut bed = runc::Bed::new()?;
     let peers: Vec<std::result::Result<Init, String>> =
         PEERS.iter().map(|p| Init::peer(p)).collect();
