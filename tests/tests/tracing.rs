@@ -188,6 +188,13 @@ fn spawn_readiness_rungs_exit_reap_hand_off_and_cgroup_kill_are_traced() {
             "no {expected:?} event for pid {pid}: {events:#?}"
         );
     }
+    // The backend that holds the tree is named (issue 50): here the cgroup, nothing passed over.
+    assert!(
+        events
+            .iter()
+            .any(|e| e.message == "contained" && e.fields.contains("backend=cgroup")),
+        "no contained event naming the cgroup: {events:#?}"
+    );
     let at = |m: &str| names.iter().position(|n| *n == m).unwrap();
     assert!(
         at("spawned") < at("ready") && at("ready") < at("rung"),

@@ -75,6 +75,20 @@ pub(crate) fn spawned(_pid: u32) {
     tracing::info!(target: "childguard", pid = _pid, "spawned");
 }
 
+/// The child's tree is held by `_backend` (`cgroup`, `pid-namespace`, `subreaper`; `None`: a
+/// process group only), the better backends passed over and why.
+#[inline]
+pub(crate) fn contained(_pid: u32, _backend: Option<&str>, _passed_over: &[String]) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(
+        target: "childguard",
+        pid = _pid,
+        backend = _backend.unwrap_or("process-group"),
+        passed_over = %_passed_over.join("; "),
+        "contained"
+    );
+}
+
 /// A readiness wait ended: `Ok` ready, `Err` why not. `_awaited` describes the condition; it is
 /// called only with the feature, so a spawn without it builds no description.
 #[inline]

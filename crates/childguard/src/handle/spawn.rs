@@ -155,6 +155,15 @@ impl Builder {
         self.process_group = birth.process_group;
         let containment_fallback = birth.fell_back;
         let containment = birth.containment;
+        match (&containment, &containment_fallback) {
+            (Some(c), _) => {
+                crate::base::trace::contained(birth.pid, Some(c.backend.name()), &c.passed_over)
+            }
+            (None, Some(why)) => {
+                crate::base::trace::contained(birth.pid, None, std::slice::from_ref(why))
+            }
+            (None, None) => {}
+        }
         let (process, cgroup, mut pipes, child_pid, spawned_by_std) = (
             birth.process,
             birth.cgroup,
