@@ -11,6 +11,15 @@ use childguard::{
 };
 use childguard_tests::{exited_within, is_alive, proc_ppid, read_ready_with_workers, slowserver};
 
+/// The tests of this file one at a time: one counts our children.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 const BACKENDS: [(Containment, ContainmentBackend); 2] = [
     (Containment::PidNamespace, ContainmentBackend::PidNamespace),
     (Containment::Subreaper, ContainmentBackend::Subreaper),
@@ -49,6 +58,7 @@ fn spawn(args: &[&str], how: &Containment, ladder: &str, mode: KillMode) -> Chil
 
 #[test]
 fn setsid_workers_and_a_daemon_die_with_the_close_in_both_kill_modes() {
+    let _serial = serial();
     for (how, backend) in BACKENDS {
         for mode in [KillMode::Mixed, KillMode::ControlGroup] {
             let handle = spawn(
@@ -111,6 +121,7 @@ fn setsid_workers_and_a_daemon_die_with_the_close_in_both_kill_modes() {
 
 #[test]
 fn the_servers_own_exit_code_is_the_status_and_its_orphans_go_with_it() {
+    let _serial = serial();
     use std::io::{BufRead, Write};
     for (how, _) in BACKENDS {
         let mut handle = ChildHandle::builder({
@@ -149,6 +160,7 @@ fn the_servers_own_exit_code_is_the_status_and_its_orphans_go_with_it() {
 
 #[test]
 fn a_command_our_spawn_cannot_read_falls_back_to_a_process_group_and_says_why() {
+    let _serial = serial();
     use std::os::unix::process::CommandExt;
     // `uid` is a setting only std's path honours: no tree init can run it.
     let mut cmd = slowserver(&[]);
@@ -173,6 +185,7 @@ fn a_command_our_spawn_cannot_read_falls_back_to_a_process_group_and_says_why() 
 
 #[test]
 fn a_server_in_a_tree_is_judged_by_its_own_pid_for_ready_notify() {
+    let _serial = serial();
     // NotifyAccess=main (the default): READY=1 must come from the server itself, whose pid the
     // kernel gives us in our namespace (SCM_CREDENTIALS), not from the tree init.
     let notify = childguard_tests::bin("cg-notify");
@@ -201,6 +214,7 @@ fn a_server_in_a_tree_is_judged_by_its_own_pid_for_ready_notify() {
 
 #[test]
 fn the_tree_init_sigkilled_ends_a_namespace_but_a_subreapers_orphans_escape() {
+    let _serial = serial();
     // What each backend cannot do (docs/design.md, "Containment without a cgroup"): the PID
     // namespace holds even when its init is SIGKILLed (the kernel kills the namespace); a
     // subreaper SIGKILLed lets its tree re-parent to PID 1.
@@ -244,5 +258,29 @@ fn the_tree_init_sigkilled_ends_a_namespace_but_a_subreapers_orphans_escape() {
                 "the tree escapes a SIGKILLed subreaper — left {left:?}: {report}"
             ),
         }
+    }
+}
+
+#[test]
+fn a_missing_program_under_a_tree_init_is_the_same_error_and_leaves_nothing() {
+    let _serial = serial();
+    for (how, _) in BACKENDS {
+        let before = childguard_tests::our_children();
+        let err = ChildHandle::builder(std::process::Command::new("/nonexistent/server"))
+            .contain(how.clone())
+            .spawn()
+            .expect_err("no such program");
+        assert_eq!(err.kind(), childguard::ErrorKind::Spawn, "{how:?}: {err}");
+        assert_eq!(
+            err.io_kind(),
+            std::io::ErrorKind::NotFound,
+            "{how:?}: {err}"
+        );
+        // The tree init was reaped: no child of ours is left from this spawn.
+        let after = childguard_tests::our_children();
+        assert!(
+            after.iter().all(|p| before.contains(p)),
+            "{how:?}: {after:?} (before {before:?})"
+        );
     }
 }

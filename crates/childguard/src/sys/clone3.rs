@@ -29,7 +29,7 @@ pub(crate) const SUPPORTED: bool = cfg!(all(target_os = "linux", target_arch = "
 /// The child's stack: 64 KiB (glibc's `posix_spawn` uses 32 KiB); the steps it runs use a few
 /// hundred bytes. A page below it is left inaccessible, so an overflow faults in the child
 /// instead of writing over our memory.
-const STACK_SIZE: usize = 64 * 1024;
+pub(crate) const STACK_SIZE: usize = 64 * 1024;
 
 /// The flags of a spawn: always `CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_CLEAR_SIGHAND`,
 /// plus `CLONE_INTO_CGROUP` when `cgroup` is given.
@@ -65,16 +65,37 @@ pub(crate) unsafe fn clone3_run(
     child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     arg: *mut libc::c_void,
 ) -> io::Result<(u32, OwnedFd)> {
-    use std::os::fd::AsRawFd;
     let stack = Stack::take()?;
+    // SAFETY: the stack is ours and unused until the call returns; the rest is the caller's.
+    let born = unsafe { clone3_run_on(stack.base, STACK_SIZE, cgroup, child, arg) };
+    stack.keep();
+    born
+}
+
+/// [`clone3_run`] on a stack the caller gives: `size` bytes from `base`, unused by anything
+/// else until this returns. For a caller that may not allocate nor touch a thread-local (the
+/// tree init, a fork-like copy of the host: `sys/own_child.rs` `spawn_child_from_copy`).
+///
+/// # Safety
+/// As [`clone3_run`], and `base..base + size` must be writable memory nothing else uses
+/// before this returns.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) unsafe fn clone3_run_on(
+    base: *mut libc::c_void,
+    size: usize,
+    cgroup: Option<std::os::fd::BorrowedFd<'_>>,
+    child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> io::Result<(u32, OwnedFd)> {
+    use std::os::fd::AsRawFd;
     let mut pidfd: libc::c_int = -1;
     // SAFETY: clone_args is plain old data; all zeros is its "unset" value for every field.
     let mut args: linux_raw_sys::general::clone_args = unsafe { std::mem::zeroed() };
     args.flags = flags(cgroup.is_some());
     args.pidfd = std::ptr::addr_of_mut!(pidfd) as u64;
     args.exit_signal = libc::SIGCHLD as u64;
-    args.stack = stack.base as u64;
-    args.stack_size = STACK_SIZE as u64;
+    args.stack = base as u64;
+    args.stack_size = size as u64;
     args.cgroup = cgroup.map_or(0, |fd| fd.as_raw_fd() as u64);
     let blocked = BlockedSignals::all()?;
     let ret: isize;
@@ -85,7 +106,7 @@ pub(crate) unsafe fn clone3_run(
     // the top of `stack` (16-byte aligned: the `call` leaves the callee the alignment the
     // ABI asks for), r12 and r13 still hold `child` and `arg` (the kernel copies the
     // registers), and the child never comes back into compiled code: `exit` ends it.
-    // `stack` outlives the child's use of it: CLONE_VFORK keeps us here until the child
+    // The stack outlives the child's use of it: CLONE_VFORK keeps us here until the child
     // exec'd or exited.
     unsafe {
         std::arch::asm!(
@@ -112,13 +133,23 @@ pub(crate) unsafe fn clone3_run(
         );
     }
     drop(blocked);
-    stack.keep();
     if ret < 0 {
         return Err(io::Error::from_raw_os_error(-ret as i32));
     }
     // SAFETY: on success the kernel stored a new pidfd, ours alone, in `pidfd`.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     Ok((ret as u32, pidfd))
+}
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+pub(crate) unsafe fn clone3_run_on(
+    _base: *mut libc::c_void,
+    _size: usize,
+    _cgroup: Option<std::os::fd::BorrowedFd<'_>>,
+    _child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    _arg: *mut libc::c_void,
+) -> io::Result<(u32, OwnedFd)> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]

@@ -36,7 +36,9 @@ pub(crate) use fd::{async_fd, async_readable};
 #[cfg(target_os = "linux")]
 pub(crate) use fd_table::unshare_keeping;
 #[cfg(target_os = "linux")]
-pub(crate) use own_child::{run_forked, spawn_child, step_from, ChildPlan, Step};
+pub(crate) use own_child::{
+    run_forked, spawn_child, spawn_child_from_copy, step_from, ChildPlan, Step,
+};
 pub(crate) use proc::{process_cpu_time, process_mrelease};
 pub(crate) use signal::{
     rustix_signal, sigchld_reaping, sigpipe_ignored_at_start, thread_blocks_signals, SigchldReaping,

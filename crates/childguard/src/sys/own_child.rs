@@ -118,6 +118,37 @@ pub(crate) fn spawn_child(
     unsafe { super::clone3::clone3_run(cgroup, child_main, std::ptr::from_mut(plan).cast()) }
 }
 
+/// [`spawn_child`] from the tree init (`process/containment/tree_init`), a fork-like copy of
+/// the host that may not allocate nor touch a thread-local: the child's stack is mapped here
+/// (`mmap`, async-signal-safe) and unmapped once `clone3` returned (the child exec'd or
+/// exited). `ENOSYS` and the like come back as they are: the caller forks instead.
+pub(crate) fn spawn_child_from_copy(
+    plan: &mut ChildPlan,
+) -> std::io::Result<(u32, std::os::fd::OwnedFd)> {
+    const GUARD: usize = 4096;
+    let len = super::clone3::STACK_SIZE + GUARD;
+    let map = childguard_forksafe::map_anonymous(len, libc::MAP_STACK)
+        .map_err(std::io::Error::from_raw_os_error)?;
+    plan.reached = Step::NotStarted;
+    plan.errno = 0;
+    // SAFETY: the mapping is ours, `len` bytes, used by nothing else: its first page becomes
+    // the guard (an overflow faults), the rest the child's stack. `child_main` keeps to
+    // clone3_run's contract, and `plan` is borrowed for the whole call.
+    let born = unsafe {
+        libc::mprotect(map.as_ptr().cast(), GUARD, libc::PROT_NONE);
+        super::clone3::clone3_run_on(
+            map.as_ptr().add(GUARD).cast(),
+            super::clone3::STACK_SIZE,
+            None,
+            child_main,
+            std::ptr::from_mut(plan).cast(),
+        )
+    };
+    // SAFETY: munmap(2) of the mapping made above; the child is done with it (CLONE_VFORK).
+    unsafe { libc::munmap(map.as_ptr().cast(), len) };
+    born
+}
+
 /// The child: runs the plan `arg` points to; returns only on failure, with 127 (the exit
 /// status of a program that could not be run), the step and errno left in the plan.
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {

@@ -57,32 +57,7 @@ fn start(args: &Args<'_>, plan: &mut ChildPlan) -> Result<(OwnedFd, Server), ()>
     if let Some((_, parent)) = &mut plan.death_signal {
         *parent = rustix::process::getpid().as_raw_nonzero().get() as u32;
     }
-    let flags = rustix::pipe::PipeFlags::CLOEXEC;
-    let (report_r, report_w) =
-        rustix::pipe::pipe_with(flags).map_err(|e| fail(FAILED_FORK, e.raw_os_error()))?;
-    let pid = match sys::fork_server() {
-        Ok(sys::Forked::Child) => run_forked(plan, report_w.as_raw_fd()),
-        Ok(sys::Forked::Parent(pid, _)) => pid,
-        Err(e) => {
-            fail(FAILED_FORK, e);
-            return Err(());
-        }
-    };
-    drop(report_w);
-    let mut report = [0u8; 5];
-    let n = read_full(report_r.as_fd(), &mut report);
-    drop(report_r);
-    if n == report.len() {
-        // The server failed before its exec and exited 127: reap it, then say which step.
-        let _ = rustix::process::waitpid(Pid::from_raw(pid), WaitOptions::empty());
-        let errno = i32::from_ne_bytes([report[1], report[2], report[3], report[4]]);
-        fail(report[0], errno);
-        return Err(());
-    }
-    let pid = Pid::from_raw(pid).ok_or(())?;
-    // Our unreaped child: the pid cannot be recycled before we reap it.
-    let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-        .map_err(|e| fail(FAILED_FORK, e.raw_os_error()))?;
+    let (pid, pidfd) = server(plan).map_err(|(step, errno)| fail(step, errno))?;
     let keep = [
         args.ctl.as_raw_fd(),
         signals.as_raw_fd(),
@@ -98,6 +73,52 @@ fn start(args: &Args<'_>, plan: &mut ChildPlan) -> Result<(OwnedFd, Server), ()>
     let _ = sys::close_all_except(&sorted, sys::close_loop_limit());
     send_fd(args.ctl, pidfd.as_fd()).map_err(|_| ())?;
     Ok((signals, Server { pid, pidfd }))
+}
+
+/// The server, exec'd: by our own spawn's `clone3` (shared memory, no page table copied), or
+/// where `clone3` is refused (Docker's seccomp profile answers `ENOSYS`) by a fork whose
+/// failed step comes back down a pipe. `Err`: the step and its errno.
+fn server(plan: &mut ChildPlan) -> Result<(Pid, OwnedFd), (u8, i32)> {
+    if let Ok((pid, pidfd)) = crate::sys::spawn_child_from_copy(plan) {
+        if plan.errno != 0 || plan.reached != crate::sys::Step::Exec {
+            // It exited 127 before its exec: reap it, then say which step.
+            let _ = rustix::process::waitid(
+                rustix::process::WaitId::PidFd(pidfd.as_fd()),
+                rustix::process::WaitIdOptions::EXITED,
+            );
+            let errno = if plan.errno != 0 {
+                plan.errno
+            } else {
+                libc::ECHILD
+            };
+            return Err((plan.reached as u8, errno));
+        }
+        let pid = Pid::from_raw(pid as i32).ok_or((FAILED_FORK, libc::ESRCH))?;
+        return Ok((pid, pidfd));
+    }
+    let flags = rustix::pipe::PipeFlags::CLOEXEC;
+    let (report_r, report_w) =
+        rustix::pipe::pipe_with(flags).map_err(|e| (FAILED_FORK, e.raw_os_error()))?;
+    let pid = match sys::fork_server() {
+        Ok(sys::Forked::Child) => run_forked(plan, report_w.as_raw_fd()),
+        Ok(sys::Forked::Parent(pid, _)) => pid,
+        Err(e) => return Err((FAILED_FORK, e)),
+    };
+    drop(report_w);
+    let mut report = [0u8; 5];
+    let n = read_full(report_r.as_fd(), &mut report);
+    drop(report_r);
+    if n == report.len() {
+        // The server failed before its exec and exited 127: reap it, then say which step.
+        let _ = rustix::process::waitpid(Pid::from_raw(pid), WaitOptions::empty());
+        let errno = i32::from_ne_bytes([report[1], report[2], report[3], report[4]]);
+        return Err((report[0], errno));
+    }
+    let pid = Pid::from_raw(pid).ok_or((FAILED_FORK, libc::ESRCH))?;
+    // Our unreaped child: the pid cannot be recycled before we reap it.
+    let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+        .map_err(|e| (FAILED_FORK, e.raw_os_error()))?;
+    Ok((pid, pidfd))
 }
 
 /// Why the tree init failed before the server's exec (the host names it); beyond the
