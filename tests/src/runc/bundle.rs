@@ -56,7 +56,12 @@ pub(super) fn config(runc: &Path, busybox: &Path, bundle: &Path, spec: &Spec) ->
         std::fs::create_dir_all(rootfs.join(dir)).unwrap();
     }
     let mut binds = vec![(busybox.to_path_buf(), "/bin/busybox".to_string())];
-    binds.extend(spec.programs.iter().cloned());
+    for (host, inside) in &spec.programs {
+        // runc resolves a relative source against the bundle.
+        let host =
+            std::fs::canonicalize(host).unwrap_or_else(|e| panic!("{}: {e}", host.display()));
+        binds.push((host, inside.clone()));
+    }
     for applet in applets(busybox) {
         let _ = std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet));
     }

@@ -120,7 +120,10 @@ impl Bed {
             let _ = std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet));
         }
         let mut all = vec![(self.busybox.clone(), "/bin/busybox".to_string())];
-        all.extend(binds.iter().cloned());
+        for (host, inside) in binds {
+            // runc resolves a relative source against the bundle.
+            all.push((std::fs::canonicalize(host)?, inside.clone()));
+        }
         let mut mounts: Vec<Value> = Vec::new();
         for (host, inside) in &all {
             let libs = libraries(host)
@@ -231,10 +234,10 @@ impl Container {
     }
 
     /// Waits (bounded: 30 s) until `n` of its processes are named `comm`.
-    pub fn await_named(&self, comm: &str, n: usize) -> Result<()> {
+    pub fn await_named(&mut self, comm: &str, n: usize) -> Result<()> {
         let began = Instant::now();
         while self.processes().iter().filter(|(_, c)| c == comm).count() < n {
-            if began.elapsed() > Duration::from_secs(30) {
+            if began.elapsed() > Duration::from_secs(30) || self.child.try_wait()?.is_some() {
                 let said = std::fs::read_to_string(self.bundle.join("stderr")).unwrap_or_default();
                 return Err(format!("container {}: never {n} {comm}: {said}", self.id).into());
             }
