@@ -33,7 +33,8 @@ pub(super) struct Conception {
     pub(super) sweep: bool,
     pub(super) own_exec: Option<PidExec>,
     pub(super) cgroup: Option<ContainedIn>,
-    /// Tree inits to try, in order (`process/containment/tree_init`).
+    /// Tree inits to try, in order (`process/containment/tree_init`; always empty off Linux).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) tree: Vec<crate::process::containment::Backend>,
     /// Backends already passed over, with why.
     pub(super) passed_over: Vec<String>,
