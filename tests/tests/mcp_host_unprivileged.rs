@@ -576,11 +576,10 @@ fn childguards_group_sigkilled_as_the_user_leaves_nothing_in_a_pid_namespace() {
     childguard_killed(&bed, Contain::Docs, true);
 }
 
-/// The same with the subreaper: the tree init, in childguard's group, dies with it, and the
-/// `setsid` worker (in no group of ours) is re-parented to PID 1 and runs on.
+/// The same with the subreaper: the tree init leaves childguard's group once the server is
+/// forked, so the group's SIGKILL misses it; it sees childguard gone and ends the tree — the
+/// `setsid` worker included. (Before that it died with the group and the worker ran on.)
 #[test]
-#[ignore = "library bug (issue 50): the subreaper's tree init is in childguard's process group, \
-            so a killpg(KILL) of that group kills it and the setsid worker escapes"]
 fn childguards_group_sigkilled_as_the_user_leaves_nothing_with_a_subreaper() {
     let test = "childguards_group_sigkilled_as_the_user_leaves_nothing_with_a_subreaper";
     let _serial = serial();

@@ -58,6 +58,11 @@ fn start(args: &Args<'_>, plan: &mut ChildPlan) -> Result<(OwnedFd, Server), ()>
         *parent = rustix::process::getpid().as_raw_nonzero().get() as u32;
     }
     let (pid, pidfd) = server(plan).map_err(|(step, errno)| fail(step, errno))?;
+    // Race avoided (*the tree init killed with our group*): a host's `killpg(SIGKILL)` of
+    // our process group — the Python SDK's last step — would kill a subreaper with us and
+    // orphan its tree to PID 1. Out of our group (after the server's fork, which stays in it:
+    // a terminal's Ctrl-C still reaches the server), it outlives us and ends the tree itself.
+    let _ = rustix::process::setpgid(None, None);
     let keep = [
         args.ctl.as_raw_fd(),
         signals.as_raw_fd(),
