@@ -194,12 +194,13 @@ impl Container {
         status
     }
 
-    /// What PID 1 (and runc) wrote on stdout so far.
+    /// What PID 1 (and runc) wrote on stdout so far: all of it once runc has exited (it
+    /// copies PID 1's output from a pipe, so some may arrive after PID 1 exited).
     pub fn stdout(&self) -> String {
         std::fs::read_to_string(self.bundle.0.join("stdout")).unwrap_or_default()
     }
 
-    /// What PID 1 (and runc) wrote on stderr so far.
+    /// What PID 1 (and runc) wrote on stderr so far (all of it once runc has exited).
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(self.bundle.0.join("stderr")).unwrap_or_default()
     }

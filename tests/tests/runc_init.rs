@@ -69,7 +69,7 @@ fn cmd_processes(container: &Container) -> Vec<u32> {
 
 fn init_stops_the_container(test: &str, seccomp: bool) {
     let (runc, busybox, spec) = require_peer!(ours(test, seccomp));
-    let (container, _) = started(&runc, &busybox, &spec);
+    let (mut container, _) = started(&runc, &busybox, &spec);
     let sent = Instant::now();
     container.kill("TERM");
     let stopped = container.stopped_within(STOP_BOUND);
@@ -88,7 +88,13 @@ fn init_stops_the_container(test: &str, seccomp: bool) {
         "left: {:?}",
         container.processes()
     );
-    // init swept the namespace itself, before the kernel's end of it would have.
+    // init swept the namespace itself, before the kernel's end of it would have. Its stderr
+    // reaches the file through runc, which copies it from a pipe: read once runc has exited.
+    let status = container.exit_within(Duration::from_secs(10));
+    assert!(
+        status.is_some(),
+        "{test}: runc run still running after the stop"
+    );
     let report = container.stderr();
     assert!(
         report.contains("childguard init: stop: 0 processes left"),
