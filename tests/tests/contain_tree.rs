@@ -284,3 +284,35 @@ fn a_missing_program_under_a_tree_init_is_the_same_error_and_leaves_nothing() {
         );
     }
 }
+
+#[test]
+fn a_tree_init_reaped_by_someone_else_still_gives_the_servers_status() {
+    // A host that reaps with waitpid(-1) (childguard init's own loop, a C library's) steals
+    // the tree init's status; the server's, sent before it exited, is still reported.
+    use std::io::Write;
+    let _serial = serial();
+    for (how, _) in BACKENDS {
+        let mut handle = ChildHandle::builder({
+            let mut sh = std::process::Command::new("sh");
+            sh.args(["-c", "read x; exit 5"]);
+            sh.stdin(std::process::Stdio::piped());
+            sh
+        })
+        .contain(how.clone())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{how:?}: {e}"));
+        let init = proc_ppid(handle.id().unwrap()).expect("the tree init");
+        handle.stdin().expect("stdin").write_all(b"go\n").unwrap();
+        let init = rustix::process::Pid::from_raw(init as i32).unwrap();
+        let reaped = rustix::process::waitpid(Some(init), rustix::process::WaitOptions::empty());
+        assert!(
+            matches!(reaped, Ok(Some((p, _))) if p == init),
+            "{how:?}: {reaped:?}"
+        );
+        let status = handle
+            .wait_timeout(Duration::from_secs(20))
+            .unwrap()
+            .expect("exited");
+        assert_eq!(status.code(), Some(5), "{how:?}: the server's own status");
+    }
+}

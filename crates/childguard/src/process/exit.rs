@@ -53,7 +53,14 @@ impl Process {
                 Ok(Some(status)) if reap => self.mark_exited(Life::Reaped(status)),
                 Ok(Some(status)) => self.mark_exited(Life::Exited(status)),
                 Ok(None) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.mark_exited(Life::Lost),
+                // Reaped by somebody else (a `waitpid(-1)` of the host's, `childguard init`'s
+                // own reaping): a tree init sent the server's status before it exited.
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
+                    match self.recorded_server_status() {
+                        Some(status) => self.mark_exited(Life::Reaped(status)),
+                        None => self.mark_exited(Life::Lost),
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }

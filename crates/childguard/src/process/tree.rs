@@ -50,6 +50,15 @@ impl Process {
         status
     }
 
+    /// The server's status the tree init sent, if any (its own was lost: reaped elsewhere).
+    pub(super) fn recorded_server_status(&mut self) -> Option<ExitStatus> {
+        #[cfg(target_os = "linux")]
+        if let Some((tree, _)) = &mut self.tree {
+            return tree.recorded_status();
+        }
+        None
+    }
+
     /// `SIGKILL` under a tree init: the whole tree ends (the tree init ends it, or the kernel
     /// does). `None` for any other signal, or without a tree init.
     pub(super) fn kill_tree(&self, signal: Signal) -> Option<io::Result<(bool, Option<usize>)>> {

@@ -282,6 +282,11 @@ impl Tree {
     /// The server's status as the tree init sent it before it exited (`fallback`, the tree
     /// init's own, when it sent none: it was killed first).
     pub(crate) fn server_status(&mut self, fallback: ExitStatus) -> ExitStatus {
+        self.recorded_status().unwrap_or(fallback)
+    }
+
+    /// The server's status, if the tree init sent it (read once, kept).
+    pub(crate) fn recorded_status(&mut self) -> Option<ExitStatus> {
         use std::os::unix::process::ExitStatusExt;
         if self.status.is_none() {
             let mut bytes = [0u8; 6];
@@ -293,7 +298,7 @@ impl Tree {
                 }
             }
         }
-        self.status.map_or(fallback, ExitStatus::from_raw)
+        self.status.map(ExitStatus::from_raw)
     }
 }
 
