@@ -208,13 +208,15 @@ if [ $# -eq 0 ]; then
         cargo test --no-fail-fast -p childguard-tests \
         --test cli --test ffi --test timeout --test with --test stdio_server --test init
     # The CLI as users install it (crates/childguard-cli/install.sh): static-pie on Linux with
-    # glibc, no dynamic loader. Its tests once more on that binary (CHILDGUARD_TEST_CLI).
+    # glibc, no dynamic loader. Its tests once more on that binary (CHILDGUARD_TEST_CLI); the
+    # runc tests bind it into their containers (runc_contain builds its static host helper,
+    # cg-stdio-host, itself).
     cli_prefix="$PWD/target/cli-static"
     static_cli() {
         CHILDGUARD_CLI_PROFILE=dev bash crates/childguard-cli/install.sh "$cli_prefix" &&
             CHILDGUARD_TEST_CLI="$cli_prefix/bin/childguard" cargo test --no-fail-fast \
                 -p childguard-tests --test cli --test init --test timeout --test with \
-                --test ctrl_c --test skip_ignored --test runc_init
+                --test ctrl_c --test skip_ignored --test runc_init --test runc_contain
     }
     pass "the static CLI" static_cli
 fi
