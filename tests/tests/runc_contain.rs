@@ -426,6 +426,9 @@ fn host_close(runc: &Path, container: &Container) -> (Duration, Duration) {
     assert!(stderr.contains(&note), "no {note:?} in:\n{stderr}");
     assert_subreaper_reported(&stderr);
     assert_nothing_left(container, &[], "the host's close", &stderr);
+    if let Some(line) = stderr.lines().find(|l| l.contains("contained by")) {
+        eprintln!("runc_contain: after the host's close: {line}");
+    }
     (took, Duration::from_secs_f64(own / 1e3))
 }
 
