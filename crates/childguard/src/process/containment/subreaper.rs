@@ -21,7 +21,7 @@ use rustix::process::Pid;
 /// Calls `each` with the pid of every child of this (single-threaded) process, as
 /// `/proc/thread-self/children` lists them; how many. Reads at most 4 KiB: a longer list
 /// is taken on the next round of the caller's loop.
-fn children(mut each: impl FnMut(i32)) -> usize {
+pub(super) fn children(mut each: impl FnMut(i32)) -> usize {
     use rustix::fs::{Mode, OFlags};
     let Ok(fd) = rustix::fs::open(
         c"/proc/thread-self/children",

@@ -293,7 +293,15 @@ fn send_fd(ctl: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> rustix::io::Result<usize>
     if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
         return Err(rustix::io::Errno::NOBUFS);
     }
-    let bytes = Msg::Started.encode();
+    // The server's pid as our host sees it (`/proc` is the host's): our first child, still
+    // unreaped (we reap only in the loop); an orphan re-parented to us already comes after it.
+    let mut pid = 0u32;
+    super::super::subreaper::children(|p| {
+        if pid == 0 {
+            pid = p as u32;
+        }
+    });
+    let bytes = Msg::Started(pid).encode();
     rustix::net::sendmsg(
         ctl,
         &[std::io::IoSlice::new(&bytes)],

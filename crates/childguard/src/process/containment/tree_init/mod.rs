@@ -37,7 +37,8 @@ pub(super) const KILL_TREE: i32 = 0x6b69_6c6c;
 /// A message on the control socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Msg {
-    Started,
+    /// The server exec'd, with its pid as we see it (0: unknown).
+    Started(u32),
     /// The step (a `sys::Step`, or one of `life`'s `FAILED_*`) and its errno.
     Failed(u8, i32),
     /// The server's wait status.
@@ -47,7 +48,10 @@ pub(super) enum Msg {
 impl Msg {
     fn encode(self) -> [u8; 6] {
         match self {
-            Msg::Started => [1, 0, 0, 0, 0, 0],
+            Msg::Started(pid) => {
+                let p = pid.to_ne_bytes();
+                [1, 0, p[0], p[1], p[2], p[3]]
+            }
             Msg::Failed(step, e) => {
                 let e = e.to_ne_bytes();
                 [2, step, e[0], e[1], e[2], e[3]]
@@ -65,7 +69,7 @@ impl Msg {
         };
         let n = i32::from_ne_bytes([a, b, c, d]);
         match kind {
-            1 => Some(Msg::Started),
+            1 => Some(Msg::Started(n as u32)),
             2 => Some(Msg::Failed(step, n)),
             3 => Some(Msg::Exited(n)),
             _ => None,
@@ -152,15 +156,26 @@ pub(crate) fn start(
             // Refused this way (root without CAP_SYS_ADMIN after all): the next one.
             Err(_) if attempts.peek().is_some() => {}
             Err(e) => {
-                return Err(NoTree::Refused(io::Error::from_raw_os_error(e)));
+                let e = io::Error::from_raw_os_error(e);
+                return Err(NoTree::Refused(io::Error::new(
+                    e.kind(),
+                    format!("clone({}) refused: {e}", clone_flags(flags)),
+                )));
             }
         }
     };
     drop(theirs);
     drop(host);
     match receive_start(&ours) {
-        Ok(server_pidfd) => {
-            let server_pid = pid_of(&server_pidfd).unwrap_or(0);
+        Ok((server_pidfd, sent)) => {
+            // Race avoided (*a pid read after the reap*): the server may have exited, and the
+            // tree init reaped it, before we read its pidfd's `fdinfo` (`Pid: -1` then). The
+            // tree init read it from its own children before anything could reap it.
+            let server_pid = if sent != 0 {
+                sent
+            } else {
+                pid_of(&server_pidfd).unwrap_or(0)
+            };
             Ok(Started {
                 pid,
                 pidfd,
@@ -185,8 +200,20 @@ pub(crate) fn start(
     }
 }
 
-/// The first message: the server's pidfd, or why the tree init failed.
-fn receive_start(ctl: &OwnedFd) -> Result<OwnedFd, NoTree> {
+/// The flags of the tree init's `clone`, as the error names them.
+fn clone_flags(flags: std::ffi::c_long) -> &'static str {
+    let user = flags & libc::CLONE_NEWUSER as std::ffi::c_long != 0;
+    let pid = flags & libc::CLONE_NEWPID as std::ffi::c_long != 0;
+    match (user, pid) {
+        (true, true) => "CLONE_NEWUSER|CLONE_NEWPID",
+        (false, true) => "CLONE_NEWPID",
+        (true, false) => "CLONE_NEWUSER",
+        (false, false) => "a plain fork",
+    }
+}
+
+/// The first message: the server's pidfd and pid, or why the tree init failed.
+fn receive_start(ctl: &OwnedFd) -> Result<(OwnedFd, u32), NoTree> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     use std::mem::MaybeUninit;
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -213,7 +240,9 @@ fn receive_start(ctl: &OwnedFd) -> Result<OwnedFd, NoTree> {
         }
     }
     match Msg::decode(&bytes[..n]) {
-        Some(Msg::Started) => fd.ok_or_else(|| NoTree::Failed(io::Error::other("no pidfd"))),
+        Some(Msg::Started(pid)) => fd
+            .map(|fd| (fd, pid))
+            .ok_or_else(|| NoTree::Failed(io::Error::other("no pidfd"))),
         Some(Msg::Failed(step, errno)) => Err(failure(step, errno)),
         _ => Err(NoTree::Failed(io::Error::other(
             "the tree init ended before it started the server",
@@ -308,7 +337,11 @@ mod tests {
 
     #[test]
     fn messages_round_trip() {
-        for msg in [Msg::Started, Msg::Failed(7, 13), Msg::Exited(0x0f00)] {
+        for msg in [
+            Msg::Started(4_000_000),
+            Msg::Failed(7, 13),
+            Msg::Exited(0x0f00),
+        ] {
             assert_eq!(Msg::decode(&msg.encode()), Some(msg));
         }
         assert_eq!(Msg::decode(&[9, 0, 0, 0, 0, 0]), None);
