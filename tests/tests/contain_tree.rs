@@ -316,3 +316,22 @@ fn a_tree_init_reaped_by_someone_else_still_gives_the_servers_status() {
         assert_eq!(status.code(), Some(5), "{how:?}: the server's own status");
     }
 }
+
+#[test]
+fn a_server_that_exits_at_once_still_has_its_pid() {
+    // Race: the tree init reaps a server that exits at once, maybe before we could read its
+    // pid from the pidfd; the tree init sends it first.
+    let _serial = serial();
+    for (how, _) in BACKENDS {
+        for _ in 0..20 {
+            let handle = ChildHandle::builder(std::process::Command::new("true"))
+                .contain(how.clone())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{how:?}: {e}"));
+            let id = handle.id();
+            let report = handle.close().unwrap();
+            assert!(id.is_some_and(|p| p > 1), "{how:?}: id {id:?}: {report}");
+            assert_eq!(report.pid, id, "{report}");
+        }
+    }
+}
