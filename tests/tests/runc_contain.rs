@@ -23,17 +23,17 @@
 //! milliseconds (the tree init seeing childguard gone).
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use childguard_cli::procs::{children_of, descendants_of};
 use childguard_tests::as_user::{ns_pids, our_pid_of};
 use childguard_tests::cgroups::serial;
 use childguard_tests::init::comm;
+use childguard_tests::mcp_host::Streams;
 use childguard_tests::runc::{self, Container, Spec};
 use childguard_tests::{bin, eventually, exited_within, is_alive, pidfd, Pins};
 
@@ -169,9 +169,7 @@ fn left(container: &Container, except: &[u32]) -> Vec<u32> {
 struct Exec {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-    stderr_done: Arc<Mutex<bool>>,
+    streams: Streams,
     pins: Pins,
 }
 
@@ -187,37 +185,10 @@ impl Exec {
             .stderr(Stdio::piped());
         childguard_tests::sys::clean_start(&mut cmd);
         let mut child = cmd.spawn().expect("spawning runc exec");
-        let (tx, lines) = mpsc::channel();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let stderr_done = Arc::new(Mutex::new(false));
-        let (into, done) = (Arc::clone(&stderr), Arc::clone(&stderr_done));
-        let mut pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                into.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-            *done.lock().unwrap() = true;
-        });
         Exec {
             stdin: child.stdin.take(),
+            streams: Streams::take(&mut child),
             child,
-            lines,
-            stderr,
-            stderr_done,
             pins: Pins::default(),
         }
     }
@@ -243,32 +214,31 @@ impl Exec {
     }
 
     fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.streams.stderr()
     }
 
     /// All of stderr, once every writer has closed it (bounded: what came by then).
     fn stderr_at_end(&self) -> String {
-        eventually(GONE, || *self.stderr_done.lock().unwrap());
+        eventually(GONE, || self.streams.stderr_closed());
         self.stderr()
     }
 
-    /// The next stdout line starting with `prefix`, within `limit`.
+    /// The next stdout line starting with `prefix`, within `limit` (the host's `FAILED` line
+    /// fails the test).
     fn expect_line(&self, prefix: &str, limit: Duration) -> String {
-        let end = Instant::now() + limit;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with(prefix) => return line,
-                Ok(line) if line.starts_with("FAILED") => {
-                    panic!("the host: {line}; stderr:\n{}", self.stderr())
-                }
-                Ok(_) => {}
-                Err(e) => panic!(
+        let line = self
+            .streams
+            .next_line(limit, |l| l.starts_with(prefix) || l.starts_with("FAILED"))
+            .unwrap_or_else(|e| {
+                panic!(
                     "no {prefix:?} line within {limit:?} ({e}); stderr:\n{}",
                     self.stderr()
-                ),
-            }
+                )
+            });
+        if !line.starts_with(prefix) {
+            panic!("the host: {line}; stderr:\n{}", self.stderr())
         }
+        line
     }
 
     /// `runc exec`'s exit status, within `limit`.
