@@ -1,8 +1,9 @@
 //! The MCP Python SDK as a host (`tests/fixtures/mcp_host.py`), as the tests run it: its
 //! stdout lines as they come, its stderr (childguard's and the server's too: the SDK passes its
-//! own stderr down) kept, the `childguard` it started, the stubborn server's pidfile. Used by
-//! `tests/mcp_host.rs` (as root) and `tests/mcp_host_unprivileged.rs` (as the suite's user);
-//! [`Streams`] also by `tests/runc_contain.rs`, for its host in a container.
+//! own stderr down) kept, the `childguard` it started, the stubborn server's pidfile and the
+//! launchers in front of it. Used by `tests/mcp_host.rs` (as root) and
+//! `tests/mcp_host_unprivileged.rs` (as the suite's user); [`Streams`] also by
+//! `tests/runc_contain.rs`, for its host in a container.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use childguard_cli::procs::children_of;
 
-use crate::eventually;
+use crate::{eventually, pidfd, Pins};
 
 /// A child's piped stdout, line by line as it comes, and its stderr, kept: each read by a
 /// thread of its own.
@@ -126,6 +127,48 @@ impl Host {
             })
     }
 
+    /// The end of a session the host closes itself: `SESSION OK` (the echo tool's answer),
+    /// then `CLOSED SECONDS` (how long the SDK's close took), then the host's exit, which must
+    /// be a success. Returns those seconds and the host's stderr.
+    pub fn closed(&mut self, limit: Duration) -> (f64, String) {
+        let ok = self.expect_line("SESSION OK", limit);
+        assert!(ok.contains("echo"), "{ok}");
+        let closed = self.expect_line("CLOSED", limit);
+        let took: f64 = closed["CLOSED ".len()..].parse().expect("seconds");
+        let status = self.child.wait().unwrap();
+        let stderr = self.stderr();
+        assert!(
+            status.success(),
+            "the host failed: {status}; stderr:\n{stderr}"
+        );
+        (took, stderr)
+    }
+
+    /// Once a `--hang` session is up, until the host hangs in it: `SESSION OK`, with
+    /// `fork_holder` (the host was given `--fork-holder`) its `HOLDER PID` line — that pid
+    /// pinned in `holder_pins` and returned — then `HANGING`.
+    pub fn hanging(
+        &self,
+        fork_holder: bool,
+        holder_pins: &mut Pins,
+        limit: Duration,
+    ) -> Option<u32> {
+        self.expect_line("SESSION OK", limit);
+        let holder: Option<u32> = fork_holder.then(|| {
+            let line = self.expect_line("HOLDER", limit);
+            line["HOLDER ".len()..].parse().expect("holder pid")
+        });
+        holder_pins.pin(holder);
+        self.expect_line("HANGING", limit);
+        holder
+    }
+
+    /// SIGKILLs the host (through a pidfd).
+    pub fn sigkill(&self) {
+        rustix::process::pidfd_send_signal(pidfd(self.child.id()), rustix::process::Signal::KILL)
+            .expect("SIGKILL the host");
+    }
+
     /// The `childguard run` the host started: its one child whose `comm` is `comm`.
     pub fn child_named(&self, comm: &str) -> u32 {
         let found: Vec<u32> = children_of(self.child.id())
@@ -169,4 +212,39 @@ pub fn read_pidfile(path: &Path, limit: Duration) -> (u32, u32) {
         .collect();
     assert_eq!(pids.len(), 2, "pidfile {text:?}");
     (pids[0], pids[1])
+}
+
+/// `sh -c 'python3 STUBBORN --pidfile P; exit $?'` (`stubborn`: `stubborn_mcp.py`): a
+/// launcher shell that stays (the `; exit` keeps a shell from exec'ing its last command), as
+/// `npm exec`'s `sh -c` does.
+pub fn behind_sh(stubborn: &Path, pidfile: &Path) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "python3 '{}' --pidfile '{}'; exit $?",
+            stubborn.display(),
+            pidfile.display()
+        ),
+    ]
+}
+
+/// Makes `project` a project directory whose `node_modules/.bin/stubborn-mcp` is
+/// `stubborn_js` (the node stubborn fixture, `stubborn_mcp.js`), and returns the command
+/// `npx --no-install stubborn-mcp --pidfile P` to run from it: the launcher chain a host's
+/// `"command": "npx"` gives (npx → `npm exec` → `sh -c stubborn-mcp` → node), with no network.
+pub fn npx_project(project: &Path, stubborn_js: &Path, pidfile: &Path) -> Vec<String> {
+    let bin_dir = project.join("node_modules/.bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::write(
+        project.join("package.json"),
+        r#"{"name": "mcp-host-test", "private": true}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(stubborn_js, bin_dir.join("stubborn-mcp")).unwrap();
+    ["npx", "--no-install", "stubborn-mcp", "--pidfile"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([pidfile.display().to_string()])
+        .collect()
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use childguard_cli::procs::descendants_of;
 use childguard_tests::cgroups::serial;
-use childguard_tests::mcp_host::Host;
+use childguard_tests::mcp_host::{behind_sh, npx_project, Host};
 use childguard_tests::stdio_peers::{fixture, mcp_python, program};
 use childguard_tests::{bin, eventually, fresh_dir, is_alive, left_after, pidfd, scratch, Pins};
 
@@ -76,41 +76,13 @@ fn read_pidfile(path: &Path) -> (u32, u32) {
     childguard_tests::mcp_host::read_pidfile(path, SESSION)
 }
 
-/// `sh -c 'python3 stubborn_mcp.py --pidfile P; exit $?'`: a launcher shell that stays (the
-/// `; exit` keeps a shell from exec'ing its last command), as `npm exec`'s `sh -c` does.
-fn behind_sh(pidfile: &Path) -> Vec<String> {
-    vec![
-        "sh".into(),
-        "-c".into(),
-        format!(
-            "python3 '{}' --pidfile '{}'; exit $?",
-            fixture("stubborn_mcp.py").display(),
-            pidfile.display()
-        ),
-    ]
-}
-
-/// A project directory whose `node_modules/.bin/stubborn-mcp` is the node stubborn fixture,
-/// and the command `npx --no-install stubborn-mcp --pidfile P` run from it: the launcher chain
-/// a host's `"command": "npx"` gives (npx → `npm exec` → `sh -c stubborn-mcp` → node), with
-/// no network.
+/// [`npx_project`] in a fresh directory, with the node stubborn fixture; `None` (skipped,
+/// said) only without node or npx under `CHILDGUARD_SKIP_PEERS=1`.
 fn behind_npx(test: &str, pidfile: &Path) -> Option<(PathBuf, Vec<String>)> {
     program(test, "node", "nodejs")?;
     program(test, "npx", "npm")?;
     let project = fresh_dir("npx-project");
-    let bin_dir = project.join("node_modules/.bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    std::fs::write(
-        project.join("package.json"),
-        r#"{"name": "mcp-host-test", "private": true}"#,
-    )
-    .unwrap();
-    std::os::unix::fs::symlink(fixture("stubborn_mcp.js"), bin_dir.join("stubborn-mcp")).unwrap();
-    let command = ["npx", "--no-install", "stubborn-mcp", "--pidfile"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([pidfile.display().to_string()])
-        .collect();
+    let command = npx_project(&project, &fixture("stubborn_mcp.js"), pidfile);
     Some((project, command))
 }
 
@@ -132,16 +104,7 @@ fn the_hosts_close_climbs_on_its_eof_and_leaves_nothing() {
     let (srv, worker) = read_pidfile(&pidfile);
     let mut pins = Pins::default();
     pins.pin([srv, worker]);
-    let ok = host.expect_line("SESSION OK", SESSION);
-    assert!(ok.contains("echo"), "{ok}");
-    let closed = host.expect_line("CLOSED", SESSION);
-    let took: f64 = closed["CLOSED ".len()..].parse().expect("seconds");
-    let status = host.child.wait().unwrap();
-    let stderr = host.stderr();
-    assert!(
-        status.success(),
-        "the host failed: {status}; stderr:\n{stderr}"
-    );
+    let (took, stderr) = host.closed(SESSION);
     assert!(
         took < 1.5,
         "the SDK's close took {took} s: childguard did not climb on the host's EOF (the SDK \
@@ -168,14 +131,12 @@ fn host_killed(python: &Path, host_flags: &[&str], cwd: &Path, server: &[String]
     let (srv, worker) = read_pidfile(pidfile);
     let mut pins = Pins::default();
     pins.pin([srv, worker]);
-    host.expect_line("SESSION OK", SESSION);
-    let holder: Option<u32> = host_flags.contains(&"--fork-holder").then(|| {
-        let line = host.expect_line("HOLDER", SESSION);
-        line["HOLDER ".len()..].parse().expect("holder pid")
-    });
     let mut holder_pin = Pins::default();
-    holder_pin.pin(holder);
-    host.expect_line("HANGING", SESSION);
+    let holder = host.hanging(
+        host_flags.contains(&"--fork-holder"),
+        &mut holder_pin,
+        SESSION,
+    );
     let cg = childguard_of(&host);
     pins.pin([cg]);
     pins.pin(descendants_of(cg));
@@ -183,8 +144,7 @@ fn host_killed(python: &Path, host_flags: &[&str], cwd: &Path, server: &[String]
     // The whole tree is up: childguard, the launchers, the server, the worker.
     assert!(tree.len() >= 3, "tree {tree:?}");
     let killed = Instant::now();
-    rustix::process::pidfd_send_signal(pidfd(host.child.id()), rustix::process::Signal::KILL)
-        .expect("SIGKILL the host");
+    host.sigkill();
     let left = left_after(&tree, GONE);
     let took = killed.elapsed();
     assert!(
@@ -238,7 +198,10 @@ fn the_host_sigkilled_mid_session_leaves_nothing_behind() {
     ] {
         let pidfile = scratch("pids");
         let (cwd, server) = match launcher {
-            "sh" => (std::env::temp_dir(), behind_sh(&pidfile)),
+            "sh" => (
+                std::env::temp_dir(),
+                behind_sh(&fixture("stubborn_mcp.py"), &pidfile),
+            ),
             _ => match behind_npx(test, &pidfile) {
                 Some(found) => found,
                 // Only with CHILDGUARD_SKIP_PEERS=1 (it panicked otherwise).
@@ -264,7 +227,7 @@ fn childguard_sigkilled_under_the_host_leaves_nothing() {
         &python,
         &["--hang"],
         &std::env::temp_dir(),
-        &behind_sh(&pidfile),
+        &behind_sh(&fixture("stubborn_mcp.py"), &pidfile),
         KILLED_LADDER,
     );
     let (srv, worker) = read_pidfile(&pidfile);

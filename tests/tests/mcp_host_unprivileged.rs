@@ -33,7 +33,7 @@ use childguard_tests::as_user::{
     suite_user, user_python, Bed,
 };
 use childguard_tests::cgroups::serial;
-use childguard_tests::mcp_host::{read_pidfile, Host};
+use childguard_tests::mcp_host::{behind_sh, npx_project, read_pidfile, Host};
 use childguard_tests::stdio_peers::tests_dir;
 use childguard_tests::{bin, eventually, exited_within, is_alive, left_after, pidfd, Pins};
 
@@ -163,20 +163,15 @@ impl UserBed {
         self.bed.root.join("run").join(format!("pids-{n}"))
     }
 
-    fn fixture(&self, name: &str) -> String {
-        self.bed
-            .root
-            .join("fixtures")
-            .join(name)
-            .display()
-            .to_string()
+    fn fixture(&self, name: &str) -> PathBuf {
+        self.bed.root.join("fixtures").join(name)
     }
 
     /// `python3 stubborn_mcp.py --pidfile P`, the server directly.
     fn stubborn(&self, pidfile: &Path) -> Vec<String> {
         vec![
             "python3".into(),
-            self.fixture("stubborn_mcp.py"),
+            self.fixture("stubborn_mcp.py").display().to_string(),
             "--pidfile".into(),
             pidfile.display().to_string(),
         ]
@@ -184,15 +179,7 @@ impl UserBed {
 
     /// The stubborn server behind a launcher shell that stays (`; exit $?`).
     fn behind_sh(&self, pidfile: &Path) -> Vec<String> {
-        vec![
-            "sh".into(),
-            "-c".into(),
-            format!(
-                "python3 '{}' --pidfile '{}'; exit $?",
-                self.fixture("stubborn_mcp.py"),
-                pidfile.display()
-            ),
-        ]
+        behind_sh(&self.fixture("stubborn_mcp.py"), pidfile)
     }
 
     /// `npx --no-install stubborn-mcp --pidfile P` and the project it runs from: the node
@@ -219,23 +206,7 @@ impl UserBed {
         }
         let n = self.runs.get();
         let project = self.bed.root.join(format!("npx-project-{n}"));
-        let bin_dir = project.join("node_modules/.bin");
-        std::fs::create_dir_all(&bin_dir).unwrap();
-        std::fs::write(
-            project.join("package.json"),
-            r#"{"name": "mcp-host-test", "private": true}"#,
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(
-            self.fixture("stubborn_mcp.js"),
-            bin_dir.join("stubborn-mcp"),
-        )
-        .unwrap();
-        let command = ["npx", "--no-install", "stubborn-mcp", "--pidfile"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([pidfile.display().to_string()])
-            .collect();
+        let command = npx_project(&project, &self.fixture("stubborn_mcp.js"), pidfile);
         Some((project, command))
     }
 
@@ -354,16 +325,7 @@ fn host_close(bed: &UserBed, contain: Contain) -> Duration {
     let mut host = bed.host(&[], &bed.bed.home(), &command);
     let mut pins = Pins::default();
     let tree = find_tree(bed, &host, &pidfile, contain, &mut pins);
-    let ok = host.expect_line("SESSION OK", SESSION);
-    assert!(ok.contains("echo"), "{ok}");
-    let closed = host.expect_line("CLOSED", SESSION);
-    let took: f64 = closed["CLOSED ".len()..].parse().expect("seconds");
-    let status = host.child.wait().unwrap();
-    let stderr = host.stderr();
-    assert!(
-        status.success(),
-        "the host failed: {status}; stderr:\n{stderr}"
-    );
+    let (took, stderr) = host.closed(SESSION);
     assert!(
         took < SDK_WAIT,
         "the SDK's close took {took} s: childguard's ladder did not end it within the SDK's \
@@ -417,14 +379,12 @@ fn host_killed(
     let host = bed.host(flags, &cwd, &server_command(contain, &server));
     let mut pins = Pins::default();
     let tree = find_tree(bed, &host, &pidfile, contain, &mut pins);
-    host.expect_line("SESSION OK", SESSION);
-    let holder: Option<u32> = matches!(launcher, Launcher::ShHolder).then(|| {
-        let line = host.expect_line("HOLDER", SESSION);
-        line["HOLDER ".len()..].parse().expect("holder pid")
-    });
     let mut holder_pin = Pins::default();
-    holder_pin.pin(holder);
-    host.expect_line("HANGING", SESSION);
+    let holder = host.hanging(
+        matches!(launcher, Launcher::ShHolder),
+        &mut holder_pin,
+        SESSION,
+    );
     let all: Vec<u32> = std::iter::once(tree.childguard)
         .chain(descendants_of(tree.childguard))
         .collect();
@@ -432,8 +392,7 @@ fn host_killed(
     // childguard, the tree init, the launchers, the server, the worker.
     assert!(all.len() >= 4, "tree {all:?}");
     let killed = Instant::now();
-    rustix::process::pidfd_send_signal(pidfd(host.child.id()), rustix::process::Signal::KILL)
-        .expect("SIGKILL the host");
+    host.sigkill();
     let left = left_after(&all, GONE);
     let took = killed.elapsed();
     assert!(
