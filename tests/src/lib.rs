@@ -270,6 +270,30 @@ pub fn is_own_fd_table(fd: i32) -> bool {
     std::fs::read_link(format!("/proc/self/fd/{fd}")).ok() == Some(own_table)
 }
 
+/// How many times a `measure_for_the_docs` test times each scenario:
+/// `CHILDGUARD_MEASURE_RUNS`, 5 unless set.
+pub fn measure_runs() -> usize {
+    std::env::var("CHILDGUARD_MEASURE_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5)
+}
+
+/// min / median / max of `times` (which it sorts), in ms with `decimals` decimals.
+pub fn spread_ms(times: &mut [Duration], decimals: usize) -> String {
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    format!(
+        "{:.*} / {:.*} / {:.*}",
+        decimals,
+        ms(times[0]),
+        decimals,
+        ms(times[times.len() / 2]),
+        decimals,
+        ms(times[times.len() - 1])
+    )
+}
+
 /// SIGKILLs a pid we know is ours (test cleanup of deliberately leaked processes).
 pub fn sigkill(pid: u32) {
     // SAFETY-free: std has no kill(pid); use the kill(1) command to stay out of unsafe code.

@@ -35,7 +35,9 @@ use childguard_tests::as_user::{
 use childguard_tests::cgroups::serial;
 use childguard_tests::mcp_host::{behind_sh, npx_project, read_pidfile, Host};
 use childguard_tests::stdio_peers::tests_dir;
-use childguard_tests::{bin, eventually, exited_within, is_alive, left_after, pidfd, Pins};
+use childguard_tests::{
+    bin, eventually, exited_within, is_alive, left_after, measure_runs, pidfd, spread_ms, Pins,
+};
 
 /// How long a host may take to start (a python importing the SDK, under load) and finish its
 /// session.
@@ -636,18 +638,6 @@ fn a_daemonizing_server_as_the_user_leaves_nothing_after_a_timeout() {
     }
 }
 
-/// min/median/max of `times`, in ms.
-fn spread(times: &mut [Duration]) -> String {
-    times.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    format!(
-        "{:.0} / {:.0} / {:.0}",
-        ms(times[0]),
-        ms(times[times.len() / 2]),
-        ms(times[times.len() - 1])
-    )
-}
-
 /// The figures of docs/stdio-servers.md's table for bed (a): for each backend, as the user,
 /// the host's close, the host SIGKILLed (behind `sh`) and childguard SIGKILLed, each timed to
 /// "nothing left", `CHILDGUARD_MEASURE_RUNS` times (5). Each run asserts what the tests above
@@ -660,10 +650,7 @@ fn measure_for_the_docs() {
     let Some(bed) = UserBed::new(test) else {
         return;
     };
-    let runs: usize = std::env::var("CHILDGUARD_MEASURE_RUNS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(5);
+    let runs = measure_runs();
     let mut table = Vec::new();
     for contain in [Contain::Docs, Contain::Subreaper] {
         let mut close = Vec::new();
@@ -677,9 +664,9 @@ fn measure_for_the_docs() {
         table.push(format!(
             "| {} | {} | {} | {} |",
             contain.backend(),
-            spread(&mut close),
-            spread(&mut host),
-            spread(&mut own)
+            spread_ms(&mut close, 0),
+            spread_ms(&mut host, 0),
+            spread_ms(&mut own, 0)
         ));
     }
     eprintln!(

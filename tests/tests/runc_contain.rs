@@ -35,7 +35,9 @@ use childguard_tests::cgroups::serial;
 use childguard_tests::init::comm;
 use childguard_tests::mcp_host::Streams;
 use childguard_tests::runc::{self, Container, Spec};
-use childguard_tests::{bin, eventually, exited_within, is_alive, pidfd, Pins};
+use childguard_tests::{
+    bin, eventually, exited_within, is_alive, measure_runs, pidfd, spread_ms, Pins,
+};
 
 /// The ladder of the host command (`tests/mcp_host.rs`'s, docs/stdio-servers.md).
 const LADDER: &str = "EOF:200ms,TERM:300ms,KILL:1s";
@@ -609,18 +611,6 @@ fn the_seccomp_rule_is_what_leaves_the_subreaper() {
     );
 }
 
-/// min / median / max of `times`, in ms.
-fn spread(times: &mut [Duration]) -> String {
-    times.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    format!(
-        "{:.1} / {:.1} / {:.1}",
-        ms(times[0]),
-        ms(times[times.len() / 2]),
-        ms(times[times.len() - 1])
-    )
-}
-
 /// The figures of docs/containers.md: in one container under the rule, the host's close,
 /// the host `SIGKILL`ed and childguard `SIGKILL`ed, each timed to "0 left",
 /// `CHILDGUARD_MEASURE_RUNS` times (5); each run asserts what the tests above do.
@@ -632,10 +622,7 @@ fn measure_for_the_docs() {
     let Some((runc, container)) = container(test, true) else {
         return;
     };
-    let runs: usize = std::env::var("CHILDGUARD_MEASURE_RUNS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(5);
+    let runs = measure_runs();
     let (mut close, mut own, mut host, mut ours) = (vec![], vec![], vec![], vec![]);
     for _ in 0..runs {
         let (took, seen) = host_close(&runc, &container);
@@ -649,9 +636,9 @@ fn measure_for_the_docs() {
          ms min / median / max, ladder {LADDER}:\n\
          | host's close → 0 left | (the host's own wait) | host SIGKILL → 0 left | childguard \
          SIGKILL → 0 left |\n|---|---|---|---|\n| {} | {} | {} | {} |",
-        spread(&mut close),
-        spread(&mut own),
-        spread(&mut host),
-        spread(&mut ours)
+        spread_ms(&mut close, 1),
+        spread_ms(&mut own, 1),
+        spread_ms(&mut host, 1),
+        spread_ms(&mut ours, 1)
     );
 }
