@@ -93,6 +93,18 @@ pub fn pinging(pings_for: Option<&'static str>) -> Vec<&'static str> {
     args
 }
 
+/// slowserver's flags for the hardest tree to end: a double-forked `setsid` daemon
+/// (`--daemonize`) and two `setsid` workers, all ignoring `HUP`, `TERM` and stdin's EOF.
+pub const DAEMONIZING: [&str; 7] = [
+    "--daemonize",
+    "--workers",
+    "2",
+    "--setsid",
+    "--ignore",
+    "HUP,TERM",
+    "--ignore-eof",
+];
+
 /// Some note of `notes` (a notify report's, a close report's) starts with `prefix`.
 #[track_caller]
 pub fn assert_noted(notes: &[String], prefix: &str) {

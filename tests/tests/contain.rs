@@ -362,21 +362,10 @@ fn two_hundred_contained_handles_from_eight_threads_leave_no_cgroup_and_no_zombi
 #[test]
 fn a_sigkilled_supervisor_takes_the_whole_contained_tree_within_1s() {
     let _serial = serial();
-    let sup_args = [
-        "--exit-with-parent",
-        "--contain",
-        "--",
-        "--daemonize",
-        "--workers",
-        "2",
-        "--setsid",
-        "--ignore",
-        "HUP,TERM",
-        "--ignore-eof",
-    ];
     let mut sup = Command::new(childguard_tests::bin("cg-supervisor"))
         .arg(childguard_tests::bin("cg-slowserver"))
-        .args(sup_args)
+        .args(["--exit-with-parent", "--contain", "--"])
+        .args(childguard_tests::DAEMONIZING)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -37,6 +37,7 @@ use childguard_tests::mcp_host::{behind_sh, npx_project, read_pidfile, Host};
 use childguard_tests::stdio_peers::tests_dir;
 use childguard_tests::{
     bin, eventually, exited_within, is_alive, left_after, measure_runs, pidfd, spread_ms, Pins,
+    DAEMONIZING,
 };
 
 /// How long a host may take to start (a python importing the SDK, under load) and finish its
@@ -574,8 +575,7 @@ fn a_daemonizing_server_as_the_user_leaves_nothing_after_a_timeout() {
             .command(&childguard)
             .args(["run", contain, "--timeout", "4s", "--report", "text", "--"])
             .arg(&slowserver)
-            .args(["--daemonize", "--workers", "2", "--setsid"])
-            .args(["--ignore", "HUP,TERM", "--ignore-eof"])
+            .args(DAEMONIZING)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

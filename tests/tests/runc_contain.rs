@@ -36,7 +36,7 @@ use childguard_tests::init::comm;
 use childguard_tests::mcp_host::Streams;
 use childguard_tests::runc::{self, Container, Spec};
 use childguard_tests::{
-    bin, eventually, exited_within, is_alive, measure_runs, pidfd, spread_ms, Pins,
+    bin, eventually, exited_within, is_alive, measure_runs, pidfd, spread_ms, Pins, DAEMONIZING,
 };
 
 /// The ladder of the host command (`tests/mcp_host.rs`'s, docs/stdio-servers.md).
@@ -503,29 +503,19 @@ fn a_daemonizing_server_leaves_nothing_after_a_timeout_under_a_subreaper() {
     let Some((runc, container)) = container(test, true) else {
         return;
     };
-    let mut run = Exec::start(
-        &runc,
-        &container,
-        &[],
-        &[
-            "childguard",
-            "run",
-            "--contain",
-            "--timeout",
-            "300ms",
-            "--report",
-            "text",
-            "--",
-            "slowserver",
-            "--daemonize",
-            "--workers",
-            "2",
-            "--setsid",
-            "--ignore",
-            "HUP,TERM",
-            "--ignore-eof",
-        ],
-    );
+    let mut args = vec![
+        "childguard",
+        "run",
+        "--contain",
+        "--timeout",
+        "300ms",
+        "--report",
+        "text",
+        "--",
+        "slowserver",
+    ];
+    args.extend(DAEMONIZING);
+    let mut run = Exec::start(&runc, &container, &[], &args);
     let ready = run.expect_line("READY ", SESSION);
     let field = |key: &str| {
         ready
