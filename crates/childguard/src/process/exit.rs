@@ -48,7 +48,9 @@ impl Process {
                     sigchld::observe_exit(self.pid, reap)
                 }
             };
-            let observed = observed.map(|s| s.map(|status| self.server_status(status)));
+            // Under a tree init, the server's status it sent stands for the tree init's own.
+            let observed =
+                observed.map(|s| s.map(|own| self.recorded_server_status().unwrap_or(own)));
             match observed {
                 Ok(Some(status)) if reap => self.mark_exited(Life::Reaped(status)),
                 Ok(Some(status)) => self.mark_exited(Life::Exited(status)),

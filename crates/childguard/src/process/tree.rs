@@ -40,17 +40,8 @@ impl Process {
         false
     }
 
-    /// The server's real status under a tree init (which sends it before it exits), else
-    /// `status`, the child's own.
-    pub(super) fn server_status(&mut self, status: ExitStatus) -> ExitStatus {
-        #[cfg(target_os = "linux")]
-        if let Some((tree, _)) = &mut self.tree {
-            return tree.server_status(status);
-        }
-        status
-    }
-
-    /// The server's status the tree init sent, if any (its own was lost: reaped elsewhere).
+    /// The server's status the tree init sent before it exited, if any: the status to report
+    /// in place of the tree init's own, or of a status lost (reaped elsewhere).
     pub(super) fn recorded_server_status(&mut self) -> Option<ExitStatus> {
         #[cfg(target_os = "linux")]
         if let Some((tree, _)) = &mut self.tree {

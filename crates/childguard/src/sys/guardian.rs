@@ -36,18 +36,26 @@ fn errno() -> i32 {
 /// `pthread_atfork` handler of the host (a C library, Python) runs in the copy. Returns 0 in
 /// the new process, its pid in the caller.
 fn raw_fork(exit_signal: i32) -> Result<i32, i32> {
-    let flags = exit_signal as c_long;
+    raw_clone(exit_signal as c_long, None)
+}
+
+/// `clone(2)` without `CLONE_VM`: a fork-like copy of this thread with `flags` (the exit signal,
+/// namespaces, `CLONE_PIDFD` — the pidfd then stored in `pidfd`). Returns 0 in the new process,
+/// its pid in the caller. The guardian's fork and the tree init's (`sys/tree_init.rs`).
+pub(super) fn raw_clone(flags: c_long, pidfd: Option<&mut libc::c_int>) -> Result<i32, i32> {
+    let parent_tid = pidfd.map_or(0, |fd| ptr::from_mut(fd) as c_long);
     // SAFETY: without CLONE_VM the new process gets a copy of the address space and runs on
-    // its copy of this stack, returning from this same call (as fork does); null stack, tid
-    // and tls pointers are what a fork-like clone passes. What the copy runs afterwards is
-    // argued at the call sites (`fork_guardian`). s390x takes the stack first.
+    // its copy of this stack, returning from this same call (as fork does); null stack, child
+    // tid and tls pointers are what a fork-like clone passes, and `parent_tid` is null or a
+    // valid int of the caller's for CLONE_PIDFD to write. What the copy runs afterwards is
+    // argued at the call sites (`fork_guardian`, `tree_init`). s390x takes the stack first.
     #[cfg(not(target_arch = "s390x"))]
     let rc = unsafe {
         libc::syscall(
             libc::SYS_clone,
             flags,
             0 as c_long,
-            0 as c_long,
+            parent_tid,
             0 as c_long,
             0 as c_long,
         )
@@ -59,7 +67,7 @@ fn raw_fork(exit_signal: i32) -> Result<i32, i32> {
             libc::SYS_clone,
             0 as c_long,
             flags,
-            0 as c_long,
+            parent_tid,
             0 as c_long,
             0 as c_long,
         )

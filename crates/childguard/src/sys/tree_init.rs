@@ -39,24 +39,7 @@ pub(crate) fn clone_init(namespaces: c_long) -> Result<Forked, i32> {
     let blocked = SignalsBlocked::all().map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
     let mut pidfd: libc::c_int = -1;
     let flags = namespaces | libc::CLONE_PIDFD as c_long | libc::SIGCHLD as c_long;
-    // SAFETY: without CLONE_VM the new process gets a copy of the address space and returns
-    // from this same call on its copy of this stack, as from fork. With CLONE_PIDFD the
-    // kernel writes the pidfd to the parent_tid argument, `pidfd`, a valid int of ours; the
-    // stack, child_tid and tls arguments are null (x86_64/aarch64 order: flags, stack,
-    // parent_tid, child_tid, tls). What the copy runs is argued in `tree_init`.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags,
-            0 as c_long,
-            std::ptr::addr_of_mut!(pidfd) as c_long,
-            0 as c_long,
-            0 as c_long,
-        )
-    };
-    if rc < 0 {
-        return Err(errno());
-    }
+    let rc = super::guardian::raw_clone(flags, Some(&mut pidfd))?;
     if rc == 0 {
         // The copy keeps every signal blocked (not restored: a handler of the host must never
         // run in it), resets the host's handlers (`clear_handlers`) and reads its signals
@@ -67,28 +50,16 @@ pub(crate) fn clone_init(namespaces: c_long) -> Result<Forked, i32> {
     drop(blocked);
     // SAFETY: the kernel stored a new pidfd, ours alone, in `pidfd`.
     Ok(Forked::Parent(
-        rc as i32,
+        rc,
         Some(unsafe { OwnedFd::from_raw_fd(pidfd) }),
     ))
 }
 
 /// A plain fork-like `clone(2)` (exit signal `SIGCHLD`) of the tree init, for its server.
 pub(crate) fn fork_server() -> Result<Forked, i32> {
-    // SAFETY: as in `clone_init`, without CLONE_PIDFD: every pointer argument null.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            libc::SIGCHLD as c_long,
-            0 as c_long,
-            0 as c_long,
-            0 as c_long,
-            0 as c_long,
-        )
-    };
-    match rc {
-        rc if rc < 0 => Err(errno()),
+    match super::guardian::raw_clone(libc::SIGCHLD as c_long, None)? {
         0 => Ok(Forked::Child),
-        pid => Ok(Forked::Parent(pid as i32, None)),
+        pid => Ok(Forked::Parent(pid, None)),
     }
 }
 

@@ -22,31 +22,23 @@ use super::Backend;
 pub(super) type Way = (c_long, Option<(Vec<u8>, Vec<u8>)>);
 
 /// The ways to try for a backend, in order.
-pub(super) struct Namespaces(Vec<Way>);
-
-impl Namespaces {
-    pub(super) fn for_backend(backend: Backend) -> Namespaces {
-        if backend != Backend::PidNamespace {
-            return Namespaces(vec![(0, None)]);
-        }
-        let uid = rustix::process::geteuid().as_raw();
-        let gid = rustix::process::getegid().as_raw();
-        let maps = (
-            format!("{uid} {uid} 1\n").into_bytes(),
-            format!("{gid} {gid} 1\n").into_bytes(),
-        );
-        let pid_ns = libc::CLONE_NEWPID as c_long;
-        let user_ns = libc::CLONE_NEWUSER as c_long;
-        let mut ways = Vec::with_capacity(2);
-        if uid == 0 {
-            // Root: no user namespace, so the server keeps every privilege it has.
-            ways.push((pid_ns, None));
-        }
-        ways.push((pid_ns | user_ns, Some(maps)));
-        Namespaces(ways)
+pub(super) fn ways(backend: Backend) -> Vec<Way> {
+    if backend != Backend::PidNamespace {
+        return vec![(0, None)];
     }
-
-    pub(super) fn attempts(self) -> Vec<Way> {
-        self.0
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    let maps = (
+        format!("{uid} {uid} 1\n").into_bytes(),
+        format!("{gid} {gid} 1\n").into_bytes(),
+    );
+    let pid_ns = libc::CLONE_NEWPID as c_long;
+    let user_ns = libc::CLONE_NEWUSER as c_long;
+    let mut ways = Vec::with_capacity(2);
+    if uid == 0 {
+        // Root: no user namespace, so the server keeps every privilege it has.
+        ways.push((pid_ns, None));
     }
+    ways.push((pid_ns | user_ns, Some(maps)));
+    ways
 }

@@ -133,8 +133,7 @@ pub(crate) fn start(
     } else {
         None
     };
-    let ns = super::pid_namespace::Namespaces::for_backend(backend);
-    let mut attempts = ns.attempts().into_iter().peekable();
+    let mut attempts = super::pid_namespace::ways(backend).into_iter().peekable();
     let (pid, pidfd) = loop {
         let Some((flags, maps)) = attempts.next() else {
             return Err(NoTree::Refused(io::Error::other(
@@ -308,13 +307,8 @@ impl Tree {
         Ok(())
     }
 
-    /// The server's status as the tree init sent it before it exited (`fallback`, the tree
-    /// init's own, when it sent none: it was killed first).
-    pub(crate) fn server_status(&mut self, fallback: ExitStatus) -> ExitStatus {
-        self.recorded_status().unwrap_or(fallback)
-    }
-
-    /// The server's status, if the tree init sent it (read once, kept).
+    /// The server's status as the tree init sent it before it exited (`None`: it sent none,
+    /// killed first), read once and kept.
     pub(crate) fn recorded_status(&mut self) -> Option<ExitStatus> {
         use std::os::unix::process::ExitStatusExt;
         if self.status.is_none() {
