@@ -29,6 +29,13 @@ fn sorted(samples: &[f64]) -> Vec<f64> {
     sorted
 }
 
+/// Interleaved repetitions in a rotating order: for each of `reps` repetitions, every index of
+/// `0..n` once, starting one further each time (`0 1 2`, `1 2 0`, `2 0 1`, …), so no side always
+/// runs first. The order `init` and `container` stop their inits in.
+pub fn rotations(n: usize, reps: usize) -> impl Iterator<Item = usize> {
+    (0..reps).flat_map(move |rep| (0..n).map(move |k| (k + rep) % n))
+}
+
 /// Medians of `sides`: each runs `warm_up` times uncounted, then `reps` times, the sides in a
 /// fresh random order in each repetition ([`Shuffle`] from `seed`). The first error ends it.
 pub fn shuffled_medians<const N: usize>(
@@ -85,6 +92,13 @@ impl Shuffle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rotations_start_one_further_each_repetition() {
+        let order: Vec<usize> = rotations(3, 4).collect();
+        assert_eq!(order, [0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2]);
+        assert_eq!(rotations(0, 5).count(), 0);
+    }
 
     #[test]
     fn shuffle_gives_permutations_and_every_neighbour() {

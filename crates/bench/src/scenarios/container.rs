@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use super::init::pid1::Init;
 use super::Settings;
 use crate::row::Row;
-use crate::stats::median;
+use crate::stats::{median, rotations};
 use crate::Result;
 
 /// How long a container is watched after the `TERM` (docker's `KILL` comes at 10 s).
@@ -55,13 +55,10 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     for peer in peers.iter().flatten() {
         all.push((peer.clone(), Figures::default()));
     }
-    for rep in 0..reps {
-        // Interleaved: each repetition stops every init once, in a rotating order.
-        for k in 0..all.len() {
-            let i = (k + rep) % all.len();
-            let (init, figures) = &mut all[i];
-            stop_once(&mut bed, init, figures)?;
-        }
+    // Interleaved: each repetition stops every init once, in a rotating order.
+    for i in rotations(all.len(), reps) {
+        let (init, figures) = &mut all[i];
+        stop_once(&mut bed, init, figures)?;
     }
     let ours = &all[0].1;
     let mut rows = Vec::new();

@@ -34,7 +34,7 @@ use pid1::Init;
 
 use super::Settings;
 use crate::row::Row;
-use crate::stats::median;
+use crate::stats::{median, rotations};
 use crate::Result;
 
 /// The engine's grace before its `SIGKILL` (docker's default is 10 s; shortened, see above).
@@ -68,32 +68,26 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     for peer in peers.iter().flatten() {
         all.push((peer.clone(), Figures::default()));
     }
-    for rep in 0..reps {
-        // Interleaved: each repetition runs every init once, in a rotating order.
-        for k in 0..all.len() {
-            let i = (k + rep) % all.len();
-            let (init, figures) = &mut all[i];
-            let (stop, left) = stop_once(init)?;
-            figures.stop_ms.push(stop.as_secs_f64() * 1000.0);
-            figures.left.push(left as f64);
-            figures
-                .reap_us
-                .push(reap_once(init)?.as_secs_f64() * 1e6 / 1000.0);
-            let startup = match i {
-                0 => startup_once(&plain_ours)?,
-                _ => startup_once(init)?,
-            };
-            figures.startup_ms.push(startup.as_secs_f64() * 1000.0);
-        }
+    // Interleaved: each repetition runs every init once, in a rotating order.
+    for i in rotations(all.len(), reps) {
+        let (init, figures) = &mut all[i];
+        let (stop, left) = stop_once(init)?;
+        figures.stop_ms.push(stop.as_secs_f64() * 1000.0);
+        figures.left.push(left as f64);
+        figures
+            .reap_us
+            .push(reap_once(init)?.as_secs_f64() * 1e6 / 1000.0);
+        let startup = match i {
+            0 => startup_once(&plain_ours)?,
+            _ => startup_once(init)?,
+        };
+        figures.startup_ms.push(startup.as_secs_f64() * 1000.0);
     }
     // Start-up is cheap: more repetitions, interleaved the same way.
-    for rep in 0..(reps * 4) {
-        for k in 0..all.len() {
-            let i = (k + rep) % all.len();
-            let init = if i == 0 { &plain_ours } else { &all[i].0 };
-            let t = startup_once(init)?;
-            all[i].1.startup_ms.push(t.as_secs_f64() * 1000.0);
-        }
+    for i in rotations(all.len(), reps * 4) {
+        let init = if i == 0 { &plain_ours } else { &all[i].0 };
+        let t = startup_once(init)?;
+        all[i].1.startup_ms.push(t.as_secs_f64() * 1000.0);
     }
     let ours = &all[0].1;
     // Read once (the whole binary), not once per peer's row.
