@@ -67,6 +67,8 @@ pub struct RunOptions {
     pub exit_with_parent: bool,
     /// `--contain[=BACKEND]` (a limit implies `--contain=cgroup`).
     pub contain: Option<childguard::Containment>,
+    /// `--container ENGINE`: CMD launches a container with ENGINE, stopped through it.
+    pub container_engine: Option<OsString>,
     /// `--memory-max`, `--memory-high`, `--tasks-max`, `--cpu-quota` on CMD's cgroup.
     pub limits: childguard::Limits,
     /// `--restart` (with `--restart-delay`, `--restart-limit`): CMD started again when it
@@ -293,6 +295,7 @@ struct Flags {
     group: bool,
     exit_with_parent: bool,
     contain: Option<childguard::Containment>,
+    container_engine: Option<OsString>,
     no_exit_with_parent: bool,
     on_signal: OnSignal,
     activate: Option<Option<String>>,
@@ -364,6 +367,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
             contain => contain,
         },
         limits: flags.limits,
+        container_engine: flags.container_engine,
         restart,
         // On by default where the kernel has it; `--exit-with-parent` insists (and fails
         // elsewhere).
@@ -474,6 +478,7 @@ fn flag(
         "--group" => no_value(&mut flags.group)?,
         "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,
         "--contain" => flags.contain = Some(containment(inline.as_deref())?),
+        "--container" => flags.container_engine = Some(value()?.into()),
         "--no-exit-with-parent" => no_value(&mut flags.no_exit_with_parent)?,
         "--stop-on-stdin-eof" => no_value(&mut flags.stop_on_stdin_eof)?,
         "--stdio-server" => no_value(&mut flags.stdio_server)?,

@@ -63,7 +63,14 @@ Options:
                         tree init adopts every orphan); exit 125 naming each if none works.
                         --contain=cgroup|pid-namespace|subreaper asks for one (exit 125 if it
                         cannot be had); --contain=best-effort falls back to a process group.
-                        --report names the backend and why better ones were passed over
+                        --report names the backend and why better ones were passed over.
+                        A container launch (docker|podman|nerdctl [..] run ..., also after
+                        env or in a plain sh -c string) is held by its engine instead: the
+                        rungs become ENGINE kill --signal SIG NAME (--name added after run
+                        unless given), the run ends when the container is gone
+  --container ENGINE    CMD launches a container with ENGINE in a way childguard cannot read
+                        (a script): CMD gets CHILDGUARD_CONTAINER_NAME and must pass it to
+                        run --name; the rungs then go to that container as above
   --restart on-failure|always
                         start CMD again when it exits (on-failure: a non-zero exit or a
                         signal), until a trigger; --restart-delay DUR[..MAX] (default

@@ -198,7 +198,13 @@ pub(crate) fn builder(options: &RunOptions, socket: SocketMode) -> childguard::B
         // stdin is our lifeline; CMD must not eat it.
         command.stdin(Stdio::null());
     }
-    ChildHandle::builder(command)
+    let builder = ChildHandle::builder(command);
+    #[cfg(target_os = "linux")]
+    let builder = match &options.container_engine {
+        Some(engine) => builder.container_engine(engine),
+        None => builder,
+    };
+    builder
         .socket(socket)
         .ladder(options.ladder.clone())
         // The ladder's own flag (`--no-skip-ignored`, `NOSKIP,` in `--ladder`; timeout(1)'s

@@ -152,6 +152,7 @@ where
         exit_with_parent: cfg!(any(target_os = "linux", target_os = "android")),
         contain: None,
         limits: childguard::Limits::default(),
+        container_engine: None,
         restart: None,
         on_signal: OnSignal::Forward,
         activate: None,

@@ -382,6 +382,13 @@ impl fmt::Display for CloseReport {
         for s in &self.signals {
             let group = match (s.to_rest, s.to_cgroup, s.to_group) {
                 (true, _, _) => " (to those left)",
+                (false, true, _)
+                    if self.containment.as_ref().is_some_and(|c| {
+                        c.backend == crate::process::containment::Backend::Container
+                    }) =>
+                {
+                    " (container)"
+                }
                 (false, true, _) if self.cgroup.is_none() => " (tree)",
                 (false, true, _) => " (cgroup)",
                 (false, false, true) => " (group)",

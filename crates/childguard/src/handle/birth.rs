@@ -129,6 +129,7 @@ fn in_tree(
                 let report = ContainmentReport {
                     backend,
                     passed_over: std::mem::take(&mut c.passed_over),
+                    container: None,
                 };
                 let command = std::mem::replace(&mut c.command, Command::new(""));
                 drop(command);
@@ -398,5 +399,6 @@ fn cgroup_report() -> crate::process::containment::ContainmentReport {
     crate::process::containment::ContainmentReport {
         backend: crate::process::containment::Backend::Cgroup,
         passed_over: Vec::new(),
+        container: None,
     }
 }

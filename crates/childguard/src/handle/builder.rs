@@ -100,6 +100,8 @@ pub struct Builder {
     pub(super) containment: Containment,
     pub(super) kill_mode: KillMode,
     pub(super) cgroup_parent: Option<PathBuf>,
+    /// [`Builder::container_engine`] (`handle/container.rs`).
+    pub(super) container_engine: Option<std::ffi::OsString>,
     /// [`Builder::limits`].
     pub(super) limits: Limits,
     pub(super) ready: Option<Ready>,

@@ -11,6 +11,8 @@ mod birth;
 mod builder;
 mod check_once;
 pub(crate) mod close;
+#[cfg(target_os = "linux")]
+mod container;
 pub(crate) mod detach;
 pub(crate) mod exit_watch;
 mod interruptible;
@@ -355,6 +357,7 @@ impl ChildHandle {
             containment: crate::process::containment::Containment::None,
             kill_mode: crate::process::containment::KillMode::default(),
             cgroup_parent: None,
+            container_engine: None,
             limits: crate::process::containment::limits::Limits::default(),
             ready: None,
             ready_timeout: readiness::DEFAULT_READY_TIMEOUT,

@@ -54,11 +54,21 @@ impl Builder {
                 ),
             ));
         }
+        #[cfg(target_os = "linux")]
+        let mut launched = self.launch_container(&program)?;
+        #[cfg(target_os = "linux")]
+        let holds_container = launched.is_some();
+        #[cfg(not(target_os = "linux"))]
+        let holds_container = false;
         let Contained {
             cgroup,
             tree,
             passed_over,
-        } = self.make_cgroup(&program)?;
+        } = match holds_container {
+            // The container is the tree: the client needs no cgroup or tree init of ours.
+            true => Contained::default(),
+            false => self.make_cgroup(&program)?,
+        };
         #[cfg(target_os = "linux")]
         let own =
             crate::spawn::clone3::chosen(self.own_spawn).map_err(|e| fail(ErrorKind::Config, e))?;
@@ -130,6 +140,10 @@ impl Builder {
             }
             _ => (None, None),
         };
+        // A container launch with our `--name` in its argv (activation and a watchdog were
+        // refused with it).
+        #[cfg(target_os = "linux")]
+        let own_exec = own_exec.or_else(|| launched.as_mut().and_then(|l| l.exec.take()));
         let death_signal = self
             .exit_with_parent
             .then(|| (self.death_signal, std::process::id()));
@@ -155,6 +169,11 @@ impl Builder {
         self.process_group = birth.process_group;
         let containment_fallback = birth.fell_back;
         let containment = birth.containment;
+        #[cfg(target_os = "linux")]
+        let (containment, launched) = match launched {
+            Some(l) => (Some(l.report), Some(l.container)),
+            None => (containment, None),
+        };
         match (&containment, &containment_fallback) {
             (Some(c), _) => {
                 crate::base::trace::contained(birth.pid, Some(c.backend.name()), &c.passed_over)
@@ -181,6 +200,10 @@ impl Builder {
         #[cfg(target_os = "linux")]
         if let Some(tree) = birth.tree {
             process.contain_tree(tree, self.kill_mode);
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(container) = launched {
+            process.contain_container(container);
         }
         #[cfg(not(target_os = "linux"))]
         let _ = cgroup; // containment is Linux-only: elsewhere there is never a cgroup
@@ -385,6 +408,7 @@ pub(super) fn spawn_probe(command: std::process::Command) -> Result<ChildHandle>
 }
 
 /// What [`Builder::make_cgroup`] made or chose.
+#[derive(Default)]
 struct Contained {
     cgroup: Option<ContainedIn>,
     /// Tree inits to try in this order (none: a cgroup, or no containment).

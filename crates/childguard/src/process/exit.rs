@@ -92,6 +92,10 @@ impl Process {
             return Ok(false);
         }
         #[cfg(target_os = "linux")]
+        if let Some(gone) = self.container_gone()? {
+            return Ok(gone);
+        }
+        #[cfg(target_os = "linux")]
         if self.cgroup.is_some() {
             // Contained: over when the cgroup is empty, wherever its members went.
             return Ok(!self.cgroup_populated()?);

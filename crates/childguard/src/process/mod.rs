@@ -20,6 +20,8 @@ pub(crate) mod group;
 pub(crate) mod pidfd;
 pub(crate) mod sigchld;
 // Moved here by the layering (issue 21 item 5): below everything that observes a child.
+#[cfg(target_os = "linux")]
+mod container;
 pub(crate) mod containment;
 mod exit;
 mod orphan;
@@ -93,6 +95,10 @@ pub(crate) struct Process {
     /// the tree its server's.
     #[cfg(target_os = "linux")]
     tree: Option<(containment::tree_init::Tree, KillMode)>,
+    /// Containment by a container engine (`containment/container`): the process is the
+    /// engine's client, the tree its container.
+    #[cfg(target_os = "linux")]
+    container: Option<containment::container::Container>,
     /// A group leader's descendants when its close began (uncontained; for `escaped`).
     #[cfg(target_os = "linux")]
     descendants: Option<descendants::Descendants>,
@@ -138,6 +144,8 @@ impl Process {
             cgroup: None,
             #[cfg(target_os = "linux")]
             tree: None,
+            #[cfg(target_os = "linux")]
+            container: None,
             #[cfg(target_os = "linux")]
             descendants: None,
             readable_seen: AtomicBool::new(false),
@@ -264,6 +272,10 @@ impl Process {
             // calls below never see it.
             return Ok((false, Some(0)));
         }
+        #[cfg(target_os = "linux")]
+        if let Some(sent) = self.signal_container(signal) {
+            return sent;
+        }
         if let Some(killed) = self.kill_tree(signal) {
             return killed;
         }
@@ -312,6 +324,11 @@ impl Process {
     /// Whether `signal` goes to every member of the child's cgroup (contained: `KILL`, or any
     /// signal with `KillMode::ControlGroup`).
     pub(crate) fn reaches_cgroup(&self, signal: Signal) -> bool {
+        // A container's rungs go to it whole, through its engine.
+        #[cfg(target_os = "linux")]
+        if self.container.is_some() {
+            return true;
+        }
         #[cfg(target_os = "linux")]
         if let Some((_, mode)) = &self.cgroup {
             return signal == Signal::KILL || *mode == KillMode::ControlGroup || !self.is_running();
@@ -394,6 +411,9 @@ impl Process {
         if let Some((cgroup, _)) = &mut self.cgroup {
             return cgroup.take_notes();
         }
+        #[cfg(target_os = "linux")]
+        return self.take_container_notes();
+        #[cfg(not(target_os = "linux"))]
         Vec::new()
     }
 
@@ -423,6 +443,8 @@ impl Process {
     /// `deadline`, or sooner when something we wait for has no fd to wake us (group members
     /// without a pidfd, looked at in `/proc` now and then).
     pub(crate) fn wake_by(&self, deadline: Instant) -> Instant {
+        #[cfg(target_os = "linux")]
+        let deadline = self.container_wake_by(deadline);
         if self.is_running() {
             deadline
         } else {

@@ -29,6 +29,8 @@ impl Process {
             #[cfg(target_os = "linux")]
             tree: self.tree.take(),
             #[cfg(target_os = "linux")]
+            container: self.container.take(),
+            #[cfg(target_os = "linux")]
             descendants: self.descendants.take(),
             readable_seen: AtomicBool::new(false),
             held_by_tracer: self.held_by_tracer,

@@ -55,7 +55,7 @@ impl Process {
             let deadline = if by_fds {
                 deadline
             } else {
-                self.survivors.wake_by(deadline)
+                self.wake_by(deadline)
             };
             let mut fds = extra.to_vec();
             fds.extend(self.wait_fds());

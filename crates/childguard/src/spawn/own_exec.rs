@@ -29,12 +29,35 @@ pub(crate) fn prepare(
     pid_keys: &[&str],
     listener: Option<i32>,
 ) -> Result<PidExec, Failure> {
+    prepare_with_args(command, None, edit_env, pid_keys, listener)
+}
+
+/// [`prepare`] with `args` (after argv\[0\]) in place of the Command's own: how a container
+/// launch gets the `--name` of ours put after its `run` (`handle/container.rs`), in a Command
+/// std gives no way to change.
+pub(crate) fn prepare_with_args(
+    command: &Command,
+    args: Option<&[OsString]>,
+    edit_env: impl FnOnce(&mut Vec<(OsString, OsString)>),
+    pid_keys: &[&str],
+    listener: Option<i32>,
+) -> Result<PidExec, Failure> {
     // NULs first: they would make the Command's Debug output unreadable (a vaguer error).
     build_argv(command, None).map_err(|e| (ErrorKind::Config, e))?;
     let hidden = crate::spawn::command_debug::read(command).map_err(|e| (ErrorKind::Config, e))?;
     let program = crate::spawn::program::resolve(command, hidden.env_clear)
         .map_err(|e| (ErrorKind::Spawn, e))?;
-    let argv = build_argv(command, hidden.arg0.as_deref()).map_err(|e| (ErrorKind::Config, e))?;
+    let mut argv =
+        build_argv(command, hidden.arg0.as_deref()).map_err(|e| (ErrorKind::Config, e))?;
+    if let Some(args) = args {
+        argv.truncate(1);
+        for a in args {
+            argv.push(
+                crate::spawn::program::c_string(a.as_bytes())
+                    .map_err(|e| (ErrorKind::Config, e))?,
+            );
+        }
+    }
     let env = env_for(command, hidden.env_clear, edit_env, pid_keys)
         .into_iter()
         .map(|(k, v)| {

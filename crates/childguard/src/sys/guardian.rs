@@ -212,3 +212,87 @@ pub(crate) fn monotonic() -> std::time::Duration {
         t.tv_nsec.clamp(0, 999_999_999) as u32,
     )
 }
+
+/// Starts `argv[0]` with `argv` and `envp` (NULL-terminated arrays of NUL-terminated strings
+/// the caller built in its own memory) as a child of the guardian: `clone(2)` with `SIGCHLD`,
+/// then in the child every signal back to its default and none blocked (`sigaction(2)`,
+/// `sigprocmask(2)`: the guardian ignores most, and an ignored disposition would survive the
+/// exec), fds 0–2 on `/dev/null`, every other fd closed (the loop bounded by `close_limit` where
+/// `close_range(2)` is missing), `execve(2)`; `_exit(127)` if that
+/// fails. Returns the child's pid. How the guardian runs a container engine's `kill` once the
+/// host is gone (`containment/guardian/commands.rs`).
+pub(crate) fn spawn_command(
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    close_limit: u32,
+) -> Result<i32, i32> {
+    if argv.first().is_none_or(|p| p.is_null()) || argv.last() != Some(&ptr::null()) {
+        return Err(libc::EINVAL);
+    }
+    if envp.last() != Some(&ptr::null()) {
+        return Err(libc::EINVAL);
+    }
+    let pid = raw_fork(libc::SIGCHLD)?;
+    if pid != 0 {
+        return Ok(pid);
+    }
+    // The child: a copy of the guardian's one thread; async-signal-safe calls only.
+    for signo in 1..=64 {
+        if signo == libc::SIGKILL || signo == libc::SIGSTOP {
+            continue;
+        }
+        let mut action = MaybeUninit::<libc::sigaction>::zeroed();
+        // SAFETY: a zeroed sigaction is valid (empty mask, no flags); SIG_DFL needs no code of
+        // ours; sigaction(2) is async-signal-safe and refuses reserved signals with EINVAL.
+        unsafe {
+            let action = action.as_mut_ptr();
+            (*action).sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(signo, action, ptr::null_mut());
+        }
+    }
+    let mut empty = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set; sigprocmask reads it (async-signal-safe).
+    unsafe {
+        libc::sigemptyset(empty.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), ptr::null_mut());
+    }
+    // SAFETY: open(2), dup2(2), close(2) and execve(2) are async-signal-safe; the path is a
+    // NUL-terminated literal; `argv` and `envp` were checked above to be non-empty and
+    // NULL-terminated arrays, and the caller keeps the strings they point to alive (this copy
+    // of its memory does not change before the exec).
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+    let _ = close_all_except(&[0, 1, 2], close_limit);
+    // SAFETY: as above.
+    unsafe {
+        libc::execve(argv[0], argv.as_ptr(), envp.as_ptr());
+    }
+    exit_now(127)
+}
+
+/// `waitpid(2)` with `WNOHANG` for the guardian's own command `pid`: `true` once it has exited
+/// and is reaped (or is no child of ours any more).
+pub(crate) fn reaped(pid: i32) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid(2) with a valid int to write the status into; async-signal-safe.
+    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    rc == pid || (rc < 0 && errno() != libc::EINTR)
+}
+
+/// `kill(2)` with `SIGKILL` to the guardian's own unreaped command `pid` (its pid cannot have
+/// been reused while it is our unreaped child).
+pub(crate) fn kill_command(pid: i32) {
+    // SAFETY: kill(2) takes plain integers; `pid` is positive (a child we made).
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}

@@ -46,6 +46,8 @@
 #[cfg(target_os = "linux")]
 pub(crate) mod at;
 #[cfg(target_os = "linux")]
+pub(crate) mod container;
+#[cfg(target_os = "linux")]
 pub(crate) mod create;
 #[cfg(target_os = "linux")]
 pub(crate) mod events;
@@ -135,6 +137,9 @@ pub enum Backend {
     PidNamespace,
     /// childguard's tree init as a subreaper (it kills every orphan re-parented to it).
     Subreaper,
+    /// A container the child launched (`docker run`, `podman run`, `nerdctl run`): the rungs
+    /// go to it through its engine ([`Builder::container_engine`](crate::Builder::container_engine)).
+    Container,
 }
 
 impl Backend {
@@ -144,6 +149,7 @@ impl Backend {
             Backend::Cgroup => "cgroup",
             Backend::PidNamespace => "pid-namespace",
             Backend::Subreaper => "subreaper",
+            Backend::Container => "container",
         }
     }
 }
@@ -209,6 +215,8 @@ pub struct ContainmentReport {
     pub backend: Backend,
     /// `"cgroup: …"`, `"pid-namespace: …"`: each backend tried before it, and its error.
     pub passed_over: Vec<String>,
+    /// With [`Backend::Container`]: the container's name, as its engine knows it.
+    pub container: Option<String>,
 }
 
 impl ContainmentReport {
@@ -221,6 +229,9 @@ impl ContainmentReport {
 impl std::fmt::Display for ContainmentReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "contained by {}", self.backend)?;
+        if let Some(name) = &self.container {
+            write!(f, " {name}")?;
+        }
         if !self.passed_over.is_empty() {
             write!(f, " (passed over: {})", self.passed_over.join("; "))?;
         }

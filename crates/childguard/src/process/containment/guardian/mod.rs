@@ -79,6 +79,7 @@
 //! its `PDEATHSIG`); a host that is itself a child subreaper (`PR_SET_CHILD_SUBREAPER`) gets
 //! the guardian back as its child when the intermediate exits.
 
+pub(crate) mod commands;
 pub(crate) mod serve;
 pub(crate) mod table;
 mod walk;
@@ -167,7 +168,7 @@ fn client() -> &'static Client {
 /// this process has none (or its guardian died). Call before the child is spawned into it.
 pub(crate) fn register(dir: &Path) -> io::Result<Registration> {
     let path = dir.as_os_str().as_bytes();
-    if path.len() > table::MAX_PATH || path.contains(&0) {
+    if path.len() > table::MAX_PATH || path.contains(&0) || commands::is_command(path) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
@@ -177,6 +178,30 @@ pub(crate) fn register(dir: &Path) -> io::Result<Registration> {
             ),
         ));
     }
+    register_entry(&dir.display().to_string(), path)
+}
+
+/// Has the guardian run `command` (`argv`, run with `env` only) if this process dies before
+/// the [`Registration`] is dismissed: how a container engine's `kill` outlives us
+/// (`containment/container`). The command's argv and environment are sent whole, so the
+/// guardian needs nothing of ours to run it.
+pub(crate) fn register_command(argv: &[&[u8]], env: &[&[u8]]) -> io::Result<Registration> {
+    let what = String::from_utf8_lossy(&argv.join(&b' ')).into_owned();
+    let blob = commands::encode(argv, env).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "`{what}`: too long a command for the guardian (argv and environment at most                  {} bytes, no NUL inside a string)",
+                table::MAX_PATH
+            ),
+        )
+    })?;
+    register_entry(&format!("`{what}`"), &blob)
+}
+
+/// Adds `path` (a cgroup's path, or an encoded command) to the guardian's table; `what` names
+/// it in errors.
+fn register_entry(what: &str, path: &[u8]) -> io::Result<Registration> {
     let client = client();
     let mut msg = Vec::with_capacity(9 + path.len());
     // A guardian that died since it last read is replaced once.
@@ -201,7 +226,7 @@ pub(crate) fn register(dir: &Path) -> io::Result<Registration> {
             return Err(io::Error::other(format!(
                 "{}: the guardian's table is full ({} cgroups, {} bytes of paths; at most {} \
                  and {})",
-                dir.display(),
+                what,
                 st.registered.len(),
                 st.bytes,
                 table::MAX_ENTRIES,
@@ -230,8 +255,8 @@ pub(crate) fn register(dir: &Path) -> io::Result<Registration> {
                     io::ErrorKind::WouldBlock,
                     format!(
                         "{}: the guardian (pid {pid}) does not read its socket (stopped?): \
-                         the cgroup cannot be guarded",
-                        dir.display()
+                         it cannot be guarded",
+                        what
                     ),
                 ));
             }
@@ -240,7 +265,7 @@ pub(crate) fn register(dir: &Path) -> io::Result<Registration> {
     }
     Err(io::Error::other(format!(
         "{}: the guardian died as soon as it was started",
-        dir.display()
+        what
     )))
 }
 

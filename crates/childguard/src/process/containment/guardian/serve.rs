@@ -15,6 +15,7 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
+use super::commands;
 use super::table::{self, Table};
 use super::walk::{self, Scratch};
 use crate::sys::guardian as sys;
@@ -113,7 +114,7 @@ pub(crate) fn run(args: &Args) -> ! {
     // 8. The host is gone. What it sent before it died is still queued: read it all first (an
     //    add sent just before a spawn must be honoured), then kill, then remove.
     let _ = read_messages(sock, message, &mut table);
-    end_all(&table, &mut scratch, args.pretend_no_kill);
+    end_all(&table, &mut scratch, args);
     sys::exit_now(0)
 }
 
@@ -178,12 +179,16 @@ fn hello(sock: BorrowedFd<'_>) {
     drop(own);
 }
 
-/// Kills every registered cgroup, then removes each (retrying while the killed trees exit,
-/// for at most [`REMOVE_FOR`]; the kill is repeated once a second meanwhile).
-fn end_all(table: &Table<'_>, scratch: &mut Scratch<'_>, pretend_no_kill: bool) {
-    for i in 0..table.len() {
+/// Kills every registered cgroup, runs every registered command (a container engine's
+/// `kill`: `commands.rs`), then removes each cgroup (retrying while the killed trees exit, for
+/// at most [`REMOVE_FOR`]; the kill is repeated once a second meanwhile).
+fn end_all(table: &Table<'_>, scratch: &mut Scratch<'_>, args: &Args) {
+    let pretend_no_kill = args.pretend_no_kill;
+    let cgroup = |i: usize| !commands::is_command(table.path(i));
+    for i in (0..table.len()).filter(|&i| cgroup(i)) {
         walk::kill(table.path(i), scratch, pretend_no_kill);
     }
+    commands::run_all(table, args.close_limit);
     let started = walk::now();
     let mut last_kill = started;
     // One bit per entry: removed. The table's bound is 8,192 entries: 128 u64 words.
@@ -191,7 +196,7 @@ fn end_all(table: &Table<'_>, scratch: &mut Scratch<'_>, pretend_no_kill: bool) 
     loop {
         let mut left = 0;
         for i in 0..table.len() {
-            if done[i / 64] & (1 << (i % 64)) != 0 {
+            if done[i / 64] & (1 << (i % 64)) != 0 || !cgroup(i) {
                 continue;
             }
             if walk::remove(table.path(i), scratch) {
@@ -207,7 +212,7 @@ fn end_all(table: &Table<'_>, scratch: &mut Scratch<'_>, pretend_no_kill: bool) 
         if now >= last_kill + Duration::from_secs(1) {
             last_kill = now;
             for i in 0..table.len() {
-                if done[i / 64] & (1 << (i % 64)) == 0 {
+                if done[i / 64] & (1 << (i % 64)) == 0 && cgroup(i) {
                     walk::kill(table.path(i), scratch, pretend_no_kill);
                 }
             }

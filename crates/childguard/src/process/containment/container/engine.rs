@@ -1,0 +1,186 @@
+//! A container engine's command-line client (`docker`, `podman`, `nerdctl`), run as the user
+//! runs it: the program found on the launch's `PATH`, its global options replayed, the
+//! launch's environment (`DOCKER_HOST`, `CONTAINER_HOST`, `XDG_RUNTIME_DIR`, `CONTAINERS_CONF`
+//! … all reach it as they reached the launcher). No engine API is spoken here: the CLI knows
+//! the user's contexts, connections, rootless sockets and configs better than a client of
+//! ours would.
+//!
+//! Each call is bounded ([`Engine::call`]): an engine that hangs (a daemon down, a lock held)
+//! costs the close at most the bound, then the call is killed and reaped. Its output goes to
+//! anonymous memory files, not pipes, so a chatty engine never blocks on a full pipe and no
+//! reader thread is needed.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Seek};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags};
+
+/// The engine a launch runs, and how to reach it again.
+#[derive(Debug, Clone)]
+pub(crate) struct Engine {
+    /// The client program, resolved (absolute).
+    pub(crate) program: PathBuf,
+    /// Global options given before `run`, replayed before every subcommand.
+    pub(crate) globals: Vec<OsString>,
+    /// The environment the launch had.
+    pub(crate) env: Vec<(OsString, OsString)>,
+}
+
+/// What one call said.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Answer {
+    /// The engine said the container does not exist (`no such container`, `No such object`).
+    pub(crate) fn no_such_container(&self) -> bool {
+        !self.status.success() && self.stderr.to_ascii_lowercase().contains("no such")
+    }
+}
+
+impl Engine {
+    /// `program` as the launch names it, looked up on the `PATH` of `env` (as `execvp` would)
+    /// when it has no `/`; a relative path with one is taken from `cwd`.
+    pub(crate) fn resolve(
+        program: &OsStr,
+        globals: Vec<OsString>,
+        env: Vec<(OsString, OsString)>,
+        cwd: &Path,
+    ) -> io::Result<Engine> {
+        let not_found = || {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "the container engine `{}` is not on the launch's PATH",
+                    program.to_string_lossy()
+                ),
+            )
+        };
+        let program = if program.as_bytes().contains(&b'/') {
+            cwd.join(program)
+        } else {
+            let path = env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+            std::env::split_paths(&path)
+                .map(|dir| cwd.join(dir).join(program))
+                .find(|p| is_executable(p))
+                .ok_or_else(not_found)?
+        };
+        if !is_executable(&program) {
+            return Err(not_found());
+        }
+        Ok(Engine {
+            program,
+            globals,
+            env,
+        })
+    }
+
+    /// The argv of `engine [globals] args…`.
+    pub(crate) fn argv<'a>(&'a self, args: &'a [&'a OsStr]) -> Vec<&'a OsStr> {
+        std::iter::once(self.program.as_os_str())
+            .chain(self.globals.iter().map(OsString::as_os_str))
+            .chain(args.iter().copied())
+            .collect()
+    }
+
+    /// Runs `engine [globals] args…` and waits at most `bound` for it; past that it is
+    /// killed, reaped, and the call fails with `TimedOut`.
+    pub(crate) fn call(&self, args: &[&OsStr], bound: Duration) -> io::Result<Answer> {
+        let (out, err) = (memory_file()?, memory_file()?);
+        let mut child = Command::new(&self.program)
+            .args(&self.globals)
+            .args(args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(err.try_clone()?)
+            .spawn()?;
+        let pid = rustix::process::Pid::from_raw(child.id() as i32)
+            .ok_or_else(|| io::Error::other("the engine's pid is 0"))?;
+        // Our unreaped child: its pid cannot be reused before we wait for it.
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty());
+        let deadline = Instant::now() + bound;
+        let exited = match &pidfd {
+            Ok(fd) => loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let timeout = rustix::time::Timespec::try_from(left).ok();
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                match rustix::event::poll(&mut fds, timeout.as_ref()) {
+                    Ok(0) => break false,
+                    Ok(_) => break true,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(e) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(e.into());
+                    }
+                }
+            },
+            // No pidfd (an old kernel, a seccomp profile): ask now and then.
+            Err(_) => loop {
+                if child.try_wait()?.is_some() {
+                    break true;
+                }
+                if Instant::now() >= deadline {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            },
+        };
+        if !exited {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "`{}` did not answer within {bound:?} (killed)",
+                    self.shown(args)
+                ),
+            ));
+        }
+        let status = child.wait()?;
+        Ok(Answer {
+            status,
+            stdout: read_all(out)?,
+            stderr: read_all(err)?,
+        })
+    }
+
+    /// `engine [globals] args…` as a user would type it, for messages.
+    pub(crate) fn shown(&self, args: &[&OsStr]) -> String {
+        let argv = self.argv(args);
+        let words: Vec<_> = argv.iter().map(|a| a.to_string_lossy()).collect();
+        words.join(" ")
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// An anonymous file in memory (`memfd_create(2)`), close-on-exec.
+fn memory_file() -> io::Result<File> {
+    let fd = rustix::fs::memfd_create(c"childguard-engine", rustix::fs::MemfdFlags::CLOEXEC)?;
+    Ok(File::from(fd))
+}
+
+fn read_all(mut file: File) -> io::Result<String> {
+    file.rewind()?;
+    let mut bytes = Vec::new();
+    file.take(64 << 10).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).trim().to_string())
+}

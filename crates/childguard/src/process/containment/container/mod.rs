@@ -1,0 +1,222 @@
+//! Containment by a container engine: the server runs in a container that `docker run`,
+//! `podman run` or `nerdctl run` (the launcher, our child) asked an engine for. Its processes
+//! are the engine's — children of containerd's shim or podman's `conmon`, in the engine's
+//! cgroups — so neither our process group, nor a cgroup, PID namespace or subreaper of ours
+//! holds them, and killing the client only detaches it: the container runs on. Only the
+//! engine can end it, so the rungs go through the engine's CLI ([`engine`]):
+//!
+//! | moment | what happens |
+//! |---|---|
+//! | spawn | the launch is read ([`launcher`]); `--name childguard-…` is put after `run` (the user's own `--name` is kept); the guardian is given `ENGINE kill NAME` to run if we die first (with `exit_with_parent`); the client is spawned leading a process group |
+//! | EOF rung | nothing new: the client passes the EOF on to the container's stdin |
+//! | a catchable rung | `ENGINE kill --signal N NAME`; while the engine does not know the container yet (an image being pulled), the client's group gets the signal instead |
+//! | `KILL` | `ENGINE kill NAME`, then `SIGKILL` to the client's group |
+//! | waiting | gone when the client has exited and the engine no longer runs the container (with `--rm`: no longer has it), asked now and then once the client is gone |
+//! | after the close | with `--rm`, a container the engine did not remove is removed (`ENGINE rm -f NAME`); the guardian's command is withdrawn |
+//! | our death | the guardian runs `ENGINE kill NAME` (the engine's own `--rm` then removes it) |
+//!
+//! Each engine call is bounded ([`CALL_BOUND`]). The close does not know it holds a
+//! container: [`Process`](crate::process::Process) answers its questions from here.
+
+pub(crate) mod engine;
+pub(crate) mod launcher;
+
+use std::ffi::OsStr;
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::base::signal::Signal;
+use engine::Engine;
+
+use super::guardian::{self, Registration};
+
+/// The longest one engine call may take (a daemon that does not answer).
+pub(crate) const CALL_BOUND: Duration = Duration::from_secs(10);
+/// How often the engine is asked whether the container is gone, once the client has exited.
+pub(crate) const POLL_EVERY: Duration = Duration::from_millis(50);
+
+/// A container launched by our child.
+#[derive(Debug)]
+pub(crate) struct Container {
+    engine: Engine,
+    name: String,
+    /// `--rm` was given.
+    remove: bool,
+    /// The guardian's `ENGINE kill NAME`, until the container is gone.
+    guard: Option<Registration>,
+    /// Seen gone by the engine.
+    gone: bool,
+    /// When the engine was last asked (for [`POLL_EVERY`]).
+    asked_at: Option<Instant>,
+    /// What the close report should say (engine errors, a removal of ours).
+    notes: Vec<String>,
+}
+
+/// What a rung did to the container.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Rung {
+    /// The engine signalled it.
+    Signalled,
+    /// The engine does not know it (not created yet, or gone): the client is the tree.
+    NotThere,
+}
+
+impl Container {
+    pub(crate) fn new(engine: Engine, name: String, remove: bool) -> Container {
+        Container {
+            engine,
+            name,
+            remove,
+            guard: None,
+            gone: false,
+            asked_at: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The container's name, as the engine knows it.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Has the guardian run `ENGINE kill NAME` if this process dies before the container is
+    /// gone. Call before the launcher is spawned: no unguarded moment.
+    pub(crate) fn guard(&mut self) -> io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let args = [OsStr::new("kill"), OsStr::new(&self.name)];
+        let argv: Vec<&[u8]> = self
+            .engine
+            .argv(&args)
+            .iter()
+            .map(|a| a.as_bytes())
+            .collect();
+        let env: Vec<Vec<u8>> = self
+            .engine
+            .env
+            .iter()
+            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+            .collect();
+        let env: Vec<&[u8]> = env.iter().map(Vec::as_slice).collect();
+        self.guard = Some(guardian::register_command(&argv, &env)?);
+        Ok(())
+    }
+
+    /// Sends `signal` to the container through the engine (`kill --signal N`, or `kill` for
+    /// `SIGKILL`).
+    pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<Rung> {
+        let number = signal.as_raw().to_string();
+        let name = self.name.clone();
+        let args: Vec<&OsStr> = if signal == Signal::KILL {
+            vec![OsStr::new("kill"), OsStr::new(&name)]
+        } else {
+            vec![
+                OsStr::new("kill"),
+                OsStr::new("--signal"),
+                OsStr::new(&number),
+                OsStr::new(&name),
+            ]
+        };
+        let answer = self.engine.call(&args, CALL_BOUND)?;
+        if answer.status.success() {
+            return Ok(Rung::Signalled);
+        }
+        // Not running any more (podman: "can only kill running containers"), or not known.
+        if answer.no_such_container() || self.is_gone_now()? {
+            return Ok(Rung::NotThere);
+        }
+        Err(io::Error::other(format!(
+            "`{}` failed ({}): {}",
+            self.engine.shown(&args),
+            answer.status,
+            answer.stderr
+        )))
+    }
+
+    /// Whether the engine no longer runs the container (with `--rm`: no longer has it). Asks
+    /// the engine at most once per [`POLL_EVERY`]; once gone, it stays gone.
+    pub(crate) fn is_gone(&mut self) -> io::Result<bool> {
+        if self.gone || self.asked_at.is_some_and(|at| at.elapsed() < POLL_EVERY) {
+            return Ok(self.gone);
+        }
+        self.is_gone_now()
+    }
+
+    /// When the engine should next be asked ([`Container::is_gone`]), at the latest `deadline`.
+    pub(crate) fn wake_by(&self, deadline: Instant) -> Instant {
+        match (self.gone, self.asked_at) {
+            (false, Some(at)) => deadline.min(at + POLL_EVERY),
+            (false, None) => Instant::now(),
+            (true, _) => deadline,
+        }
+    }
+
+    fn is_gone_now(&mut self) -> io::Result<bool> {
+        self.asked_at = Some(Instant::now());
+        let args = [
+            OsStr::new("inspect"),
+            OsStr::new("--format"),
+            OsStr::new("{{.State.Status}}"),
+            OsStr::new(&self.name),
+        ];
+        let answer = self.engine.call(&args, CALL_BOUND)?;
+        self.gone = if answer.status.success() {
+            let state = answer.stdout.trim().to_ascii_lowercase();
+            let stopped = matches!(state.as_str(), "exited" | "stopped" | "dead" | "configured");
+            stopped && !self.remove
+        } else if answer.no_such_container() {
+            true
+        } else {
+            return Err(io::Error::other(format!(
+                "`{}` failed ({}): {}",
+                self.engine.shown(&args),
+                answer.status,
+                answer.stderr
+            )));
+        };
+        if self.gone {
+            self.guard.take();
+        }
+        Ok(self.gone)
+    }
+
+    /// After the close: a container the engine should have removed (`--rm`) and did not is
+    /// removed (`rm -f`); notes for the report.
+    pub(crate) fn finish(&mut self) -> Vec<String> {
+        if !self.gone && self.remove {
+            let args = [OsStr::new("rm"), OsStr::new("-f"), OsStr::new(&self.name)];
+            match self.engine.call(&args, CALL_BOUND) {
+                Ok(a) if a.status.success() || a.no_such_container() => {
+                    if a.status.success() {
+                        self.notes.push(format!(
+                            "the container {} was left by the engine despite --rm: removed (`{}`)",
+                            self.name,
+                            self.engine.shown(&args)
+                        ));
+                    }
+                    self.gone = true;
+                    self.guard.take();
+                }
+                Ok(a) => self.notes.push(format!(
+                    "`{}` failed ({}): {}",
+                    self.engine.shown(&args),
+                    a.status,
+                    a.stderr
+                )),
+                Err(e) => self
+                    .notes
+                    .push(format!("`{}`: {e}", self.engine.shown(&args))),
+            }
+        }
+        std::mem::take(&mut self.notes)
+    }
+
+    /// The notes so far, without finishing.
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Records an engine error met on the way, for the report.
+    pub(crate) fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+}
