@@ -105,23 +105,25 @@ impl Container {
     /// `SIGKILL`).
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<Rung> {
         let number = signal.as_raw().to_string();
-        let name = self.name.clone();
+        let name = &self.name;
         let args: Vec<&OsStr> = if signal == Signal::KILL {
-            vec![OsStr::new("kill"), OsStr::new(&name)]
+            vec![OsStr::new("kill"), OsStr::new(name)]
         } else {
             vec![
                 OsStr::new("kill"),
                 OsStr::new("--signal"),
                 OsStr::new(&number),
-                OsStr::new(&name),
+                OsStr::new(name),
             ]
         };
         let answer = self.engine.call(&args, CALL_BOUND)?;
         if answer.status.success() {
             return Ok(Rung::Signalled);
         }
-        // Not running any more (podman: "can only kill running containers"), or not known.
-        if answer.no_such_container() || self.is_gone_now()? {
+        // Not known, or not running (podman: "can only kill running containers"): created
+        // and not started yet, or stopped. Asked without deciding it is gone: the client may
+        // still start it.
+        if answer.no_such_container() || !matches!(self.state()?.as_deref(), Some("running")) {
             return Ok(Rung::NotThere);
         }
         Err(io::Error::other(format!(
@@ -152,6 +154,22 @@ impl Container {
 
     fn is_gone_now(&mut self) -> io::Result<bool> {
         self.asked_at = Some(Instant::now());
+        // Asked once the client has exited: a container it created and never started will
+        // not start now.
+        self.gone = match self.state()?.as_deref() {
+            None => true,
+            Some("exited" | "stopped" | "dead" | "configured" | "created") => !self.remove,
+            Some(_) => false,
+        };
+        if self.gone {
+            self.guard.take();
+        }
+        Ok(self.gone)
+    }
+
+    /// The container's state as the engine says it (`running`, `exited`, `created` …,
+    /// lowercase), `None` if the engine does not know it.
+    fn state(&self) -> io::Result<Option<String>> {
         let args = [
             OsStr::new("inspect"),
             OsStr::new("--format"),
@@ -159,24 +177,18 @@ impl Container {
             OsStr::new(&self.name),
         ];
         let answer = self.engine.call(&args, CALL_BOUND)?;
-        self.gone = if answer.status.success() {
-            let state = answer.stdout.trim().to_ascii_lowercase();
-            let stopped = matches!(state.as_str(), "exited" | "stopped" | "dead" | "configured");
-            stopped && !self.remove
+        if answer.status.success() {
+            Ok(Some(answer.stdout.trim().to_ascii_lowercase()))
         } else if answer.no_such_container() {
-            true
+            Ok(None)
         } else {
-            return Err(io::Error::other(format!(
+            Err(io::Error::other(format!(
                 "`{}` failed ({}): {}",
                 self.engine.shown(&args),
                 answer.status,
                 answer.stderr
-            )));
-        };
-        if self.gone {
-            self.guard.take();
+            )))
         }
-        Ok(self.gone)
     }
 
     /// After the close: a container the engine should have removed (`--rm`) and did not is
