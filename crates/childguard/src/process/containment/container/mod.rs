@@ -136,11 +136,25 @@ impl Container {
 
     /// Whether the engine no longer runs the container (with `--rm`: no longer has it). Asks
     /// the engine at most once per [`POLL_EVERY`]; once gone, it stays gone.
+    ///
+    /// An engine that cannot answer (a daemon down, a call past its bound) is not an error of
+    /// the close, whose client is gone already: the close ends, the report's notes say what
+    /// the engine said, and the guardian keeps its `kill` for our death.
     pub(crate) fn is_gone(&mut self) -> io::Result<bool> {
         if self.gone || self.asked_at.is_some_and(|at| at.elapsed() < POLL_EVERY) {
             return Ok(self.gone);
         }
-        self.is_gone_now()
+        match self.is_gone_now() {
+            Ok(gone) => Ok(gone),
+            Err(e) => {
+                self.notes.push(format!(
+                    "the container {} may be left: its engine could not say whether it is gone: {e}",
+                    self.name
+                ));
+                self.gone = true;
+                Ok(true)
+            }
+        }
     }
 
     /// When the engine should next be asked ([`Container::is_gone`]), at the latest `deadline`.
@@ -230,5 +244,16 @@ impl Container {
     /// Records an engine error met on the way, for the report.
     pub(crate) fn note(&mut self, note: String) {
         self.notes.push(note);
+    }
+}
+
+impl Drop for Container {
+    /// A container not seen gone (its engine could not say, a ladder that did not end it, a
+    /// detached child's container still running) keeps the guardian's `kill` until our death:
+    /// the registration is left in place rather than withdrawn.
+    fn drop(&mut self) {
+        if let Some(guard) = self.guard.take() {
+            std::mem::forget(guard);
+        }
     }
 }
