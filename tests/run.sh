@@ -36,6 +36,7 @@ peers=(
     "unshare         util-linux"
     "node            nodejs"
     "npm             npm"
+    "podman          podman"
 )
 
 present() {
@@ -114,6 +115,36 @@ suite_user() {
 }
 suite_user childguard-attacker "the security tests' attacker"
 suite_user childguard-user "the unprivileged user of containment bed (a)"
+
+# The image of the podman bed (tests/src/podman.rs, issue 51: container engines as launchers),
+# made here from the busybox installed above so that no test pulls anything (no registry is
+# needed): a rootfs of busybox with every applet a symlink to it, imported. Once: skipped when
+# the image exists. Rootful podman, as the tests run it.
+podman_image=localhost/childguard-busybox:1
+sudo=()
+if [ "$(id -u)" != 0 ]; then sudo=(sudo); fi
+if [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ] &&
+    ! "${sudo[@]}" podman image exists "$podman_image" 2>/dev/null; then
+    echo "tests/run.sh: podman import $podman_image (busybox, for the podman bed)" >&2
+    rootfs=$(mktemp -d)
+    busybox=$(command -v busybox)
+    if ldd "$busybox" 2>/dev/null | grep -q '=>'; then
+        echo "tests/run.sh: $busybox is linked dynamically: the image needs Debian's" \
+             "busybox-static" >&2
+        exit 1
+    fi
+    mkdir -p "$rootfs"/{bin,proc,dev,sys,tmp,etc}
+    cp "$busybox" "$rootfs/bin/busybox"
+    for applet in $("$busybox" --list); do
+        [ "$applet" = busybox ] || ln -s busybox "$rootfs/bin/$applet"
+    done
+    tar -C "$rootfs" -c . | "${sudo[@]}" podman import -q -c 'ENV PATH=/bin' \
+        -c 'CMD ["/bin/sh"]' - "$podman_image" >/dev/null
+    rm -rf "$rootfs"
+    "${sudo[@]}" podman image exists "$podman_image" || {
+        echo "tests/run.sh: podman import $podman_image failed" >&2; exit 1
+    }
+fi
 
 # The npm peers (MCP servers, the TypeScript MCP SDK, a language server), pinned by
 # tests/package.json and its lockfile: installed here, before any test runs, so nothing is
