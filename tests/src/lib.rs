@@ -13,6 +13,7 @@ pub mod lsp;
 pub mod mcp_host;
 pub mod nbd;
 pub mod paced;
+pub mod podman;
 pub mod postgres;
 pub mod probe;
 pub mod runc;
