@@ -72,8 +72,8 @@ fn the_sdk_hosts_close_ends_the_container() {
     let gone = guard.gone_within(Instant::now(), SLACK);
     let exits = timer.join().unwrap();
     eprintln!(
-        "{test}: the SDK's close took {took:.3} s; container {} (PID 1 exited at +{} of the \
-         session, conmon +{})\n{}",
+        "{test}: the SDK's close took {took:.3} s; container {} (from when the test saw it \
+         running: PID 1 exited +{}, conmon +{})\n{}",
         c.name,
         ms(exits.pid1),
         ms(exits.conmon),
