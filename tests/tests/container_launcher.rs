@@ -378,3 +378,41 @@ fn the_bed_counts_and_removes_containers() {
         "{test}: the guard left {name}"
     );
 }
+
+/// The host config docs/stdio-servers.md shows for containers ("Containers as launchers": the
+/// ```json block whose server is `podman run`) is the command these tests run: its flags up
+/// to `--` are [`LADDER`]'s, and the launch after it is `podman run -i --rm`.
+#[test]
+fn the_docs_container_snippet_is_the_command_tested() {
+    let page = childguard_tests::stdio_peers::tests_dir().join("../docs/stdio-servers.md");
+    let text = std::fs::read_to_string(&page).unwrap();
+    let block = text
+        .split("```json\n")
+        .skip(1)
+        .filter_map(|b| b.split_once("\n```").map(|(json, _)| json))
+        .find(|json| json.contains("\"mcpServers\"") && json.contains("\"podman\""))
+        .unwrap_or_else(|| panic!("no ```json block with podman in {}", page.display()));
+    let config: serde_json::Value = serde_json::from_str(block).expect("the docs' JSON");
+    let server = config["mcpServers"]
+        .as_object()
+        .and_then(|s| s.values().next())
+        .expect("a server");
+    assert_eq!(server["command"], "childguard", "{block}");
+    let args: Vec<&str> = server["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("a string arg"))
+        .collect();
+    let end = args.iter().position(|a| *a == "--").expect("`--`");
+    assert_eq!(
+        args[..end],
+        ["run", "--stdio-server", "--contain", "--ladder", LADDER],
+        "{block}"
+    );
+    assert_eq!(
+        args[end + 1..end + 5],
+        ["podman", "run", "-i", "--rm"],
+        "{block}"
+    );
+}
