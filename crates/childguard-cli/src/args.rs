@@ -478,6 +478,9 @@ fn flag(
         "--group" => no_value(&mut flags.group)?,
         "--exit-with-parent" => no_value(&mut flags.exit_with_parent)?,
         "--contain" => flags.contain = Some(containment(inline.as_deref())?),
+        "--container" if !cfg!(target_os = "linux") => {
+            return Err(UsageError::run("--container needs Linux"))
+        }
         "--container" => flags.container_engine = Some(value()?.into()),
         "--no-exit-with-parent" => no_value(&mut flags.no_exit_with_parent)?,
         "--stop-on-stdin-eof" => no_value(&mut flags.stop_on_stdin_eof)?,

@@ -204,6 +204,9 @@ pub(crate) fn builder(options: &RunOptions, socket: SocketMode) -> childguard::B
         Some(engine) => builder.container_engine(engine),
         None => builder,
     };
+    // Refused when parsed elsewhere (`--container` needs Linux).
+    #[cfg(not(target_os = "linux"))]
+    let _ = &options.container_engine;
     builder
         .socket(socket)
         .ladder(options.ladder.clone())

@@ -101,6 +101,7 @@ pub struct Builder {
     pub(super) kill_mode: KillMode,
     pub(super) cgroup_parent: Option<PathBuf>,
     /// [`Builder::container_engine`] (`handle/container.rs`).
+    #[cfg(target_os = "linux")]
     pub(super) container_engine: Option<std::ffi::OsString>,
     /// [`Builder::limits`].
     pub(super) limits: Limits,

@@ -357,6 +357,7 @@ impl ChildHandle {
             containment: crate::process::containment::Containment::None,
             kill_mode: crate::process::containment::KillMode::default(),
             cgroup_parent: None,
+            #[cfg(target_os = "linux")]
             container_engine: None,
             limits: crate::process::containment::limits::Limits::default(),
             ready: None,
