@@ -97,7 +97,7 @@ impl Container {
             .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
             .collect();
         let env: Vec<&[u8]> = env.iter().map(Vec::as_slice).collect();
-        self.guard = Some(guardian::register_command(&argv, &env)?);
+        self.guard = Some(guardian::commands::register(&argv, &env)?);
         Ok(())
     }
 

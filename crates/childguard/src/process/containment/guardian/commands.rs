@@ -10,9 +10,11 @@
 //! built on the stack, pointing into the table's arena, whose strings are NUL-terminated as
 //! they came.
 
+use std::io;
 use std::time::Duration;
 
-use super::table::{Table, MAX_PATH};
+use super::table::{self, Table, MAX_PATH};
+use super::Registration;
 use crate::sys::guardian as sys;
 
 /// The first byte of a command entry.
@@ -53,6 +55,24 @@ pub(crate) fn encode(argv: &[&[u8]], env: &[&[u8]]) -> Option<Vec<u8>> {
         blob.push(0);
     }
     (blob.len() <= MAX_PATH).then_some(blob)
+}
+
+/// Has the guardian run `command` (`argv`, run with `env` only) if this process dies before
+/// the [`Registration`] is dismissed: how a container engine's `kill` outlives us
+/// (`containment/container`). The command's argv and environment are sent whole, so the
+/// guardian needs nothing of ours to run it.
+pub(crate) fn register(argv: &[&[u8]], env: &[&[u8]]) -> io::Result<Registration> {
+    let what = String::from_utf8_lossy(&argv.join(&b' ')).into_owned();
+    let blob = encode(argv, env).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "`{what}`: too long a command for the guardian (argv and environment at most                  {} bytes, no NUL inside a string)",
+                table::MAX_PATH
+            ),
+        )
+    })?;
+    super::register_entry(&format!("`{what}`"), &blob)
 }
 
 /// Starts the command `entry` holds; its pid, or `None` if it is malformed or cannot start.

@@ -181,27 +181,9 @@ pub(crate) fn register(dir: &Path) -> io::Result<Registration> {
     register_entry(&dir.display().to_string(), path)
 }
 
-/// Has the guardian run `command` (`argv`, run with `env` only) if this process dies before
-/// the [`Registration`] is dismissed: how a container engine's `kill` outlives us
-/// (`containment/container`). The command's argv and environment are sent whole, so the
-/// guardian needs nothing of ours to run it.
-pub(crate) fn register_command(argv: &[&[u8]], env: &[&[u8]]) -> io::Result<Registration> {
-    let what = String::from_utf8_lossy(&argv.join(&b' ')).into_owned();
-    let blob = commands::encode(argv, env).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "`{what}`: too long a command for the guardian (argv and environment at most                  {} bytes, no NUL inside a string)",
-                table::MAX_PATH
-            ),
-        )
-    })?;
-    register_entry(&format!("`{what}`"), &blob)
-}
-
 /// Adds `path` (a cgroup's path, or an encoded command) to the guardian's table; `what` names
 /// it in errors.
-fn register_entry(what: &str, path: &[u8]) -> io::Result<Registration> {
+pub(super) fn register_entry(what: &str, path: &[u8]) -> io::Result<Registration> {
     let client = client();
     let mut msg = Vec::with_capacity(9 + path.len());
     // A guardian that died since it last read is replaced once.
