@@ -1,9 +1,11 @@
-//! `stdio`: three MCP stdio servers closed by ours and by the MCP SDKs' own closes, side by
-//! side in one run (issue 31).
+//! `stdio`: four MCP stdio servers closed by ours and by the MCP SDKs' own closes, side by
+//! side in one run (issues 31 and 51).
 //!
 //! Servers ([`peers::Server`]): `npx --no-install mcp-server-everything` (npx → `npm exec` →
 //! `sh -c` → node; exits on stdin EOF), the Python SDK's MCPServer behind `sh -c` (exits on
-//! EOF), and the stubborn fixture (ignores EOF and TERM; a `setsid` worker holds its stdout).
+//! EOF), the stubborn fixture (ignores EOF and TERM; a `setsid` worker holds its stdout), and
+//! a stubborn shell in a container, `podman run -i --rm IMAGE sh -c …` ([`container`]: answers
+//! `initialize`, ignores EOF and TERM; killing the client only detaches it).
 //!
 //! Sides, each after an `initialize` round-trip (so the server is really up):
 //! - ours ([`ours`]): `ChildHandle` with stdin/stdout piped, stderr captured,
@@ -16,12 +18,15 @@
 //! - `stdio_{server}_close_ms`: the close call, from its start to its return, median;
 //! - `stdio_{server}_left`: processes of the server's tree (snapshotted right before the
 //!   close, [`tree`]) still alive, not zombies, [`LEFT_AFTER`] after the close returned; the
-//!   largest count of the repetitions (one leak in one repetition is a leak).
+//!   largest count of the repetitions (one leak in one repetition is a leak). For the
+//!   container: the containers of the launch (`podman ps -a`, by its label) there once that
+//!   wait is over, counted then removed ([`container::Podman::settle`]).
 //!
 //! Repetitions: 3 by default (`--reps`); in each, every (server, side) pair runs once, in a
-//! fresh random order. The stubborn server costs the SDKs their full waits (4–6 s each), so a
-//! run takes about two minutes.
+//! fresh random order. The stubborn servers cost the SDKs their full waits (4–6 s each), so a
+//! run takes about three minutes.
 
+mod container;
 mod lines;
 mod ours;
 mod peers;
@@ -105,6 +110,10 @@ impl Side {
         if let Some(pidfile) = &launch.pidfile {
             let _ = std::fs::remove_file(pidfile);
         }
+        let measured = match &launch.container {
+            Some(label) => peers.podman.settle(label, measured),
+            None => measured,
+        };
         measured.map_err(|e| format!("{} / {}: {e}", server.name(), self.describe()).into())
     }
 }
@@ -130,6 +139,13 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for (s, server) in Server::ALL.iter().enumerate() {
         let (close_metric, left_metric) = metrics(*server);
+        let (left_what, left_unit) = match server {
+            Server::StubbornContainer => (
+                "containers of the launch (podman ps -a, by label) there",
+                "containers",
+            ),
+            _ => ("processes of the tree alive", "processes"),
+        };
         let ours = &figures[s][0];
         for (k, side) in SIDES.iter().enumerate().skip(1) {
             let theirs = &figures[s][k];
@@ -147,11 +163,11 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
                 ours: max_left(ours),
                 baseline: max_left(theirs),
                 baseline_name: format!(
-                    "{}, processes of the tree alive {} ms after the close returned, max of {reps}",
+                    "{}, {left_what} {} ms after the close returned, max of {reps}",
                     side.describe(),
                     LEFT_AFTER.as_millis()
                 ),
-                unit: "processes",
+                unit: left_unit,
             });
         }
     }
@@ -163,6 +179,10 @@ fn metrics(server: Server) -> (&'static str, &'static str) {
         Server::Everything => ("stdio_everything_close_ms", "stdio_everything_left"),
         Server::Python => ("stdio_python_close_ms", "stdio_python_left"),
         Server::Stubborn => ("stdio_stubborn_close_ms", "stdio_stubborn_left"),
+        Server::StubbornContainer => (
+            "stdio_stubborn_container_close_ms",
+            "stdio_stubborn_container_left",
+        ),
     }
 }
 

@@ -35,6 +35,13 @@ pub fn close_ours(launch: &Launch) -> Result<Measure> {
     std::thread::sleep(LEFT_AFTER);
     let left = tree.alive().len();
     tree.kill_rest()?;
+    let held = report
+        .containment
+        .as_ref()
+        .and_then(|c| c.container.as_ref());
+    if launch.container.is_some() && held.is_none() {
+        return Err(format!("ours did not hold the container as the tree: {report}").into());
+    }
     Ok(Measure {
         close_ms: ms(took),
         left,

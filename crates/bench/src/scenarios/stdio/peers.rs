@@ -1,17 +1,19 @@
-//! The stdio scenario's peers, found or named as missing, and the three servers it closes.
+//! The stdio scenario's peers, found or named as missing, and the four servers it closes.
 //!
 //! Peers: `node` and `npx` (Debian's nodejs and npm), the npm packages pinned by
 //! `tests/package.json` (`@modelcontextprotocol/server-everything`, `@modelcontextprotocol/sdk`
 //! 1.32.2, installed by `npm ci`), and the venv python with `mcp` 2.3.0
 //! (`tests/requirements.txt`, made by `tests/run.sh` in `$CARGO_TARGET_DIR/peers-venv`, else
-//! `target/peers-venv`) — the same places `tests/src/stdio_peers.rs` looks. A missing one fails
-//! the scenario with a message saying what to install.
+//! `target/peers-venv`) — the same places `tests/src/stdio_peers.rs` looks — and rootful podman
+//! with the tests' busybox image ([`container`](super::container)). A missing one fails the
+//! scenario with a message saying what to install.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::container::Podman;
 use super::tree::Tree;
 use crate::Result;
 
@@ -26,6 +28,8 @@ pub struct Peers {
     pub tests: PathBuf,
     /// The venv's python, with `mcp`.
     pub python: PathBuf,
+    /// Podman, for the containerized stubborn server.
+    pub podman: Podman,
 }
 
 /// How to install what is missing.
@@ -88,7 +92,12 @@ impl Peers {
             )
             .into());
         }
-        Ok(Peers { tests, python })
+        let podman = Podman::find(&target)?;
+        Ok(Peers {
+            tests,
+            python,
+            podman,
+        })
     }
 
     /// A fixture script in `tests/fixtures/`.
@@ -97,7 +106,7 @@ impl Peers {
     }
 }
 
-/// One of the three servers.
+/// One of the four servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Server {
     /// `npx --no-install mcp-server-everything` in `tests/`: npx → `npm exec` → `sh -c` → node.
@@ -108,10 +117,19 @@ pub enum Server {
     /// `PYTHON tests/fixtures/stubborn_mcp.py --pidfile PATH`: ignores EOF and TERM, a `setsid`
     /// worker holding its stdout.
     Stubborn,
+    /// `podman run -i --rm IMAGE sh -c RESPONDER` ([`container`](super::container)): a shell
+    /// that answers `initialize`, ignores EOF and TERM, PID 1 of a container the client only
+    /// launched.
+    StubbornContainer,
 }
 
 impl Server {
-    pub const ALL: [Server; 3] = [Server::Everything, Server::Python, Server::Stubborn];
+    pub const ALL: [Server; 4] = [
+        Server::Everything,
+        Server::Python,
+        Server::Stubborn,
+        Server::StubbornContainer,
+    ];
 
     /// Its name in the metrics (`stdio_{name}_close_ms`).
     pub fn name(self) -> &'static str {
@@ -119,11 +137,14 @@ impl Server {
             Server::Everything => "everything",
             Server::Python => "python",
             Server::Stubborn => "stubborn",
+            Server::StubbornContainer => "stubborn_container",
         }
     }
 
-    /// The command of one start (a fresh pidfile for the stubborn one).
+    /// The command of one start (a fresh pidfile for the stubborn one, a fresh label for the
+    /// container).
     pub fn launch(self, peers: &Peers) -> Launch {
+        let mut container = None;
         let argv: Vec<OsString> = match self {
             Server::Everything => ["npx", "--no-install", "mcp-server-everything"]
                 .map(OsString::from)
@@ -140,6 +161,11 @@ impl Server {
                 peers.python.clone().into(),
                 peers.fixture("stubborn_mcp.py").into(),
             ],
+            Server::StubbornContainer => {
+                let (label, argv) = peers.podman.launch();
+                container = Some(label);
+                argv
+            }
         };
         let pidfile = (self == Server::Stubborn).then(fresh_pidfile);
         let mut argv = argv;
@@ -150,12 +176,14 @@ impl Server {
         let min_tree = match self {
             Server::Everything => 3, // npm exec (npx exec'd itself), sh, node
             Server::Python | Server::Stubborn => 2, // sh and python; server and worker
+            Server::StubbornContainer => 1, // the client: the container is conmon's
         };
         Launch {
             argv,
             cwd: peers.tests.clone(),
             pidfile,
             min_tree,
+            container,
         }
     }
 }
@@ -168,6 +196,8 @@ pub struct Launch {
     pub pidfile: Option<PathBuf>,
     /// The fewest processes its tree has once it answered `initialize`.
     pub min_tree: usize,
+    /// The container's label (`KEY=VALUE`), for the containerized server.
+    pub container: Option<String>,
 }
 
 impl Launch {
