@@ -137,7 +137,7 @@ pub const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "stdio",
-        about: "MCP stdio servers (npx server-everything, a Python server behind sh -c, a stubborn one) after initialize: close time and processes left, ours (contained, EOF:2s,TERM:2s,KILL:5s) vs the TypeScript and Python SDKs' close and rmcp's TokioChildProcess drop / graceful_shutdown (needs node, the npm peers and the peers venv)",
+        about: "MCP stdio servers (npx server-everything, a Python server behind sh -c, a stubborn one, a stubborn one in a podman run -i --rm container) after initialize: close time and processes (containers) left, ours (contained, EOF:2s,TERM:2s,KILL:5s) vs the TypeScript and Python SDKs' close and rmcp's TokioChildProcess drop / graceful_shutdown (needs node, the npm peers, the peers venv, and root with podman and tests/run.sh's busybox image)",
         run: stdio::run,
     },
     Scenario {

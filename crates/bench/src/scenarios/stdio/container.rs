@@ -93,12 +93,16 @@ impl Podman {
             refused = podman.smoke();
         }
         if let Some(said) = refused {
+            let with = match &podman.conf {
+                Some(conf) => format!("with CONTAINERS_CONF={}", conf.display()),
+                None => "with podman's own containers.conf".into(),
+            };
             return Err(format!(
-                "stdio: `podman run --rm {IMAGE} true` fails (CONTAINERS_CONF={:?}): {said}. \
-                 Where runc's setrlimit is refused, set CONTAINERS_CONF to a containers.conf \
-                 whose runtime drops the bundle's process.rlimits, or build the tests' \
-                 {} ({INSTALL})",
-                podman.conf,
+                "stdio: `podman run --rm {IMAGE} true` fails {with}: {said}. Where runc's \
+                 setrlimit is refused, set CONTAINERS_CONF to a containers.conf whose runtime \
+                 drops the bundle's process.rlimits, or build the tests' {} \
+                 (`cargo build -p childguard-tests --bin cg-runc-norlimits`, as `bash \
+                 tests/run.sh` does); {INSTALL}",
                 wrapper.display()
             )
             .into());
@@ -202,6 +206,7 @@ impl Podman {
 /// temporary directory (written whole, then renamed: a run beside sees the old or the new).
 fn write_conf(wrapper: &Path) -> Result<PathBuf> {
     let path = std::env::temp_dir().join("childguard-bench-containers.conf");
+    let wrapper = wrapper.canonicalize()?;
     let text = format!(
         "[engine]\nruntime = \"cg-runc\"\n\n[engine.runtimes]\ncg-runc = [{:?}]\n",
         wrapper.display().to_string()
