@@ -17,6 +17,11 @@ impl Process {
         self.container = Some(container);
     }
 
+    /// The container the child launched, if it launched one we hold.
+    pub(crate) fn container(&self) -> Option<&Container> {
+        self.container.as_ref()
+    }
+
     /// A rung for a child that launched a container: a catchable `signal` goes to the
     /// container through the engine — `Some` then, the client left alone (it would pass the
     /// signal on: a second copy); `SIGKILL` goes to the container, and then (`None`: the usual

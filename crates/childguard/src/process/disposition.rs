@@ -116,6 +116,10 @@ impl Process {
         if !self.is_running() {
             return None;
         }
+        #[cfg(target_os = "linux")]
+        if let Some(container) = self.container() {
+            return of_pid(container.main_pid()?, signal);
+        }
         of_pid(self.server_pid(), signal)
     }
 }

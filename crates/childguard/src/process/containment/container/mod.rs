@@ -50,6 +50,9 @@ pub(crate) struct Container {
     asked_at: Option<Instant>,
     /// What the close report should say (engine errors, a removal of ours).
     notes: Vec<String>,
+    /// The container's main process as the host sees it (`State.Pid`), asked once while it
+    /// runs: whose signal dispositions decide a skipped rung.
+    main_pid: std::sync::OnceLock<u32>,
 }
 
 /// What a rung did to the container.
@@ -71,6 +74,7 @@ impl Container {
             gone: false,
             asked_at: None,
             notes: Vec::new(),
+            main_pid: std::sync::OnceLock::new(),
         }
     }
 
@@ -203,6 +207,31 @@ impl Container {
                 answer.stderr
             )))
         }
+    }
+
+    /// The host pid of the container's main process (its PID 1), asked of the engine when first
+    /// needed and kept once known; `None` if it does not run (yet) or the engine cannot say. A rung the
+    /// server ignores is then skipped as for any child (`Ladder::skip_ignored`): the client
+    /// catches every signal (to pass it on), so its own dispositions say nothing. Race left:
+    /// a container that exits between the answer and the read of `/proc`, its pid taken by
+    /// another process meanwhile — at worst one rung sent or skipped wrongly; never a signal
+    /// to that process (the rungs go through the engine by name).
+    pub(crate) fn main_pid(&self) -> Option<u32> {
+        if let Some(&pid) = self.main_pid.get() {
+            return Some(pid);
+        }
+        let args = [
+            OsStr::new("inspect"),
+            OsStr::new("--format"),
+            OsStr::new("{{.State.Pid}}"),
+            OsStr::new(&self.name),
+        ];
+        let answer = self.engine.call(&args, CALL_BOUND).ok()?;
+        let pid: u32 = answer.stdout.trim().parse().ok()?;
+        if !answer.status.success() || pid == 0 {
+            return None;
+        }
+        Some(*self.main_pid.get_or_init(|| pid))
     }
 
     /// After the close: a container the engine should have removed (`--rm`) and did not is
