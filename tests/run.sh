@@ -11,8 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# One line per peer: the command (or python module) the tests look for, and its Debian package.
-# Add a peer here, nowhere else.
+# One line per peer: the command (or python module) the tests look for, and its Debian package;
+# `lean` after it: installed without its Recommends (docker.io's are apparmor and needrestart,
+# whose apt hook restarts services). Add a peer here, nowhere else.
 peers=(
     "nbdkit          nbdkit"
     "qemu-nbd        qemu-utils"
@@ -37,6 +38,8 @@ peers=(
     "node            nodejs"
     "npm             npm"
     "podman          podman"
+    "newuidmap       uidmap"
+    "dockerd         docker.io       lean"
 )
 
 present() {
@@ -50,10 +53,12 @@ present() {
     esac
 }
 
-missing=()
+missing=() lean=()
 for line in "${peers[@]}"; do
-    read -r probe package <<<"$line"
-    present "$probe" || missing+=("$package")
+    read -r probe package how <<<"$line"
+    present "$probe" && continue
+    missing+=("$package")
+    if [ "$how" = lean ]; then lean+=("$package"); fi
 done
 
 if [ ${#missing[@]} -gt 0 ] && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
@@ -81,9 +86,18 @@ if [ ${#missing[@]} -gt 0 ] && [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
     fi
     export DEBIAN_FRONTEND=noninteractive
     "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+    full=()
+    for package in "${missing[@]}"; do
+        [[ " ${lean[*]} " == *" $package "* ]] || full+=("$package")
+    done
+    if [ ${#full[@]} -gt 0 ]; then
+        "${sudo[@]}" apt-get install -y -qq "${full[@]}" >/dev/null
+    fi
+    if [ ${#lean[@]} -gt 0 ]; then
+        "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${lean[@]}" >/dev/null
+    fi
     for line in "${peers[@]}"; do
-        read -r probe package <<<"$line"
+        read -r probe package _ <<<"$line"
         present "$probe" || { echo "tests/run.sh: $package installed but $probe not found" >&2; exit 1; }
     done
 fi
@@ -144,6 +158,14 @@ if [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ] &&
     "${sudo[@]}" podman image exists "$podman_image" || {
         echo "tests/run.sh: podman import $podman_image failed" >&2; exit 1
     }
+fi
+
+# The beds of the other container engines (issue 51, tests/engine-beds.sh): rootless podman for
+# childguard-user (its storage, config and image), and a dockerd of the suite's own, started
+# here if none answers on its socket (the tests neither download nor start daemons), with the
+# image imported.
+if [ "${CHILDGUARD_SKIP_PEERS:-}" != 1 ]; then
+    bash tests/engine-beds.sh
 fi
 
 # The npm peers (MCP servers, the TypeScript MCP SDK, a language server), pinned by
