@@ -7,6 +7,7 @@ pub mod as_user;
 pub mod cgroups;
 pub mod command;
 pub mod driver;
+pub mod engines;
 pub mod http;
 pub mod init;
 pub mod lsp;
