@@ -263,14 +263,15 @@ if [ $# -eq 0 ]; then
     # The CLI as users install it (crates/childguard-cli/install.sh): static-pie on Linux with
     # glibc, no dynamic loader. Its tests once more on that binary (CHILDGUARD_TEST_CLI); the
     # runc tests bind it into their containers (runc_contain builds its static host helper,
-    # cg-stdio-host, itself); container_launcher runs it in front of podman (issue 51).
+    # cg-stdio-host, itself); container_launcher runs it in front of podman, container_rootless
+    # in front of the user's rootless podman, container_docker in front of docker (issue 51).
     cli_prefix="$PWD/target/cli-static"
     static_cli() {
         CHILDGUARD_CLI_PROFILE=dev bash crates/childguard-cli/install.sh "$cli_prefix" &&
             CHILDGUARD_TEST_CLI="$cli_prefix/bin/childguard" cargo test --no-fail-fast \
                 -p childguard-tests --test cli --test init --test timeout --test with \
                 --test ctrl_c --test skip_ignored --test runc_init --test runc_contain \
-                --test container_launcher
+                --test container_launcher --test container_rootless --test container_docker
     }
     pass "the static CLI" static_cli
 fi
