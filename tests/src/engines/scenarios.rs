@@ -145,9 +145,10 @@ pub fn hosts_close(test: &str, engine: &Engine) {
     let stderr = cg.stderr();
     eprintln!(
         "{test}: {}: the host's close (stdin closed) → childguard exited +{:.0} ms \
-         ({status:?}); container {}: {}; ladder {LADDER}\n{}",
+         ({}); container {}: {}; ladder {LADDER}\n{}",
         engine.who(),
         took.as_secs_f64() * 1e3,
+        status.map_or("still running".into(), |s| s.to_string()),
         c.name,
         times(engine, (&monitor, exits), &gone),
         report(&stderr)
