@@ -7,7 +7,7 @@
 //!
 //! An [`Engine`] is how a test reaches one: the client, the environment it needs (what the
 //! launch gets, and a host's `"env"`), and who runs it — the user's processes are started by
-//! this (root's) test with the user's ids and only that environment ([`as_user::Bed`]), so a
+//! this (root's) test with the user's ids and only that environment ([`Bed`]), so a
 //! pid held is the program's. Counting is the user's own view, `ENGINE ps -a` run as the
 //! engine's user; a [`Guard`] follows the containers one `childguard` named
 //! (`childguard-<its pid>-…`) and removes any left. [`scenarios`] are the tests themselves,
