@@ -242,7 +242,10 @@ impl Climb {
             to_rest: false,
         });
         self.next_rung += 1;
-        self.deadline = later(now, rung.grace);
+        // The grace counts from when the signal went out: microseconds after `now`, but a
+        // container's rung is an engine call (~0.1 s, more under load) — its grace must not be
+        // spent on the engine.
+        self.deadline = later(Instant::now().max(now), rung.grace);
         self.hard_deadline = later(self.deadline, self.extend_max);
         Ok(true)
     }
