@@ -100,8 +100,13 @@ impl Container {
             .iter()
             .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
             .collect();
-        let env: Vec<&[u8]> = env.iter().map(Vec::as_slice).collect();
-        self.guard = Some(guardian::commands::register(&argv, &env)?);
+        let all: Vec<&[u8]> = env.iter().map(Vec::as_slice).collect();
+        let registered = guardian::commands::register(&argv, &all).or_else(|e| {
+            // Beyond the guardian's bound (64 KiB): what an engine's CLI reads of it.
+            let few: Vec<&[u8]> = all.iter().copied().filter(|v| engine_reads(v)).collect();
+            guardian::commands::register(&argv, &few).map_err(|_| e)
+        })?;
+        self.guard = Some(registered);
         Ok(())
     }
 
@@ -274,6 +279,37 @@ impl Container {
     pub(crate) fn note(&mut self, note: String) {
         self.notes.push(note);
     }
+}
+
+/// Whether an engine's CLI reads the variable `entry` (`NAME=VALUE`): where it finds its
+/// daemon, config, storage and user (the environment sent to the guardian when the whole one
+/// is too big).
+fn engine_reads(entry: &[u8]) -> bool {
+    const NAMES: [&[u8]; 9] = [
+        b"PATH",
+        b"HOME",
+        b"USER",
+        b"LOGNAME",
+        b"TMPDIR",
+        b"LANG",
+        b"LC_ALL",
+        b"SSH_AUTH_SOCK",
+        b"SHELL",
+    ];
+    const PREFIXES: [&[u8]; 10] = [
+        b"XDG_",
+        b"DOCKER_",
+        b"CONTAINER",
+        b"PODMAN_",
+        b"BUILDAH_",
+        b"NERDCTL_",
+        b"CONTAINERD_",
+        b"REGISTRY_",
+        b"DBUS_",
+        b"STORAGE_",
+    ];
+    let name = entry.split(|&b| b == b'=').next().unwrap_or(entry);
+    NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 impl Drop for Container {

@@ -13,7 +13,7 @@
 use std::io;
 use std::time::Duration;
 
-use super::table::{self, Table, MAX_PATH};
+use super::table::{self, Table, MAX_ENTRY};
 use super::Registration;
 use crate::sys::guardian as sys;
 
@@ -54,7 +54,7 @@ pub(crate) fn encode(argv: &[&[u8]], env: &[&[u8]]) -> Option<Vec<u8>> {
         blob.extend_from_slice(s);
         blob.push(0);
     }
-    (blob.len() <= MAX_PATH).then_some(blob)
+    (blob.len() <= MAX_ENTRY).then_some(blob)
 }
 
 /// Has the guardian run `command` (`argv`, run with `env` only) if this process dies before
@@ -68,7 +68,7 @@ pub(crate) fn register(argv: &[&[u8]], env: &[&[u8]]) -> io::Result<Registration
             io::ErrorKind::InvalidInput,
             format!(
                 "`{what}`: too long a command for the guardian (argv and environment at most                  {} bytes, no NUL inside a string)",
-                table::MAX_PATH
+                table::MAX_ENTRY
             ),
         )
     })?;
@@ -164,7 +164,7 @@ mod tests {
         assert_eq!(encode(&[], &[]), None);
         assert_eq!(encode(&[b"a\0b"], &[]), None);
         assert_eq!(encode(&[b"x"], &[b""]), None);
-        let long = vec![b'x'; MAX_PATH];
+        let long = vec![b'x'; MAX_ENTRY];
         assert_eq!(encode(&[&long], &[]), None);
         let many: Vec<&[u8]> = vec![b"a"; MAX_STRINGS];
         assert_eq!(encode(&many, &[]), None);

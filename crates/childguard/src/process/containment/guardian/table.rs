@@ -14,6 +14,9 @@ pub(crate) const MAX_ENTRIES: usize = 8192;
 pub(crate) const ARENA: usize = 2 << 20;
 /// The longest cgroup directory path it takes (`PATH_MAX` less the NUL).
 pub(crate) const MAX_PATH: usize = 4095;
+/// The longest entry: a cgroup's path (at most [`MAX_PATH`]), or a command with its whole
+/// environment (`commands.rs`: a host's environment is often beyond 4 KiB).
+pub(crate) const MAX_ENTRY: usize = 64 << 10;
 /// Bytes of one entry record.
 const ENTRY: usize = 16;
 /// Bytes of `entries`.
@@ -29,7 +32,7 @@ pub(crate) const HELLO: u8 = b'H';
 /// Guardian → host, instead of `HELLO`: `b'F' | errno i32` — its setup failed; it exits.
 pub(crate) const FAILED: u8 = b'F';
 /// The longest message.
-pub(crate) const MAX_MESSAGE: usize = 1 + 8 + MAX_PATH;
+pub(crate) const MAX_MESSAGE: usize = 1 + 8 + MAX_ENTRY;
 
 /// The table, over memory of at least [`ENTRIES_BYTES`] and [`ARENA`] bytes.
 pub(crate) struct Table<'m> {
@@ -77,7 +80,7 @@ impl<'m> Table<'m> {
     /// Whether an add of a path of `len` bytes fits, with `count` entries holding `bytes`.
     /// The one rule, used by both sides.
     pub(crate) fn fits(count: usize, bytes: usize, len: usize) -> bool {
-        len <= MAX_PATH && count < MAX_ENTRIES && bytes + len <= ARENA
+        len <= MAX_ENTRY && count < MAX_ENTRIES && bytes + len <= ARENA
     }
 
     fn live_bytes(&self) -> usize {
@@ -163,7 +166,7 @@ mod tests {
             assert_eq!(table.path(i).len(), MAX_PATH);
             assert_eq!(table.path(i)[0], b'/');
         }
-        assert!(table.add(id + 1, &vec![b'y'; MAX_PATH + 1]).is_err());
+        assert!(table.add(id + 1, &vec![b'y'; MAX_ENTRY + 1]).is_err());
     }
 
     #[test]
