@@ -169,14 +169,32 @@ fn the_host_sigkilled_leaves_no_container() {
 /// client goes too.
 #[test]
 fn childguard_sigkilled_leaves_no_container() {
-    let test = "childguard_sigkilled_leaves_no_container";
+    childguard_sigkilled("childguard_sigkilled_leaves_no_container", &[]);
+}
+
+/// The same with a host's big environment: 20 KB (the guardian gets it whole: CI's was past
+/// the 4 KiB a guardian entry once held, and every container spawn failed), and 100 KB (past
+/// the guardian's 64 KiB: it gets the variables the engine reads, `CONTAINERS_CONF` among
+/// them).
+#[test]
+fn childguard_sigkilled_with_a_big_environment_leaves_no_container() {
+    for size in [20_000, 100_000] {
+        let big = [("CG_TEST_BIG_ENV", "x".repeat(size))];
+        childguard_sigkilled(
+            &format!("childguard_sigkilled_with_a_big_environment_leaves_no_container ({size} B)"),
+            &big,
+        );
+    }
+}
+
+fn childguard_sigkilled(test: &str, env: &[(&str, String)]) {
     let _serial = serial();
     let Some(podman) = podman(test) else {
         return;
     };
     let guard = podman.guard();
     let flags = ["--contain", "--report", "text", "--ladder", KILLED_LADDER];
-    let mut cg = Launch::start(&podman, &flags, &run_argv(STUBBORN));
+    let mut cg = Launch::start_with_env(&podman, &flags, &run_argv(STUBBORN), env);
     let c = guard.running(SESSION, || cg.streams.stderr());
     let below = children_of(cg.child.id());
     cg.pins.pin(below.iter().copied());

@@ -46,7 +46,18 @@ pub struct Launch {
 
 impl Launch {
     pub fn start(podman: &Podman, flags: &[&str], cmd: &[String]) -> Launch {
+        Launch::start_with_env(podman, flags, cmd, &[])
+    }
+
+    /// [`Launch::start`] with `env` added to childguard's environment (a host's big one).
+    pub fn start_with_env(
+        podman: &Podman,
+        flags: &[&str],
+        cmd: &[String],
+        env: &[(&str, String)],
+    ) -> Launch {
         let mut command = Command::new(bin("cg-childguard"));
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         command
             .args(["run", "--stdio-server"])
             .args(flags)
