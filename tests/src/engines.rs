@@ -15,7 +15,6 @@
 
 pub mod scenarios;
 
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,7 +24,7 @@ use std::time::{Duration, Instant};
 use crate::as_user::{suite_user, Bed, User};
 use crate::postgres::skip_peers;
 
-pub use crate::podman::IMAGE;
+pub use crate::podman::{Exits, Watch, IMAGE};
 
 /// The rootless podman bed's directory: `home/` (the user's `HOME`, its storage under
 /// `.local/share/containers`) and `config/` (root's: `XDG_CONFIG_HOME`).
@@ -186,6 +185,13 @@ impl Engine {
     }
 
     /// A guard over the containers `childguard` (pid `cg`) names: `childguard-<cg>-…`.
+    pub fn watch(&self, container: &Container) -> Watch {
+        let pid1 = self
+            .pid1(&container.name)
+            .unwrap_or_else(|| panic!("{container:?} has no PID 1"));
+        Watch::of(pid1)
+    }
+
     pub fn guard(&self, cg: u32) -> Guard<'_> {
         Guard {
             engine: self,
@@ -399,61 +405,5 @@ impl Drop for Guard<'_> {
             let _ = self.engine.call(&["kill", &c.id]);
             let _ = self.engine.call(&["rm", "-f", &c.id]);
         }
-    }
-}
-
-/// A running container's PID 1 and the engine's process over it (its parent: podman's
-/// `conmon`, docker's `containerd-shim`), pinned by pidfds, to time when each exits.
-#[derive(Debug)]
-pub struct Watch {
-    pub pid1: u32,
-    pub monitor: Option<u32>,
-    /// The monitor's `comm` (`conmon`, `containerd-shim`), for messages.
-    pub monitor_comm: String,
-    fds: Vec<OwnedFd>,
-}
-
-/// When a [`Watch`]'s processes exited, from the ending (`None`: not within the limit).
-#[derive(Debug, Clone, Copy)]
-pub struct Exits {
-    pub pid1: Option<Duration>,
-    pub monitor: Option<Duration>,
-}
-
-impl Watch {
-    /// Pins `container`'s PID 1 and its parent; the container must be running now.
-    pub fn new(engine: &Engine, container: &Container) -> Watch {
-        let pid1 = engine
-            .pid1(&container.name)
-            .unwrap_or_else(|| panic!("{container:?} has no PID 1"));
-        let fd = crate::pidfd(pid1);
-        let monitor = crate::proc_ppid(pid1).filter(|&p| p > 1);
-        let mut fds = vec![fd];
-        fds.extend(monitor.map(crate::pidfd));
-        let monitor_comm = monitor
-            .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok())
-            .map_or_else(|| "its monitor".into(), |c| c.trim().to_owned());
-        Watch {
-            pid1,
-            monitor,
-            monitor_comm,
-            fds,
-        }
-    }
-
-    /// Times, on a thread of its own (the test polls `ps -a` meanwhile), when PID 1 and its
-    /// monitor exit, from `since`, for up to `limit`.
-    pub fn time(self, since: Instant, limit: Duration) -> std::thread::JoinHandle<Exits> {
-        std::thread::spawn(move || {
-            let end = since + limit;
-            let when = |fd: &OwnedFd| {
-                let left = end.saturating_duration_since(Instant::now());
-                crate::exited_within(fd, left).then(|| since.elapsed())
-            };
-            // PID 1 exits before its monitor: waited for in that order, each seen as it exits.
-            let pid1 = when(&self.fds[0]);
-            let monitor = self.fds.get(1).and_then(when);
-            Exits { pid1, monitor }
-        })
     }
 }

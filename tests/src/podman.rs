@@ -275,20 +275,6 @@ impl Podman {
             .collect()
     }
 
-    /// conmon's pid for container `name` (`podman inspect`), if it has one.
-    pub fn conmon_of(&self, name: &str) -> Option<u32> {
-        let out = self
-            .command()
-            .args(["inspect", "--format", "{{.State.ConmonPid}}", name])
-            .output()
-            .ok()?;
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .ok()
-            .filter(|&p| p > 0)
-    }
-
     /// A guard over the containers made from now on (see [`Guard`]).
     pub fn guard(&self) -> Guard<'_> {
         Guard {
@@ -396,12 +382,14 @@ impl Drop for Guard<'_> {
     }
 }
 
-/// The processes of a running container, pinned by pidfds (no signal on drop: the guard
-/// removes the container): its PID 1 and its conmon, to time when each exits.
+/// A running container's PID 1 and the engine's process over it (its parent: podman's
+/// `conmon`, docker's `containerd-shim`), pinned by pidfds, to time when each exits.
 #[derive(Debug)]
 pub struct Watch {
     pub pid1: u32,
-    pub conmon: Option<u32>,
+    pub monitor: Option<u32>,
+    /// The monitor's `comm` (`conmon`, `containerd-shim`), for messages.
+    pub monitor_comm: String,
     fds: Vec<OwnedFd>,
 }
 
@@ -409,53 +397,42 @@ pub struct Watch {
 #[derive(Debug, Clone, Copy)]
 pub struct Exits {
     pub pid1: Option<Duration>,
-    pub conmon: Option<Duration>,
+    pub monitor: Option<Duration>,
 }
 
 impl Watch {
-    /// Pins `container`'s PID 1 (and its conmon), which must be running now.
-    pub fn new(podman: &Podman, container: &Container) -> Watch {
-        assert!(container.pid > 0, "{container:?} has no PID 1");
-        let conmon = podman.conmon_of(&container.name);
-        let mut fds = vec![crate::pidfd(container.pid)];
-        fds.extend(conmon.map(crate::pidfd));
+    /// Pins a running container's PID 1 (`pid1`, as the host sees it) and its parent, the
+    /// engine's process over it.
+    pub fn of(pid1: u32) -> Watch {
+        assert!(pid1 > 0, "a container's PID 1 cannot be 0");
+        let fd = crate::pidfd(pid1);
+        let monitor = crate::proc_ppid(pid1).filter(|&p| p > 1);
+        let mut fds = vec![fd];
+        fds.extend(monitor.map(crate::pidfd));
+        let monitor_comm = monitor
+            .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok())
+            .map_or_else(|| "its monitor".into(), |c| c.trim().to_owned());
         Watch {
-            pid1: container.pid,
-            conmon,
+            pid1,
+            monitor,
+            monitor_comm,
             fds,
         }
     }
 
-    /// Times, on a thread of its own (so that the test polls `podman ps` meanwhile), when PID 1
-    /// and conmon exit, from `since`, for up to `limit`.
+    /// Times, on a thread of its own (the test polls `ps -a` meanwhile), when PID 1 and its
+    /// monitor exit, from `since`, for up to `limit`.
     pub fn time(self, since: Instant, limit: Duration) -> std::thread::JoinHandle<Exits> {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
         std::thread::spawn(move || {
-            let mut when: Vec<Option<Duration>> = vec![None; self.fds.len()];
             let end = since + limit;
-            while when.iter().any(Option::is_none) && Instant::now() < end {
-                let open: Vec<usize> = (0..self.fds.len()).filter(|&i| when[i].is_none()).collect();
-                let mut polled: Vec<PollFd<'_>> = open
-                    .iter()
-                    .map(|&i| PollFd::new(&self.fds[i], PollFlags::IN))
-                    .collect();
-                let left = Timespec::try_from(end.saturating_duration_since(Instant::now()))
-                    .expect("a test-sized wait");
-                match poll(&mut polled, Some(&left)) {
-                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                    Err(e) => panic!("poll on pidfds: {e}"),
-                }
-                let now = since.elapsed();
-                for (k, &i) in open.iter().enumerate() {
-                    if !polled[k].revents().is_empty() {
-                        when[i] = Some(now);
-                    }
-                }
-            }
-            Exits {
-                pid1: when[0],
-                conmon: when.get(1).copied().flatten(),
-            }
+            let when = |fd: &OwnedFd| {
+                let left = end.saturating_duration_since(Instant::now());
+                crate::exited_within(fd, left).then(|| since.elapsed())
+            };
+            // PID 1 exits before its monitor: waited for in that order, each seen as it exits.
+            let pid1 = when(&self.fds[0]);
+            let monitor = self.fds.get(1).and_then(when);
+            Exits { pid1, monitor }
         })
     }
 }

@@ -43,7 +43,7 @@ fn the_hosts_close_ends_the_container_within_the_ladder() {
     let flags = ["--contain", "--report", "text", "--ladder", LADDER];
     let mut cg = Launch::start(&podman, &flags, &run_argv(STUBBORN));
     let c = guard.running(SESSION, || cg.streams.stderr());
-    close_and_check(test, &podman, &guard, &mut cg, &c);
+    close_and_check(test, &guard, &mut cg, &c);
     assert!(
         c.name.starts_with(NAME_PREFIX),
         "{test}: childguard should have named the container {NAME_PREFIX}…: {c:?}"
@@ -66,7 +66,7 @@ fn the_sdk_hosts_close_ends_the_container() {
     let guard = podman.guard();
     let mut host = sdk_host(&python, &podman, &[], SDK_LADDER);
     let c = guard.running(SESSION, || host.stderr());
-    let timer = Watch::new(&podman, &c).time(Instant::now(), SESSION);
+    let timer = Watch::of(c.pid).time(Instant::now(), SESSION);
     let (took, stderr) = host.closed(SESSION);
     let at_exit = guard.made();
     let gone = guard.gone_within(Instant::now(), SLACK);
@@ -76,7 +76,7 @@ fn the_sdk_hosts_close_ends_the_container() {
          running: PID 1 exited +{}, conmon +{})\n{}",
         c.name,
         ms(exits.pid1),
-        ms(exits.conmon),
+        ms(exits.monitor),
         report(&stderr)
     );
     assert!(
@@ -118,7 +118,7 @@ fn the_host_sigkilled_leaves_no_container() {
         let cg = host.child_named(&cli_comm());
         let mut pins = Pins::default();
         pins.pin([cg]);
-        let timer = Watch::new(&podman, &c);
+        let timer = Watch::of(c.pid);
         let killed = Instant::now();
         host.sigkill();
         let timer = timer.time(killed, PROMISE + SLACK);
@@ -133,7 +133,7 @@ fn the_host_sigkilled_leaves_no_container() {
              {KILLED_LADDER}\n{}",
             c.name,
             ms(exits.pid1),
-            ms(exits.conmon),
+            ms(exits.monitor),
             gone.as_ref()
                 .map_or_else(|left| format!("never: {left:?}"), |d| ms(Some(*d))),
             report(&stderr)
@@ -198,7 +198,7 @@ fn childguard_sigkilled(test: &str, env: &[(&str, String)]) {
     let c = guard.running(SESSION, || cg.streams.stderr());
     let below = children_of(cg.child.id());
     cg.pins.pin(below.iter().copied());
-    let timer = Watch::new(&podman, &c);
+    let timer = Watch::of(c.pid);
     let killed = Instant::now();
     rustix::process::pidfd_send_signal(pidfd(cg.child.id()), rustix::process::Signal::KILL)
         .expect("SIGKILL childguard");
@@ -211,7 +211,7 @@ fn childguard_sigkilled(test: &str, env: &[(&str, String)]) {
          -a without it +{} (promise: {PROMISE:?})",
         c.name,
         ms(exits.pid1),
-        ms(exits.conmon),
+        ms(exits.monitor),
         gone.as_ref()
             .map_or_else(|left| format!("never: {left:?}"), |d| ms(Some(*d))),
     );
@@ -319,7 +319,7 @@ fn the_users_container_name_is_kept() {
     let mut cg = Launch::start(&podman, &flags, &argv);
     let c = guard.running(SESSION, || cg.streams.stderr());
     assert_eq!(c.name, name, "{test}: {argv:?}");
-    close_and_check(test, &podman, &guard, &mut cg, &c);
+    close_and_check(test, &guard, &mut cg, &c);
 }
 
 /// (f) `--container podman` for an argv childguard cannot read (a script): the script is given
@@ -358,7 +358,7 @@ fn the_explicit_container_flag_names_the_scripts_container() {
     );
     let c = guard.running(SESSION, || cg.streams.stderr());
     assert_eq!(c.name, name, "{test}: the script's container");
-    close_and_check(test, &podman, &guard, &mut cg, &c);
+    close_and_check(test, &guard, &mut cg, &c);
 }
 
 /// The bed itself: the image runs with the bed's runtime, a container started in the

@@ -17,72 +17,33 @@
 //! when `ps -a` showed it gone. The bounds asserted are generous (a loaded CI machine: the
 //! promise plus [`SLACK`]); the figures say how close to the promise each run came.
 
-use std::process::{Child, ChildStdin, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use childguard_cli::procs::children_of;
 
-use super::{Engine, Exits, Watch};
+use super::{Engine, Exits};
 use crate::as_user::{status_field, user_python};
-use crate::mcp_host::{Host, Streams};
+use crate::mcp_host::Host;
 use crate::podman::host::{
-    ms, report, KILLED_LADDER, LADDER, LADDER_TOTAL, PROMISE, SESSION, SLACK,
+    ms, report, Launch, KILLED_LADDER, LADDER, LADDER_TOTAL, PROMISE, SESSION, SLACK,
 };
 use crate::podman::{STUBBORN, STUBBORN_MCP};
 use crate::stdio_peers::{fixture, mcp_python};
 use crate::{eventually, left_after, pidfd, Pins};
 
-/// `childguard run --stdio-server FLAGS -- ARGV` as the engine's user, the test its host:
-/// stdin and stdout piped, stderr kept.
-#[derive(Debug)]
-pub struct Launch {
-    pub child: Child,
-    pub stdin: Option<ChildStdin>,
-    pub streams: Streams,
-    pub pins: Pins,
-}
-
-impl Launch {
-    pub fn start(engine: &Engine, flags: &[&str], argv: &[String]) -> Launch {
-        let mut command = engine.command_of(&engine.childguard);
-        command
-            .args(["run", "--stdio-server"])
-            .args(flags)
-            .arg("--")
-            .args(argv)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if engine.bed.is_none() {
-            command.current_dir(std::env::temp_dir());
-        }
-        crate::sys::clean_start(&mut command);
-        let mut child = command.spawn().expect("spawning childguard run");
-        let mut pins = Pins::default();
-        pins.pin([child.id()]);
-        Launch {
-            stdin: child.stdin.take(),
-            streams: Streams::take(&mut child),
-            child,
-            pins,
-        }
+/// `childguard run --stdio-server FLAGS -- ARGV` as the engine's user, the test its plain
+/// host ([`Launch::spawn`]).
+fn launch(engine: &Engine, flags: &[&str], argv: &[String]) -> Launch {
+    let mut command = engine.command_of(&engine.childguard);
+    command
+        .args(["run", "--stdio-server"])
+        .args(flags)
+        .arg("--")
+        .args(argv);
+    if engine.bed.is_none() {
+        command.current_dir(std::env::temp_dir());
     }
-
-    /// childguard's exit, waiting up to `limit` for it.
-    pub fn exit_within(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let mut status = None;
-        eventually(limit, || {
-            status = self.child.try_wait().unwrap();
-            status.is_some()
-        });
-        status
-    }
-
-    /// Its stderr: all of it once every writer closed it (waiting a bounded while for that).
-    pub fn stderr(&self) -> String {
-        eventually(Duration::from_secs(5), || self.streams.stderr_closed());
-        self.streams.stderr()
-    }
+    Launch::spawn(command)
 }
 
 /// childguard (pid `cg`) runs as the engine's user: for rootless podman, the user's ids.
@@ -128,11 +89,11 @@ fn promise(gone: &Result<Duration, Vec<super::Container>>) -> &'static str {
 /// of its containers; the report says `contained by container`.
 pub fn hosts_close(test: &str, engine: &Engine) {
     let flags = ["--contain", "--report", "text", "--ladder", LADDER];
-    let mut cg = Launch::start(engine, &flags, &engine.run_argv(STUBBORN));
+    let mut cg = launch(engine, &flags, &engine.run_argv(STUBBORN));
     let guard = engine.guard(cg.child.id());
     let c = guard.running(SESSION, || cg.streams.stderr());
     assert_runs_as_the_user(engine, cg.child.id());
-    let watch = Watch::new(engine, &c);
+    let watch = engine.watch(&c);
     let monitor = watch.monitor_comm.clone();
     let closed = Instant::now();
     drop(cg.stdin.take());
@@ -217,7 +178,7 @@ pub fn host_sigkilled(test: &str, engine: &Engine) {
     assert_runs_as_the_user(engine, cg);
     let guard = engine.guard(cg);
     let c = guard.running(SESSION, || host.stderr());
-    let watch = Watch::new(engine, &c);
+    let watch = engine.watch(&c);
     let monitor = watch.monitor_comm.clone();
     let killed = Instant::now();
     host.sigkill();
@@ -257,13 +218,13 @@ pub fn host_sigkilled(test: &str, engine: &Engine) {
 /// the engine's client goes too.
 pub fn childguard_sigkilled(test: &str, engine: &Engine) {
     let flags = ["--contain", "--report", "text", "--ladder", KILLED_LADDER];
-    let mut cg = Launch::start(engine, &flags, &engine.run_argv(STUBBORN));
+    let mut cg = launch(engine, &flags, &engine.run_argv(STUBBORN));
     let guard = engine.guard(cg.child.id());
     let c = guard.running(SESSION, || cg.streams.stderr());
     assert_runs_as_the_user(engine, cg.child.id());
     let below = children_of(cg.child.id());
     cg.pins.pin(below.iter().copied());
-    let watch = Watch::new(engine, &c);
+    let watch = engine.watch(&c);
     let monitor = watch.monitor_comm.clone();
     let killed = Instant::now();
     rustix::process::pidfd_send_signal(pidfd(cg.child.id()), rustix::process::Signal::KILL)

@@ -63,11 +63,19 @@ impl Launch {
             .args(flags)
             .arg("--")
             .args(cmd)
-            .current_dir(std::env::temp_dir())
+            .current_dir(std::env::temp_dir());
+        podman.env(&mut command);
+        Launch::spawn(command)
+    }
+
+    /// Spawns `command` (a `childguard run` made by the caller: the bed's, or another
+    /// engine's, `tests/src/engines.rs`) as the test's plain host: stdin and stdout piped,
+    /// stderr kept, childguard pinned.
+    pub fn spawn(mut command: Command) -> Launch {
+        command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        podman.env(&mut command);
         crate::sys::clean_start(&mut command);
         let mut child = command.spawn().expect("spawning childguard run");
         let mut pins = Pins::default();
@@ -129,14 +137,8 @@ pub fn ms(d: Option<Duration>) -> String {
 /// `container`, and checks the end: childguard exits within the ladder's total grace (plus
 /// slack), at its exit `podman ps -a` shows none of the test's containers, and the report
 /// says `contained by container`.
-pub fn close_and_check(
-    test: &str,
-    podman: &Podman,
-    guard: &Guard<'_>,
-    cg: &mut Launch,
-    c: &Container,
-) {
-    let timer = Watch::new(podman, c);
+pub fn close_and_check(test: &str, guard: &Guard<'_>, cg: &mut Launch, c: &Container) {
+    let timer = Watch::of(c.pid);
     let closed = Instant::now();
     drop(cg.stdin.take());
     let timer = timer.time(closed, LADDER_TOTAL + SLACK);
@@ -152,7 +154,7 @@ pub fn close_and_check(
         took.as_secs_f64() * 1e3,
         c.name,
         ms(exits.pid1),
-        ms(exits.conmon),
+        ms(exits.monitor),
         gone.as_ref().map_or("never".into(), |d| ms(Some(*d))),
         report(&stderr)
     );
