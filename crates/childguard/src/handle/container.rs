@@ -5,6 +5,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -129,8 +130,7 @@ impl Builder {
             Some(dir) => std::env::current_dir().unwrap_or_default().join(dir),
             None => std::env::current_dir().unwrap_or_default(),
         };
-        let engine = Engine::resolve(&engine, globals, env, &cwd)
-            .map_err(|e| Error::new(ErrorKind::Spawn, Some(program), e))?;
+        let engine = Engine::new(engine_path(program, &engine, &env, &cwd)?, globals, env);
         let given = launch.as_ref().and_then(|l| l.name.clone());
         let name = given.clone().unwrap_or_else(new_name);
         self.command.env(CONTAINER_NAME_ENV, &name);
@@ -168,6 +168,35 @@ impl Builder {
             },
         }))
     }
+}
+
+/// The engine `program` as the launch's `execvp` finds it (errors name the `launcher`): a path with a `/` taken from
+/// `cwd`, else looked up on the launch's `PATH` (glibc's default without one).
+fn engine_path(
+    launcher: &str,
+    program: &OsStr,
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+) -> Result<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if program.as_bytes().contains(&b'/') {
+        return Ok(cwd.join(program));
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or_else(|| OsString::from("/bin:/usr/bin"), |(_, v)| v.clone());
+    crate::spawn::program::search(program, &path).map_err(|e| {
+        let why = format!(
+            "the container engine `{}` is not on the launch's PATH: {e}",
+            program.to_string_lossy()
+        );
+        Error::new(
+            ErrorKind::Spawn,
+            Some(launcher),
+            io::Error::new(e.kind(), why),
+        )
+    })
 }
 
 /// `childguard-<our pid>-<n>-<clock>`: unique among our launches, and among other processes'

@@ -1,7 +1,7 @@
 //! The program a `Command` runs, found as `execvp` would find it. Socket activation execs it
 //! itself (`activation.rs`), and a hooked fork looks at its first bytes first (`exec_check.rs`).
 
-use std::ffi::{CString, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -25,8 +25,15 @@ pub(crate) fn resolve(command: &Command, env_clear: bool) -> io::Result<CString>
         None if env_clear => OsString::from("/bin:/usr/bin"),
         None => std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/bin:/usr/bin")),
     };
+    search(program, &path).and_then(|found| c_string(found.as_os_str().as_bytes()))
+}
+
+/// `program` (without a `/`) in the directories of `path`, as `execvp` looks: the first
+/// executable file. Not found: `EACCES` if some entry named so exists but cannot be executed,
+/// else `ENOENT`. Also how a container launch's engine is found (`handle/container.rs`).
+pub(crate) fn search(program: &OsStr, path: &OsStr) -> io::Result<PathBuf> {
     let mut denied = false;
-    for dir in std::env::split_paths(&path) {
+    for dir in std::env::split_paths(path) {
         let dir = if dir.as_os_str().is_empty() {
             PathBuf::from(".")
         } else {
@@ -34,9 +41,7 @@ pub(crate) fn resolve(command: &Command, env_clear: bool) -> io::Result<CString>
         };
         let candidate = dir.join(program);
         match std::fs::metadata(&candidate) {
-            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {
-                return c_string(candidate.as_os_str().as_bytes());
-            }
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => return Ok(candidate),
             Ok(_) => denied = true,
             Err(_) => {}
         }

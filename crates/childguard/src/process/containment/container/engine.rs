@@ -13,13 +13,12 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Seek};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags};
+use crate::core::wait::Wait;
 
 /// The engine a launch runs, and how to reach it again.
 #[derive(Debug, Clone)]
@@ -48,44 +47,18 @@ impl Answer {
 }
 
 impl Engine {
-    /// `program` as the launch names it, looked up on the `PATH` of `env` (as `execvp` would)
-    /// when it has no `/`; a relative path with one is taken from `cwd`.
-    pub(crate) fn resolve(
-        program: &OsStr,
+    /// The engine `program` (found by the caller as the launch's `execvp` would find it),
+    /// with the launch's global options and environment.
+    pub(crate) fn new(
+        program: PathBuf,
         globals: Vec<OsString>,
         env: Vec<(OsString, OsString)>,
-        cwd: &Path,
-    ) -> io::Result<Engine> {
-        let not_found = || {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "the container engine `{}` is not on the launch's PATH",
-                    program.to_string_lossy()
-                ),
-            )
-        };
-        let program = if program.as_bytes().contains(&b'/') {
-            cwd.join(program)
-        } else {
-            let path = env
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.clone())
-                .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
-            std::env::split_paths(&path)
-                .map(|dir| cwd.join(dir).join(program))
-                .find(|p| is_executable(p))
-                .ok_or_else(not_found)?
-        };
-        if !is_executable(&program) {
-            return Err(not_found());
-        }
-        Ok(Engine {
+    ) -> Engine {
+        Engine {
             program,
             globals,
             env,
-        })
+        }
     }
 
     /// The argv of `engine [globals] args…`.
@@ -111,37 +84,31 @@ impl Engine {
             .spawn()?;
         let pid = rustix::process::Pid::from_raw(child.id() as i32)
             .ok_or_else(|| io::Error::other("the engine's pid is 0"))?;
-        // Our unreaped child: its pid cannot be reused before we wait for it.
-        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty());
+        // Our unreaped child: its pid cannot be reused before we wait for it. Without a pidfd
+        // (an old kernel, a seccomp profile) the wait is woken by `SIGCHLD`, as for any child
+        // on the portable path.
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
         let deadline = Instant::now() + bound;
-        let exited = match &pidfd {
-            Ok(fd) => loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                let timeout = rustix::time::Timespec::try_from(left).ok();
-                let mut fds = [PollFd::new(fd, PollFlags::IN)];
-                match rustix::event::poll(&mut fds, timeout.as_ref()) {
-                    Ok(0) => break false,
-                    Ok(_) => break true,
-                    Err(rustix::io::Errno::INTR) => continue,
-                    Err(e) => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        return Err(e.into());
-                    }
-                }
-            },
-            // No pidfd (an old kernel, a seccomp profile): ask now and then.
-            Err(_) => loop {
-                if child.try_wait()?.is_some() {
-                    break true;
-                }
-                if Instant::now() >= deadline {
-                    break false;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            },
+        let status = loop {
+            // Read before the look: a `SIGCHLD` after it ends the wait below.
+            let seen = match &pidfd {
+                Some(_) => None,
+                None => Some(crate::core::sigchld::notifier()?.generation()),
+            };
+            if let Some(status) = child.try_wait()? {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            let fds: Vec<BorrowedFd<'_>> = pidfd.iter().map(|fd| fd.as_fd()).collect();
+            if let Err(e) = Wait::until(deadline).fds(&fds).sigchld(seen).run() {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
         };
-        if !exited {
+        let Some(status) = status else {
             let _ = child.kill();
             let _ = child.wait();
             return Err(io::Error::new(
@@ -151,8 +118,7 @@ impl Engine {
                     self.shown(args)
                 ),
             ));
-        }
-        let status = child.wait()?;
+        };
         Ok(Answer {
             status,
             stdout: read_all(out)?,
@@ -166,10 +132,6 @@ impl Engine {
         let words: Vec<_> = argv.iter().map(|a| a.to_string_lossy()).collect();
         words.join(" ")
     }
-}
-
-fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// An anonymous file in memory (`memfd_create(2)`), close-on-exec.
