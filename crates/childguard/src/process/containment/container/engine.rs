@@ -126,6 +126,16 @@ impl Engine {
         })
     }
 
+    /// The error of a call that failed: the command as typed, its status, what it said.
+    pub(crate) fn failed(&self, args: &[&OsStr], answer: &Answer) -> io::Error {
+        io::Error::other(format!(
+            "`{}` failed ({}): {}",
+            self.shown(args),
+            answer.status,
+            answer.stderr
+        ))
+    }
+
     /// `engine [globals] args…` as a user would type it, for messages.
     pub(crate) fn shown(&self, args: &[&OsStr]) -> String {
         let argv = self.argv(args);

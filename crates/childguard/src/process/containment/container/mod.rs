@@ -135,12 +135,7 @@ impl Container {
         if answer.no_such_container() || !matches!(self.state()?.as_deref(), Some("running")) {
             return Ok(Rung::NotThere);
         }
-        Err(io::Error::other(format!(
-            "`{}` failed ({}): {}",
-            self.engine.shown(&args),
-            answer.status,
-            answer.stderr
-        )))
+        Err(self.engine.failed(&args, &answer))
     }
 
     /// Whether the engine no longer runs the container (with `--rm`: no longer has it). Asks
@@ -205,12 +200,7 @@ impl Container {
         } else if answer.no_such_container() {
             Ok(None)
         } else {
-            Err(io::Error::other(format!(
-                "`{}` failed ({}): {}",
-                self.engine.shown(&args),
-                answer.status,
-                answer.stderr
-            )))
+            Err(self.engine.failed(&args, &answer))
         }
     }
 
@@ -256,12 +246,7 @@ impl Container {
                     self.gone = true;
                     self.guard.take();
                 }
-                Ok(a) => self.notes.push(format!(
-                    "`{}` failed ({}): {}",
-                    self.engine.shown(&args),
-                    a.status,
-                    a.stderr
-                )),
+                Ok(a) => self.notes.push(self.engine.failed(&args, &a).to_string()),
                 Err(e) => self
                     .notes
                     .push(format!("`{}`: {e}", self.engine.shown(&args))),
